@@ -1,0 +1,108 @@
+# Hookwarden. `make demo` runs the whole thing locally; `make test` runs every test.
+# Nothing but Go is needed: the control plane (kube-apiserver, etcd, kubectl) and stripe-mock are
+# built from the Go module proxy into $(CACHE) by scripts in hack/.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+export GOWORK := off
+
+CACHE ?= $(or $(HOOKWARDEN_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hookwarden)
+export HOOKWARDEN_CACHE := $(CACHE)
+BIN ?= $(CURDIR)/bin
+IMG ?= hookwarden/manager:dev
+CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen
+KUSTOMIZE_VERSION ?= v5.7.1
+GEN_PATHS := ./api/...;./controllers/...
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all
+all: build
+
+##@ Development
+.PHONY: manifests
+manifests: ## Generate the CRD and RBAC from markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="$(GEN_PATHS)" output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## go vet.
+	go vet ./...
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail when generated files are stale.
+	@if [ -n "$$(git status --porcelain -- config/crd config/rbac api)" ]; then \
+	  echo "generated files are stale; run 'make manifests generate' and commit:"; git status --porcelain -- config/crd config/rbac api; git diff --stat -- config/crd config/rbac api; exit 1; fi
+	@echo "generated files are up to date"
+
+.PHONY: control-plane
+control-plane: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
+	@hack/control-plane.sh >/dev/null
+
+.PHONY: stripe-mock
+stripe-mock: ## Install stripe-mock v0.183.0 (cached).
+	@hack/stripe-mock.sh >/dev/null
+
+.PHONY: test
+test: verify-generated vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract).
+	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+	go test ./internal/matching/ -run '^$$' -fuzz FuzzCanonical -fuzztime $${FUZZTIME:-30s}
+
+##@ Build
+.PHONY: build
+build: ## Build the binaries into bin/.
+	go build -o $(BIN)/manager ./cmd/manager
+	go build -o $(BIN)/fakestripe ./cmd/fakestripe
+
+.PHONY: run
+run: manifests ## Run the manager against the cluster in KUBECONFIG (leader election off).
+	go run ./cmd/manager --leader-elect=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
+
+##@ Deployment
+.PHONY: kustomize
+kustomize:
+	@test -x $(BIN)/kustomize || GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+KUBECTL ?= kubectl
+
+.PHONY: install
+install: manifests kustomize ## Install the CRD into the cluster in KUBECONFIG.
+	$(BIN)/kustomize build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests kustomize ## Remove the CRD.
+	$(BIN)/kustomize build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests kustomize ## Deploy the manager (image IMG) with kustomize.
+	cd config/manager && $(BIN)/kustomize edit set image controller=$(IMG)
+	$(BIN)/kustomize build config/default | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove the deployment.
+	$(BIN)/kustomize build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Demo
+.PHONY: demo
+demo: ## Run Hookwarden end to end on a local control plane and the fake Stripe.
+	@echo "== building the local control plane (first run: several minutes, then cached)"
+	@hack/control-plane.sh >/dev/null
+	@echo "== building manager, fakestripe and demo"
+	@go build -o $(BIN)/manager ./cmd/manager
+	@go build -o $(BIN)/fakestripe ./cmd/fakestripe
+	@go build -o $(BIN)/demo ./hack/demo
+	@$(BIN)/demo -assets "$$(hack/control-plane.sh --print-dir)" -bin $(BIN) -samples config/samples
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,62 @@
+package v1alpha1
+
+// ConditionType is the type of a status condition. The set follows kstatus, so `kubectl wait`,
+// Flux and Argo CD read health without knowing this API: Ready is always present, Reconciling
+// and Stalled only while they are true.
+type ConditionType = string
+
+const (
+	// ConditionReady is True when the provider holds exactly the registration the spec asks for
+	// and its signing secret is stored.
+	ConditionReady ConditionType = "Ready"
+	// ConditionReconciling is present (True) while work is in progress or a retry is pending.
+	ConditionReconciling ConditionType = "Reconciling"
+	// ConditionStalled is present (True) when progress needs a human: bad spec, rejected request.
+	ConditionStalled ConditionType = "Stalled"
+	// ConditionTwinsFound is present (True) while registrations that resemble this one are left
+	// in place: foreign near-twins, or twins kept by policies.twins=Keep.
+	ConditionTwinsFound ConditionType = "TwinsFound"
+)
+
+// Reason is the machine-readable reason of a condition or an Event.
+type Reason = string
+
+const (
+	ReasonSucceeded           Reason = "Succeeded"
+	ReasonProgressing         Reason = "Progressing"
+	ReasonRateLimited         Reason = "RateLimited"
+	ReasonCredentialsNotFound Reason = "CredentialsNotFound"
+	ReasonProviderUnavailable Reason = "ProviderUnavailable"
+	ReasonUnauthorized        Reason = "Unauthorized"
+	ReasonInvalidSpec         Reason = "InvalidSpec"
+	ReasonProviderRejected    Reason = "ProviderRejected"
+	ReasonQuotaExceeded       Reason = "QuotaExceeded"
+	ReasonConflict            Reason = "Conflict"
+	ReasonTwinsPruned         Reason = "TwinsPruned"
+	ReasonNearTwinFound       Reason = "NearTwinFound"
+	ReasonSecretRecovered     Reason = "SecretRecovered"
+	ReasonSecretRotated       Reason = "SecretRotated"
+	ReasonCreated             Reason = "Created"
+	ReasonUpdated             Reason = "Updated"
+	ReasonDeleted             Reason = "Deleted"
+	ReasonOrphaned            Reason = "Orphaned"
+	ReasonDeletionBlocked     Reason = "DeletionBlocked"
+	ReasonSuspended           Reason = "Suspended"
+)
+
+// Well-known names shared by the manager and the receiver.
+const (
+	// Finalizer guards deletion so registrations are removed (or orphaned) by policy.
+	Finalizer = "hookwarden.io/finalizer"
+	// LabelSigningSecret marks the Secrets the operator writes; the receiver watches only these.
+	LabelSigningSecret = "hookwarden.io/signing-secret"
+	// LabelSubscription names the subscription a signing Secret belongs to.
+	LabelSubscription = "hookwarden.io/subscription"
+	// AnnotationEndpointID records the registration whose secret is current in a signing Secret.
+	AnnotationEndpointID = "hookwarden.io/endpoint-id"
+	// SecretKeyCurrent holds the current signing secret in a signing Secret.
+	SecretKeyCurrent = "signingSecret"
+	// SecretKeyPrefix prefixes one key per live registration ("whsec.<endpointID>"), so every
+	// secret that may still sign deliveries stays readable during a rotation.
+	SecretKeyPrefix = "whsec."
+)

@@ -1,0 +1,198 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProviderType names a webhook provider.
+// +kubebuilder:validation:Enum=stripe
+type ProviderType string
+
+const (
+	ProviderStripe ProviderType = "stripe"
+)
+
+// SecretKeySelector points at one key of a Secret in the subscription's namespace.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key within the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=apiKey
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ProviderSpec says which provider account to register the webhook with.
+type ProviderSpec struct {
+	// Type of the provider.
+	Type ProviderType `json:"type"`
+	// CredentialsRef points at the API key (Stripe secret key) in a Secret in this namespace.
+	CredentialsRef SecretKeySelector `json:"credentialsRef"`
+	// APIURL overrides the provider's API base URL (stripe-mock, a fake, an enterprise host).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.startsWith('https://') || self.startsWith('http://')",message="spec.provider.apiURL must be an http(s) URL"
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+}
+
+// EndpointSpec says where the provider delivers.
+type EndpointSpec struct {
+	// URL the provider POSTs deliveries to. It is registered in its canonical form (lowercase
+	// scheme and host, no default port, uppercase percent-hex).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self)",message="spec.endpoint.url must be an absolute URL"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="spec.endpoint.url must use https (or http with spec.endpoint.allowInsecureHTTP)"
+	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="spec.endpoint.url must have a host"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="spec.endpoint.url must not contain a fragment (#...): providers never send it"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="spec.endpoint.url must not contain credentials (user:password@)"
+	URL string `json:"url"`
+	// AllowInsecureHTTP permits an http:// URL; deliveries then travel unencrypted.
+	// +optional
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
+}
+
+// SigningSecretSpec names the Secret the operator writes the signing secret into.
+type SigningSecretSpec struct {
+	// Name of the Secret (in this namespace) that the operator owns and writes.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
+// AdoptionPolicy says what to do with an unmarked registration for the desired URL.
+// +kubebuilder:validation:Enum=Adopt;Never
+type AdoptionPolicy string
+
+const (
+	// AdoptionAdopt takes over an unmarked registration whose canonical URL is the desired one.
+	AdoptionAdopt AdoptionPolicy = "Adopt"
+	// AdoptionNever leaves unmarked registrations alone and stalls with Conflict instead of
+	// registering a second hook for the same URL.
+	AdoptionNever AdoptionPolicy = "Never"
+)
+
+// TwinsPolicy says what to do with extra registrations for the same target.
+// +kubebuilder:validation:Enum=Prune;Keep
+type TwinsPolicy string
+
+const (
+	// TwinsPrune deletes twins, keeping the registration whose secret is held.
+	TwinsPrune TwinsPolicy = "Prune"
+	// TwinsKeep only reports twins.
+	TwinsKeep TwinsPolicy = "Keep"
+)
+
+// DeletionPolicy says what happens to the registration when the subscription is deleted.
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionDelete removes our registrations at the provider.
+	DeletionDelete DeletionPolicy = "Delete"
+	// DeletionOrphan leaves them in place.
+	DeletionOrphan DeletionPolicy = "Orphan"
+)
+
+// Policies tune adoption, twin pruning and deletion.
+type Policies struct {
+	// +kubebuilder:default=Adopt
+	// +optional
+	Adoption AdoptionPolicy `json:"adoption,omitempty"`
+	// +kubebuilder:default=Prune
+	// +optional
+	Twins TwinsPolicy `json:"twins,omitempty"`
+	// +kubebuilder:default=Delete
+	// +optional
+	Deletion DeletionPolicy `json:"deletion,omitempty"`
+}
+
+// WebhookSubscriptionSpec is the desired webhook registration.
+// +kubebuilder:validation:XValidation:rule="!self.endpoint.url.startsWith('http://') || self.endpoint.allowInsecureHTTP",message="spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries"
+type WebhookSubscriptionSpec struct {
+	Provider ProviderSpec `json:"provider"`
+	Endpoint EndpointSpec `json:"endpoint"`
+	// Events to subscribe to; "*" means every event the provider sends by default.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=512
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="!('*' in self) || size(self) == 1",message="spec.events: '*' already means every event; list it alone"
+	// +listType=set
+	Events []string `json:"events"`
+	// Description shown in the provider's dashboard.
+	// +kubebuilder:validation:MaxLength=5000
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Disabled keeps the registration but pauses deliveries at the provider.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+	// SigningSecret names the Secret the operator writes the signing secret into.
+	SigningSecret SigningSecretSpec `json:"signingSecret"`
+	// +kubebuilder:default={}
+	// +optional
+	Policies Policies `json:"policies,omitempty"`
+	// ResyncInterval is how often the provider is re-read to repair out-of-band edits.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.resyncInterval must be at least 1s"
+	// +optional
+	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
+	// Suspend stops reconciliation (the registration is left as it is).
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// WebhookSubscriptionStatus is the observed state.
+type WebhookSubscriptionStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready always; Reconciling and Stalled while true.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// EndpointID is the provider's id of the registration we keep.
+	// +optional
+	EndpointID string `json:"endpointID,omitempty"`
+	// URL is the canonical URL registered at the provider.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// TwinsPruned counts duplicate registrations deleted over the subscription's life.
+	// +optional
+	TwinsPruned int32 `json:"twinsPruned,omitempty"`
+	// LastSyncTime is when the provider was last read and found matching.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+}
+
+// WebhookSubscription registers one webhook at a provider, exactly once.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=whsub,categories=hookwarden
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider.type`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpointID`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type WebhookSubscription struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WebhookSubscriptionSpec   `json:"spec,omitempty"`
+	Status WebhookSubscriptionStatus `json:"status,omitempty"`
+}
+
+// WebhookSubscriptionList contains a list of WebhookSubscription.
+// +kubebuilder:object:root=true
+type WebhookSubscriptionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WebhookSubscription `json:"items"`
+}

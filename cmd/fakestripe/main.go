@@ -1,0 +1,110 @@
+// Command fakestripe serves the in-process Stripe webhook-endpoint fake
+// (providers/stripe/fake) on a TCP address, so demos and scripts can point stripe-go, the
+// operator or curl at it without a Stripe account.
+//
+// Besides the Stripe API it serves two debugging endpoints for scripts:
+//
+//	GET /_fake/requests          the request log as JSON (account labels, never keys)
+//	GET /_fake/endpoints?key=K   account K's endpoints as JSON, secrets included
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hookwarden/hookwarden/providers/stripe/fake"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakestripe:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is cancelled, then shuts down gracefully. It returns errors instead of
+// exiting so that only main decides the exit status (and so tests can call it).
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fakestripe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:12111", "listen address")
+	pageSize := fs.Int("page-size", 0, "cap list pages at this many items (0 = no cap), to exercise pagination")
+	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints))
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: handler(srv), ReadHeaderTimeout: 10 * time.Second}
+	// Print the bound address, so -addr 127.0.0.1:0 is usable too.
+	fmt.Fprintf(stderr, "fakestripe listening on http://%s\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func handler(srv *fake.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, srv.Requests())
+	})
+	mux.HandleFunc("GET /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		if key == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) is required"})
+			return
+		}
+		eps := srv.Endpoints(key)
+		if eps == nil {
+			eps = []fake.Endpoint{}
+		}
+		writeJSON(w, http.StatusOK, eps)
+	})
+	mux.Handle("/", srv)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client may have gone; nothing useful to do
+}

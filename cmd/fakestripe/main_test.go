@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden/providers/stripe/fake"
+)
+
+// TestRunServesAndShutsDown checks the binary's contract: it logs the address, serves the
+// API and the /_fake endpoints, and returns nil once its context is cancelled.
+func TestRunServesAndShutsDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-page-size", "1"}, pw)
+		pw.Close() // unblocks the reader below if run fails before logging
+		done <- err
+	}()
+
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the log line: %v (run: %v)", err, <-done)
+	}
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "fakestripe listening on ")
+	if !ok {
+		t.Fatalf("log line %q", line)
+	}
+
+	form := url.Values{"url": {"https://example.com/h"}, "enabled_events[0]": {"*"}}
+	req, _ := http.NewRequest("POST", base+"/v1/webhook_endpoints", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("sk_test_cmd", "") // curl -u sk_test_cmd:
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+
+	var eps []fake.Endpoint
+	getJSON(t, base+"/_fake/endpoints?key=sk_test_cmd", &eps)
+	if len(eps) != 1 || eps[0].Secret == "" {
+		t.Errorf("/_fake/endpoints = %+v, want one endpoint with its secret", eps)
+	}
+	var reqs []fake.Request
+	getJSON(t, base+"/_fake/requests", &reqs)
+	if len(reqs) != 1 || reqs[0].Account != fake.AccountLabel("sk_test_cmd") || reqs[0].Status != 200 {
+		t.Errorf("/_fake/requests = %+v", reqs)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", u, err)
+	}
+}

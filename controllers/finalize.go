@@ -1,0 +1,84 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// finalize deletes our registrations (policy Delete) or leaves them (Orphan), then releases the
+// finalizer. Without credentials it cannot delete, and it says so in a condition and an Event
+// instead of releasing silently: the user restores the Secret or switches the policy to Orphan.
+func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(sub, hookv1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if sub.Spec.Policies.Deletion == hookv1.DeletionOrphan {
+		r.event(sub, corev1.EventTypeNormal, hookv1.ReasonOrphaned, "Delete", "left registration %q at the provider (policies.deletion=Orphan)", sub.Status.EndpointID)
+		return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
+	}
+	base := sub.DeepCopy()
+	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
+	defer cancel()
+	err := r.deleteRegistrations(opCtx, sub)
+	if err == nil {
+		r.event(sub, corev1.EventTypeNormal, hookv1.ReasonDeleted, "Delete", "deleted the registrations of this subscription at the provider")
+		return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
+	}
+	var se *stallError
+	if errors.As(err, &se) && se.reason == hookv1.ReasonCredentialsNotFound {
+		se.msg = "cannot delete the registration at the provider: " + se.msg + "; restore it, or set spec.policies.deletion to Orphan to release the subscription"
+		se.reason = hookv1.ReasonCredentialsNotFound
+	}
+	res, err := r.record(sub, ctrl.Result{}, err)
+	if errors.As(err, &se) {
+		// Deletion stays blocked until a referenced Secret or the policy changes; both re-trigger.
+		res, err = ctrl.Result{RequeueAfter: resyncInterval(sub)}, nil
+	}
+	if perr := r.Status().Patch(ctx, sub, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	acct, err := r.account(ctx, sub)
+	if err != nil {
+		return err
+	}
+	o, unlock := acct.Lock()
+	defer unlock()
+	observed, err := o.List(ctx, 0)
+	if err != nil {
+		return fromProvider("listing registrations", err)
+	}
+	me := r.owner(sub)
+	for _, reg := range observed {
+		if !isOurs(reg, me, sub.Status.EndpointID) {
+			continue
+		}
+		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {
+			return fromProvider("deleting registration "+reg.ID, err)
+		}
+	}
+	return nil
+}
+
+// isOurs is the proof of ownership used for deletion: our marker, or the id we recorded.
+func isOurs(reg providers.Registration, me providers.Owner, recordedID string) bool {
+	return (reg.Owner.UID != "" && reg.Owner.UID == me.UID && reg.Owner.Cluster == me.Cluster) || (recordedID != "" && reg.ID == recordedID)
+}
+
+func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	patch := client.MergeFrom(sub.DeepCopy())
+	controllerutil.RemoveFinalizer(sub, hookv1.Finalizer)
+	return client.IgnoreNotFound(r.Patch(ctx, sub, patch))
+}

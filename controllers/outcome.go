@@ -1,0 +1,63 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// stallError ends a reconcile that cannot progress without a human (bad spec, a request the
+// provider refuses): Stalled=True, no retry until the object or a referenced Secret changes.
+type stallError struct {
+	reason hookv1.Reason
+	msg    string
+}
+
+func (e *stallError) Error() string { return e.msg }
+
+func stall(reason hookv1.Reason, format string, args ...any) error {
+	return &stallError{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// waitError ends a reconcile that knows when to try again (rate limits, a conflict that a
+// user may resolve): Reconciling=True, RequeueAfter.
+type waitError struct {
+	reason hookv1.Reason
+	msg    string
+	after  time.Duration
+}
+
+func (e *waitError) Error() string { return e.msg }
+
+func wait(reason hookv1.Reason, after time.Duration, format string, args ...any) error {
+	return &waitError{reason: reason, after: after, msg: fmt.Sprintf(format, args...)}
+}
+
+// defaultRateLimitWait is used when a provider asks us to slow down without saying how long.
+const defaultRateLimitWait = 5 * time.Second
+
+// fromProvider turns a classified provider error into a stall, a wait or a transient error.
+func fromProvider(op string, err error) error {
+	var pe *providers.Error
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	switch pe.Kind {
+	case providers.RateLimited:
+		after := pe.RetryAfter
+		if after <= 0 {
+			after = defaultRateLimitWait
+		}
+		return wait(hookv1.ReasonRateLimited, after, "%s: provider rate limit, retrying in %s", op, after)
+	case providers.Permanent:
+		return stall(hookv1.ReasonProviderRejected, "%s: provider rejected the request: %s", op, pe.Message)
+	case providers.QuotaExceeded:
+		return stall(hookv1.ReasonQuotaExceeded, "%s: provider quota reached: %s", op, pe.Message)
+	case providers.Unauthorized:
+		return stall(hookv1.ReasonUnauthorized, "%s: provider refused the credentials: %s", op, pe.Message)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

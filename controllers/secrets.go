@@ -1,0 +1,133 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// The signing Secret holds one key per registration whose secret may still sign deliveries
+// ("whsec.<id>"), plus "signingSecret" for the current one. Keeping every live secret lets the
+// receiver accept both sides of a rotation until the old registration is deleted.
+
+func (r *Reconciler) signingSecretKey(sub *hookv1.WebhookSubscription) types.NamespacedName {
+	return types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}
+}
+
+// heldSecrets returns the ids of the registrations whose secret the signing Secret holds.
+func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscription) (map[string]bool, error) {
+	var sec corev1.Secret
+	held := map[string]bool{}
+	if err := r.APIReader.Get(ctx, r.signingSecretKey(sub), &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return held, nil
+		}
+		return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
+	}
+	if !metav1.IsControlledBy(&sec, sub) {
+		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
+	}
+	for k, v := range sec.Data {
+		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
+			held[id] = true
+		}
+	}
+	return held, nil
+}
+
+// mutateSigningSecret creates or updates the signing Secret with fn applied to its data.
+func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.WebhookSubscription, fn func(sec *corev1.Secret)) error {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}}
+	_, err := controllerutil.CreateOrPatch(ctx, r.Client, sec, func() error {
+		if !sec.CreationTimestamp.IsZero() && !metav1.IsControlledBy(sec, sub) {
+			return stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription", sec.Namespace, sec.Name)
+		}
+		if sec.Labels == nil {
+			sec.Labels = map[string]string{}
+		}
+		sec.Labels[hookv1.LabelSigningSecret] = "true"
+		sec.Labels[hookv1.LabelSubscription] = sub.Name
+		sec.Type = corev1.SecretTypeOpaque
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		fn(sec)
+		return controllerutil.SetControllerReference(sub, sec, r.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
+	}
+	return nil
+}
+
+// storeSecret records the signing secret of registration id.
+func (r *Reconciler) storeSecret(ctx context.Context, sub *hookv1.WebhookSubscription, id, secret string) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) {
+		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
+		if sec.Annotations[hookv1.AnnotationEndpointID] == "" {
+			setCurrent(sec, id)
+		}
+	})
+}
+
+// markCurrent makes registration id's secret the current one.
+func (r *Reconciler) markCurrent(ctx context.Context, sub *hookv1.WebhookSubscription, id string) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { setCurrent(sec, id) })
+}
+
+// forgetSecret drops the secret of a registration that no longer exists.
+func (r *Reconciler) forgetSecret(ctx context.Context, sub *hookv1.WebhookSubscription, id string) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyPrefix+id) })
+}
+
+func setCurrent(sec *corev1.Secret, id string) {
+	if sec.Annotations == nil {
+		sec.Annotations = map[string]string{}
+	}
+	sec.Annotations[hookv1.AnnotationEndpointID] = id
+	if v, ok := sec.Data[hookv1.SecretKeyPrefix+id]; ok {
+		sec.Data[hookv1.SecretKeyCurrent] = v
+	}
+}
+
+// credential reads the provider API key named by spec.provider.credentialsRef.
+func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
+	ref := sub.Spec.Provider.CredentialsRef
+	key := ref.Key
+	if key == "" {
+		key = "apiKey"
+	}
+	var sec corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
+		}
+		return "", fmt.Errorf("reading credentials Secret %s: %w", ref.Name, err)
+	}
+	v := strings.TrimSpace(string(sec.Data[key]))
+	if v == "" {
+		return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s has no key %q (spec.provider.credentialsRef.key)", sub.Namespace, ref.Name, key)}
+	}
+	return v, nil
+}
+
+// account returns the provider account the subscription talks to.
+func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscription) (*account, error) {
+	cred, err := r.credential(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := r.Accounts.Get(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, cred)
+	if err != nil {
+		return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
+	}
+	return acct, nil
+}

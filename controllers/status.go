@@ -1,0 +1,61 @@
+package controllers
+
+import (
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// record turns the outcome of a reconcile into kstatus conditions and the controller's result:
+// success is Ready; a stall is Stalled and terminal; a known wait is Reconciling with
+// RequeueAfter; anything else is Reconciling and returned for backoff.
+func (r *Reconciler) record(sub *hookv1.WebhookSubscription, res ctrl.Result, err error) (ctrl.Result, error) {
+	sub.Status.ObservedGeneration = sub.Generation
+	var se *stallError
+	var we *waitError
+	switch {
+	case err == nil:
+		setReady(sub, metav1.ConditionTrue, hookv1.ReasonSucceeded, "registration "+sub.Status.EndpointID+" matches the spec and its signing secret is stored")
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
+		return res, nil
+	case errors.As(err, &se):
+		setReady(sub, metav1.ConditionFalse, se.reason, se.msg)
+		setCondition(sub, hookv1.ConditionStalled, se.reason, se.msg)
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
+		r.event(sub, corev1.EventTypeWarning, se.reason, "Reconcile", "%s", se.msg)
+		if se.reason == hookv1.ReasonQuotaExceeded {
+			// A slot may free up at the provider without any change here: look again later.
+			return ctrl.Result{RequeueAfter: resyncInterval(sub)}, nil
+		}
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	case errors.As(err, &we):
+		setReady(sub, metav1.ConditionFalse, we.reason, we.msg)
+		setCondition(sub, hookv1.ConditionReconciling, we.reason, we.msg)
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
+		return ctrl.Result{RequeueAfter: we.after}, nil
+	default:
+		setReady(sub, metav1.ConditionFalse, hookv1.ReasonProviderUnavailable, err.Error())
+		setCondition(sub, hookv1.ConditionReconciling, hookv1.ReasonProviderUnavailable, err.Error())
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
+		return ctrl.Result{}, err
+	}
+}
+
+func setReady(sub *hookv1.WebhookSubscription, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
+		Type: hookv1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: sub.Generation,
+	})
+}
+
+func setCondition(sub *hookv1.WebhookSubscription, typ, reason, msg string) {
+	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
+		Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: sub.Generation,
+	})
+}

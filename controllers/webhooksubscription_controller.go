@@ -1,0 +1,408 @@
+// Package controllers reconciles WebhookSubscriptions against provider accounts.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// DefaultResyncInterval applies when spec.resyncInterval is unset.
+const DefaultResyncInterval = 10 * time.Minute
+
+// credentialsIndex indexes subscriptions by the name of their credentials Secret, so a rotated
+// or restored credential re-triggers only the subscriptions that use it.
+const credentialsIndex = ".spec.provider.credentialsRef.name"
+
+// Reconciler reconciles WebhookSubscriptions.
+type Reconciler struct {
+	client.Client
+	// APIReader reads signing Secrets uncached: a stale read would look like a lost secret.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Accounts  *Accounts
+	// ClusterName goes into the ownership marker, so clusters sharing an account never prune
+	// each other's registrations.
+	ClusterName string
+	// ListTTL caps how long one provider list serves the other subscriptions on its account.
+	ListTTL time.Duration
+	// OperationTimeout bounds the provider work of one reconcile, leaving time to write status.
+	OperationTimeout time.Duration
+	// MaxConcurrentReconciles across accounts (one account is always serialized).
+	MaxConcurrentReconciles int
+	// AfterCreate, when set, runs after the provider answered a create and before anything is
+	// written to the cluster. Tests use it to crash the manager in exactly that window.
+	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.ListTTL <= 0 {
+		r.ListTTL = 30 * time.Second
+	}
+	if r.OperationTimeout <= 0 {
+		r.OperationTimeout = 2 * time.Minute
+	}
+	if r.MaxConcurrentReconciles <= 0 {
+		r.MaxConcurrentReconciles = 4
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
+		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hookv1.WebhookSubscription{}).
+		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsingCredentials)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Named("webhooksubscription").
+		Complete(r)
+}
+
+func (r *Reconciler) subscriptionsUsingCredentials(ctx context.Context, o client.Object) []reconcile.Request {
+	var list hookv1.WebhookSubscriptionList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{credentialsIndex: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing subscriptions for a credentials Secret", "secret", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, s := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+	}
+	return reqs
+}
+
+// Reconcile is thin: fetch, finalize or suspend, reconcile, then one status patch.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sub := &hookv1.WebhookSubscription{}
+	if err := r.Get(ctx, req.NamespacedName, sub); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sub.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, sub)
+	}
+	if !controllerutil.ContainsFinalizer(sub, hookv1.Finalizer) {
+		patch := client.MergeFrom(sub.DeepCopy())
+		controllerutil.AddFinalizer(sub, hookv1.Finalizer)
+		if err := r.Patch(ctx, sub, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if sub.Spec.Suspend {
+		log.FromContext(ctx).V(1).Info("suspended; leaving the registration as it is")
+		return ctrl.Result{}, nil
+	}
+	base := sub.DeepCopy()
+	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
+	defer cancel()
+	res, err := r.reconcile(opCtx, sub)
+	res, err = r.record(sub, res, err)
+	if perr := r.Status().Patch(ctx, sub, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+// session is one reconcile of one subscription while it holds its account's lock.
+type session struct {
+	r       *Reconciler
+	sub     *hookv1.WebhookSubscription
+	ops     ops
+	desired providers.Desired
+	held    map[string]bool
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
+	desiredURL, err := validateSpec(&sub.Spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	acct, err := r.account(ctx, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	held, err := r.heldSecrets(ctx, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	o, unlock := acct.Lock()
+	defer unlock()
+
+	observed, err := o.List(ctx, r.maxListAge(sub))
+	if err != nil {
+		return ctrl.Result{}, fromProvider("listing registrations", err)
+	}
+	s := &session{r: r, sub: sub, ops: o, held: held, desired: providers.Desired{
+		URL:         desiredURL,
+		Events:      sub.Spec.Events,
+		Description: sub.Spec.Description,
+		Disabled:    sub.Spec.Disabled,
+		Owner:       r.owner(sub),
+	}}
+	p := computePlan(planInput{
+		Desired:     s.desired,
+		Observed:    observed,
+		RecordedID:  sub.Status.EndpointID,
+		HeldSecrets: held,
+		Adoption:    sub.Spec.Policies.Adoption,
+		Twins:       sub.Spec.Policies.Twins,
+	})
+	if err := s.apply(ctx, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	sub.Status.URL = desiredURL
+	fetched := metav1.NewTime(o.FetchedAt())
+	sub.Status.LastSyncTime = &fetched
+	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.FetchedAt())}, nil
+}
+
+// apply acts on a plan: create or adopt, update in place, secure the secret, then prune.
+func (s *session) apply(ctx context.Context, p plan) error {
+	sub := s.sub
+	if p.Conflict != "" {
+		s.r.event(sub, corev1.EventTypeWarning, hookv1.ReasonConflict, "Reconcile", p.Conflict)
+		return wait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
+	}
+	var keep providers.Registration
+	switch {
+	case p.Create:
+		reg, err := s.create(ctx, s.desired, createKey(sub))
+		if err != nil {
+			return err
+		}
+		keep = reg
+		s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonCreated, "Create", "registered %s for %s", reg.ID, reg.URL)
+	default:
+		keep = *p.Keep
+		if len(p.Drift) > 0 {
+			reg, err := s.ops.Update(ctx, keep.ID, s.desired)
+			if err != nil {
+				return fromProvider("updating registration "+keep.ID, err)
+			}
+			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Update", "updated %s in place: %v", keep.ID, p.Drift)
+			keep = reg
+		}
+		if p.RecoverSecret {
+			reg, err := s.recoverSecret(ctx, keep)
+			if err != nil {
+				return err
+			}
+			if reg.ID != keep.ID {
+				// Rotated make-before-break: the old registration goes once the new secret is stored.
+				p.Prune = append(p.Prune, pruneAction{Registration: keep, Why: pruneRotated})
+			}
+			keep = reg
+		}
+	}
+	sub.Status.EndpointID = keep.ID
+	if err := s.r.markCurrent(ctx, sub, keep.ID); err != nil {
+		return err
+	}
+	if err := s.prune(ctx, p.Prune); err != nil {
+		return err
+	}
+	s.r.reportNearTwins(sub, p)
+	return nil
+}
+
+// create registers a webhook and stores its secret before anything else can go wrong.
+func (s *session) create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
+	reg, err := s.ops.Create(ctx, d, key)
+	if err != nil {
+		return reg, fromProvider("creating registration", err)
+	}
+	if s.r.AfterCreate != nil {
+		if err := s.r.AfterCreate(ctx, s.sub, reg); err != nil {
+			return reg, err
+		}
+	}
+	if reg.Secret == "" {
+		return reg, fmt.Errorf("provider returned no signing secret for new registration %s", reg.ID)
+	}
+	if err := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); err != nil {
+		return reg, err
+	}
+	s.held[reg.ID] = true
+	return reg, nil
+}
+
+// recoverSecret gets a signing secret for keep, which we serve but whose secret is not held.
+// First it replays keep's original create (same idempotency key, same parameters): within the
+// provider's idempotency window that returns the original response, secret included. When the
+// window has passed, the same call creates a new registration instead, which is a rotation; when
+// the replay is refused (parameters changed since), it rotates explicitly. Either way the new
+// registration's secret is stored before the old registration is deleted.
+func (s *session) recoverSecret(ctx context.Context, keep providers.Registration) (providers.Registration, error) {
+	if keep.CreateKey != "" && keep.Owner == s.desired.Owner {
+		original := providers.Desired{URL: keep.URL, Events: keep.Events, Description: keep.Description, Owner: keep.Owner}
+		reg, err := s.ops.Create(ctx, original, keep.CreateKey)
+		switch {
+		case err == nil && reg.Secret != "":
+			if err := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); err != nil {
+				return keep, err
+			}
+			s.held[reg.ID] = true
+			if reg.ID == keep.ID {
+				s.ops.Remember(keep) // the replayed body is the original; keep the current view
+				s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRecovered, "RecoverSecret", "recovered the signing secret of %s by replaying its create", keep.ID)
+				return keep, nil
+			}
+			s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RecoverSecret", "signing secret of %s was lost; rotated to %s", keep.ID, reg.ID)
+			return reg, nil
+		case err != nil && providers.KindOf(err) != providers.Permanent:
+			return keep, fromProvider("recovering the signing secret of "+keep.ID, err)
+		}
+	}
+	reg, err := s.create(ctx, s.desired, rotateKey(s.sub, keep.ID))
+	if err != nil {
+		return keep, err
+	}
+	s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RotateSecret", "signing secret of %s is not held; rotated to %s", keep.ID, reg.ID)
+	return reg, nil
+}
+
+const pruneRotated pruneReason = "rotated"
+
+// prune deletes twins and stale or rotated registrations. Events are aggregated per reason:
+// the events API folds events that differ only in their note into one series.
+func (s *session) prune(ctx context.Context, actions []pruneAction) error {
+	deleted := map[pruneReason][]providers.Registration{}
+	defer func() {
+		if twins := deleted[pruneTwin]; len(twins) > 0 {
+			s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonTwinsPruned, "Prune", "deleted %d twin registration(s): %s", len(twins), registrationIDs(twins))
+		}
+		var other []providers.Registration
+		other = append(other, deleted[pruneStale]...)
+		other = append(other, deleted[pruneRotated]...)
+		if len(other) > 0 {
+			s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonDeleted, "Prune", "deleted replaced registration(s): %s", registrationIDs(other))
+		}
+	}()
+	for _, a := range actions {
+		if err := s.ops.Delete(ctx, a.Registration.ID); err != nil {
+			return fromProvider("deleting "+string(a.Why)+" registration "+a.Registration.ID, err)
+		}
+		deleted[a.Why] = append(deleted[a.Why], a.Registration)
+		if a.Why == pruneTwin {
+			s.sub.Status.TwinsPruned++
+		}
+		if err := s.r.forgetSecret(ctx, s.sub, a.Registration.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {
+	if len(p.NearTwins) == 0 && len(p.KeptTwins) == 0 {
+		meta.RemoveStatusCondition(&sub.Status.Conditions, ConditionTwins)
+		return
+	}
+	msg := ""
+	if len(p.NearTwins) > 0 {
+		msg = "foreign registrations that differ only by a trailing slash or scheme, left untouched: " + registrationIDs(p.NearTwins)
+	}
+	if len(p.KeptTwins) > 0 {
+		if msg != "" {
+			msg += "; "
+		}
+		msg += "twins kept by policies.twins=Keep: " + registrationIDs(p.KeptTwins)
+	}
+	if c := meta.FindStatusCondition(sub.Status.Conditions, ConditionTwins); c == nil || c.Message != msg {
+		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonNearTwinFound, "Reconcile", "%s", msg)
+	}
+	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
+		Type: ConditionTwins, Status: metav1.ConditionTrue, Reason: hookv1.ReasonNearTwinFound, Message: msg, ObservedGeneration: sub.Generation,
+	})
+}
+
+// ConditionTwins reports registrations that look like this subscription's but are left alone.
+const ConditionTwins = hookv1.ConditionTwinsFound
+
+func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
+	return providers.Owner{Cluster: r.ClusterName, Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID)}
+}
+
+// createKey is deterministic for one generation, so a crash between the provider's answer and
+// the status write replays the same create. It also names the registration that was recorded
+// before: when that registration vanishes at the provider, the next create gets a new key
+// instead of a replay of the vanished one.
+func createKey(sub *hookv1.WebhookSubscription) string {
+	k := fmt.Sprintf("hookwarden-create-%s-g%d", sub.UID, sub.Generation)
+	if sub.Status.EndpointID != "" {
+		k += "-after-" + sub.Status.EndpointID
+	}
+	return k
+}
+
+// rotateKey is deterministic per replaced registration, so a crash mid-rotation replays it.
+func rotateKey(sub *hookv1.WebhookSubscription, old string) string {
+	return fmt.Sprintf("hookwarden-rotate-%s-%s", sub.UID, old)
+}
+
+func resyncInterval(sub *hookv1.WebhookSubscription) time.Duration {
+	if sub.Spec.ResyncInterval != nil && sub.Spec.ResyncInterval.Duration > 0 {
+		return sub.Spec.ResyncInterval.Duration
+	}
+	return DefaultResyncInterval
+}
+
+// maxListAge is how old a shared list may be for this subscription to reuse it.
+func (r *Reconciler) maxListAge(sub *hookv1.WebhookSubscription) time.Duration {
+	return min(r.ListTTL, resyncInterval(sub)/2)
+}
+
+// nextResync aligns the next resync with the account's list: every subscription of an account
+// comes back at fetchedAt+interval (plus a little jitter), the first one re-lists, and the rest
+// reuse that list. So the number of list calls per wave stays one, however many subscriptions.
+func (r *Reconciler) nextResync(sub *hookv1.WebhookSubscription, fetchedAt time.Time) time.Duration {
+	interval := resyncInterval(sub)
+	next := fetchedAt.Add(interval).Sub(r.Now())
+	if next <= 0 || next > interval {
+		next = interval
+	}
+	spread := min(interval/20, r.maxListAge(sub)/2)
+	if spread > 0 {
+		next += rand.N(spread)
+	}
+	return next
+}
+
+func (r *Reconciler) event(sub *hookv1.WebhookSubscription, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(sub, nil, typ, reason, action, note, args...)
+	}
+}

@@ -1,0 +1,92 @@
+package providers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies a provider error at the boundary.
+type Kind int
+
+const (
+	// Transient errors (5xx, network, timeouts) are retried with backoff.
+	Transient Kind = iota
+	// NotFound means the registration does not exist (any more).
+	NotFound
+	// Permanent errors (4xx other than the ones below) will not succeed on retry; the message is
+	// the provider's own and is shown to the user.
+	Permanent
+	// Unauthorized means the credential was refused (401/403).
+	Unauthorized
+	// RateLimited means the provider asked us to slow down; retry after RetryAfter.
+	RateLimited
+	// QuotaExceeded means an account limit was hit (Stripe's 16 endpoints, GitHub's 20 hooks).
+	QuotaExceeded
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Transient:
+		return "Transient"
+	case NotFound:
+		return "NotFound"
+	case Permanent:
+		return "Permanent"
+	case Unauthorized:
+		return "Unauthorized"
+	case RateLimited:
+		return "RateLimited"
+	case QuotaExceeded:
+		return "QuotaExceeded"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Error is the classified error every provider returns. Message is safe to show to users: it
+// never contains credentials or signing secrets.
+type Error struct {
+	Kind       Kind
+	StatusCode int
+	// Message is the provider's message (for Permanent, what the user needs to fix).
+	Message string
+	// RetryAfter is how long to wait before the next call (RateLimited; optional otherwise).
+	RetryAfter time.Duration
+	// RequestID is the provider's request id, for support tickets.
+	RequestID string
+}
+
+func (e *Error) Error() string {
+	s := e.Kind.String()
+	if e.StatusCode != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.RequestID != "" {
+		s += " [request " + e.RequestID + "]"
+	}
+	return s
+}
+
+// KindOf returns the Kind of err; errors that were not classified count as Transient.
+func KindOf(err error) Kind {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return Transient
+}
+
+// IsNotFound reports whether err says the registration does not exist.
+func IsNotFound(err error) bool { return err != nil && KindOf(err) == NotFound }
+
+// RetryAfter returns the wait a classified error asks for, or zero.
+func RetryAfter(err error) time.Duration {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
+}

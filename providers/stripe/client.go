@@ -1,0 +1,259 @@
+// Package stripe implements providers.Client for Stripe webhook endpoints on stripe-go v76.
+//
+// Every Client has its own stripe-go client (no global stripe.Key or backend), retries are off
+// because the reconciler owns retry and backoff, and every error is classified into a
+// *providers.Error that never contains the API key.
+package stripe
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// DefaultTimeout bounds one HTTP request when Config.Timeout is zero.
+const DefaultTimeout = 20 * time.Second
+
+// pageSize is Stripe's maximum page size; an account holds at most 16 endpoints, so List is
+// normally a single request.
+const pageSize = 100
+
+// maxIdempotencyKey is the longest key Stripe (and stripe-go) accept.
+const maxIdempotencyKey = 255
+
+// Client manages the webhook endpoints of one Stripe account. It is safe for concurrent use.
+type Client struct {
+	api *client.API
+	key string
+}
+
+var _ providers.Client = (*Client)(nil)
+
+// Factory returns a providers.Factory that builds Stripe clients with New.
+func Factory() providers.Factory {
+	return providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+		c, err := New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	})
+}
+
+// New builds a Client for the account whose secret API key is cfg.Credential. cfg.APIURL
+// overrides https://api.stripe.com (stripe-mock, fakes); cfg.Timeout defaults to DefaultTimeout.
+// Configuration errors are *providers.Error of kind Permanent.
+func New(cfg providers.Config) (*Client, error) {
+	key := cfg.Credential
+	if key == "" {
+		return nil, invalid("stripe API key is empty")
+	}
+	if strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		// Checked here because net/http would otherwise fail every request on the header.
+		return nil, invalid("stripe API key contains whitespace or control characters")
+	}
+
+	base := stripego.APIURL
+	if cfg.APIURL != "" {
+		u, err := url.Parse(cfg.APIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, invalid("stripe API URL must be an absolute http(s) URL")
+		}
+		base = cfg.APIURL
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	httpClient := &http.Client{Timeout: timeout}
+
+	// GetBackendWithConfig writes defaults into the config it gets, so each backend gets its own.
+	// Connect and Uploads are never called; with a custom API URL they point there too, so that
+	// nothing built for a test or stripe-mock can reach Stripe itself.
+	backend := func(t stripego.SupportedBackend, defaultURL string) stripego.Backend {
+		u := defaultURL
+		if cfg.APIURL != "" {
+			u = base
+		}
+		return stripego.GetBackendWithConfig(t, &stripego.BackendConfig{
+			URL:               stripego.String(u),
+			HTTPClient:        httpClient,
+			MaxNetworkRetries: stripego.Int64(0),
+			EnableTelemetry:   stripego.Bool(false),
+			// A nil logger means stripe-go's default logger, which prints to stderr.
+			LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull},
+		})
+	}
+	api := client.New(key, &stripego.Backends{
+		API:     backend(stripego.APIBackend, base),
+		Connect: backend(stripego.ConnectBackend, stripego.ConnectURL),
+		Uploads: backend(stripego.UploadsBackend, stripego.UploadsURL),
+	})
+	return &Client{api: api, key: key}, nil
+}
+
+// List returns every webhook endpoint on the account, following all pages.
+func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
+	params := &stripego.WebhookEndpointListParams{}
+	params.Limit = stripego.Int64(pageSize)
+	params.Context = ctx
+
+	var regs []providers.Registration
+	seen := map[string]bool{}
+	it := c.api.WebhookEndpoints.List(params)
+	for it.Next() {
+		we := it.WebhookEndpoint()
+		if seen[we.ID] {
+			// The iterator follows has_more for as long as the server says so; an API that
+			// keeps returning the same page would otherwise loop forever.
+			return nil, &providers.Error{Kind: providers.Transient, Message: "list pagination did not advance past " + we.ID}
+		}
+		seen[we.ID] = true
+		regs = append(regs, registration(we))
+	}
+	if err := it.Err(); err != nil {
+		return nil, c.classify(err)
+	}
+	return regs, nil
+}
+
+// Create registers a webhook endpoint and returns it with its signing secret.
+//
+// The endpoint is created with api_version pinned to stripe-go's (stripe.APIVersion), because
+// stripe-go's webhook.ConstructEvent rejects events of any other version and api_version cannot
+// be changed after create. The ownership marker and idempotencyKey are stored in metadata, so a
+// lost secret can be recovered by replaying the identical create with the same key.
+//
+// Stripe's create has no disabled parameter, so a disabled endpoint is created enabled and then
+// disabled by an update. If that update fails, Create returns the error together with the
+// created registration (ID and Secret set), so the caller can still persist the secret.
+func (c *Client) Create(ctx context.Context, d providers.Desired, idempotencyKey string) (providers.Registration, error) {
+	if err := validate(d); err != nil {
+		return providers.Registration{}, err
+	}
+	switch {
+	case idempotencyKey == "":
+		return providers.Registration{}, invalid("idempotency key is empty")
+	case strings.TrimSpace(idempotencyKey) != idempotencyKey:
+		// stripe-go trims the header but not our metadata copy; they must match for recovery.
+		return providers.Registration{}, invalid("idempotency key has leading or trailing whitespace")
+	case len(idempotencyKey) > maxIdempotencyKey:
+		return providers.Registration{}, invalid("idempotency key is longer than 255 characters")
+	}
+
+	params := &stripego.WebhookEndpointParams{
+		URL:           stripego.String(d.URL),
+		EnabledEvents: stripego.StringSlice(d.Events),
+		Metadata:      MarkerMetadata(d.Owner, idempotencyKey),
+		APIVersion:    stripego.String(stripego.APIVersion),
+	}
+	if d.Description != "" {
+		params.Description = stripego.String(d.Description)
+	}
+	params.Context = ctx
+	params.IdempotencyKey = stripego.String(idempotencyKey)
+
+	we, err := c.api.WebhookEndpoints.New(params)
+	if err != nil {
+		return providers.Registration{}, c.classify(err)
+	}
+	reg := registration(we)
+	if !d.Disabled || reg.Disabled {
+		return reg, nil
+	}
+
+	disable := &stripego.WebhookEndpointParams{Disabled: stripego.Bool(true)}
+	disable.Context = ctx
+	updated, err := c.api.WebhookEndpoints.Update(we.ID, disable)
+	if err != nil {
+		return reg, c.classify(err)
+	}
+	out := registration(updated)
+	out.Secret = reg.Secret // only the create response carries it
+	return out, nil
+}
+
+// Update changes URL, events, description, disabled and the ownership marker of endpoint id.
+// An empty Description clears it. A zero Owner leaves the stored marker alone; otherwise the
+// marker is set to exactly d.Owner and the stored create key is kept. api_version and connect are
+// never sent: Stripe accepts them only on create.
+func (c *Client) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
+	if id == "" {
+		return providers.Registration{}, invalid("webhook endpoint id is empty")
+	}
+	if err := validate(d); err != nil {
+		return providers.Registration{}, err
+	}
+	// Non-nil params also make stripe-go attach an Idempotency-Key.
+	params := &stripego.WebhookEndpointParams{
+		URL:           stripego.String(d.URL),
+		EnabledEvents: stripego.StringSlice(d.Events),
+		Description:   stripego.String(d.Description),
+		Disabled:      stripego.Bool(d.Disabled),
+	}
+	if !d.Owner.IsZero() {
+		params.Metadata = ownerUpdateMetadata(d.Owner)
+	}
+	params.Context = ctx
+
+	we, err := c.api.WebhookEndpoints.Update(id, params)
+	if err != nil {
+		return providers.Registration{}, c.classify(err)
+	}
+	return registration(we), nil
+}
+
+// Delete removes endpoint id; an endpoint that is already gone is not an error.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	if id == "" {
+		return invalid("webhook endpoint id is empty")
+	}
+	// Non-nil params: with nil, stripe-go sends the DELETE without an Idempotency-Key.
+	params := &stripego.WebhookEndpointParams{}
+	params.Context = ctx
+	if _, err := c.api.WebhookEndpoints.Del(id, params); err != nil {
+		if err = c.classify(err); !providers.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate rejects, before any request, an empty URL or event list: both are required on create,
+// and an endpoint that receives no events is never what a user asked for.
+func validate(d providers.Desired) error {
+	if d.URL == "" {
+		return invalid("webhook URL is empty")
+	}
+	if len(d.Events) == 0 {
+		return invalid("at least one event type is required")
+	}
+	return nil
+}
+
+func registration(we *stripego.WebhookEndpoint) providers.Registration {
+	owner, createKey := OwnerFromMetadata(we.Metadata)
+	r := providers.Registration{
+		ID:          we.ID,
+		URL:         we.URL,
+		Events:      slices.Clone(we.EnabledEvents),
+		Description: we.Description,
+		Disabled:    we.Status == "disabled",
+		Owner:       owner,
+		CreateKey:   createKey,
+		Secret:      we.Secret,
+	}
+	if we.Created != 0 {
+		r.Created = time.Unix(we.Created, 0).UTC()
+	}
+	return r
+}

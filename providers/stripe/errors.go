@@ -1,0 +1,109 @@
+package stripe
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// DefaultRetryAfter is the wait a RateLimited error carries when Stripe sends no usable
+// Retry-After header (its docs do not promise one on 429).
+const DefaultRetryAfter = 2 * time.Second
+
+// quotaMessage is how Stripe phrases the per-account endpoint limit. The exact live wording is
+// not verified; it is matched case-insensitively anywhere in a 400's message.
+const quotaMessage = "maximum of 16"
+
+// classify turns anything the stripe-go client returned into a *providers.Error whose message
+// never contains the API key.
+func (c *Client) classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *providers.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+
+	var se *stripego.Error
+	if !errors.As(err, &se) {
+		// Network errors, timeouts, cancelled contexts and bodies that are not Stripe error JSON
+		// (a proxy's 502 page). stripe-go never puts the key in a URL, but redact anyway: the
+		// message is shown to users.
+		return &providers.Error{Kind: providers.Transient, Message: c.redact("request failed: " + err.Error())}
+	}
+
+	status := se.HTTPStatusCode
+	msg := se.Msg
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	out := &providers.Error{
+		StatusCode: status,
+		Message:    c.redact(msg),
+		RequestID:  se.RequestID,
+		RetryAfter: retryAfter(se),
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		// Both rate_limit and lock_timeout. stripe-go would retry only lock_timeout, and we run
+		// it with retries off: the reconciler owns the backoff.
+		out.Kind = providers.RateLimited
+		if out.RetryAfter <= 0 {
+			out.RetryAfter = DefaultRetryAfter
+		}
+	case status == http.StatusNotFound || se.Code == stripego.ErrorCodeResourceMissing:
+		out.Kind = providers.NotFound
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		out.Kind = providers.Unauthorized
+	case status == http.StatusBadRequest && strings.Contains(strings.ToLower(se.Msg), quotaMessage):
+		out.Kind = providers.QuotaExceeded
+	case status == http.StatusConflict:
+		// idempotency_key_in_use: a request with the same key is still running at Stripe. The
+		// same call succeeds (or replays) once it finishes; stripe-go retries 409 for this reason.
+		out.Kind = providers.Transient
+	case status >= 400 && status < 500:
+		out.Kind = providers.Permanent
+	default:
+		out.Kind = providers.Transient
+	}
+	return out
+}
+
+// retryAfter reads Retry-After (delta-seconds or HTTP-date) from the response that produced se.
+// stripe-go v76 keeps the error response on Error.LastResponse, headers included.
+func retryAfter(se *stripego.Error) time.Duration {
+	if se.LastResponse == nil {
+		return 0
+	}
+	v := strings.TrimSpace(se.LastResponse.Header.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 32); err == nil {
+		return max(time.Duration(secs)*time.Second, 0)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// redact removes the API key from s.
+func (c *Client) redact(s string) string {
+	if c.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.key, "[redacted]")
+}
+
+// invalid reports a problem with the caller's input, found before any request is sent.
+func invalid(msg string) error {
+	return &providers.Error{Kind: providers.Permanent, Message: msg}
+}
