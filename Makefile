@@ -36,10 +36,8 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail when generated files are stale.
-	@if [ -n "$$(git status --porcelain -- config/crd config/rbac api)" ]; then \
-	  echo "generated files are stale; run 'make manifests generate' and commit:"; git status --porcelain -- config/crd config/rbac api; git diff --stat -- config/crd config/rbac api; exit 1; fi
-	@echo "generated files are up to date"
+verify-generated: ## Fail when generated files are stale.
+	@hack/verify-generated.sh
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).

@@ -26,6 +26,7 @@ type Accounts struct {
 	burst    int
 	timeout  time.Duration
 	now      func() time.Time
+	metrics  *providerMetrics
 
 	mu sync.Mutex
 	m  map[string]*account
@@ -56,7 +57,10 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Accounts{registry: registry, limit: rate.Limit(o.QPS), burst: o.Burst, timeout: o.RequestTimeout, now: o.Now, m: map[string]*account{}}
+	return &Accounts{
+		registry: registry, limit: rate.Limit(o.QPS), burst: o.Burst, timeout: o.RequestTimeout, now: o.Now,
+		metrics: newProviderMetrics(defaultRegisterer()), m: map[string]*account{},
+	}
 }
 
 // accountID names an account without keeping the credential itself.
@@ -87,17 +91,19 @@ func (a *Accounts) Get(providerType, apiURL, credential string) (*account, error
 	if err != nil {
 		return nil, err
 	}
-	acct := &account{id: id, client: c, limiter: rate.NewLimiter(a.limit, a.burst), now: a.now}
+	acct := &account{id: id, provider: providerType, client: c, limiter: rate.NewLimiter(a.limit, a.burst), now: a.now, metrics: a.metrics}
 	a.m[id] = acct
 	return acct, nil
 }
 
 // account is one provider account. Callers hold Lock while they observe, plan and act.
 type account struct {
-	id      string
-	client  providers.Client
-	limiter *rate.Limiter
-	now     func() time.Time
+	id       string
+	provider string
+	client   providers.Client
+	limiter  *rate.Limiter
+	now      func() time.Time
+	metrics  *providerMetrics
 
 	mu        sync.Mutex
 	regs      []providers.Registration
@@ -127,6 +133,7 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		return nil, err
 	}
 	regs, err := a.client.List(ctx)
+	a.metrics.observe(a.provider, "list", err)
 	if err != nil {
 		a.valid = false
 		return nil, err
@@ -141,6 +148,7 @@ func (o ops) Create(ctx context.Context, d providers.Desired, key string) (provi
 		return providers.Registration{}, err
 	}
 	r, err := o.a.client.Create(ctx, d, key)
+	o.a.metrics.observe(o.a.provider, "create", err)
 	if err != nil {
 		// The outcome is unknown (a timeout may have created it): read the account again next time.
 		o.a.valid = false
@@ -156,6 +164,7 @@ func (o ops) Update(ctx context.Context, id string, d providers.Desired) (provid
 		return providers.Registration{}, err
 	}
 	r, err := o.a.client.Update(ctx, id, d)
+	o.a.metrics.observe(o.a.provider, "update", err)
 	if err != nil {
 		o.a.valid = false
 		return r, err
@@ -169,7 +178,9 @@ func (o ops) Delete(ctx context.Context, id string) error {
 	if err := o.a.limiter.Wait(ctx); err != nil {
 		return err
 	}
-	if err := o.a.client.Delete(ctx, id); err != nil {
+	err := o.a.client.Delete(ctx, id)
+	o.a.metrics.observe(o.a.provider, "delete", err)
+	if err != nil {
 		o.a.valid = false
 		return err
 	}

@@ -27,7 +27,7 @@ work=$(mktemp -d "$CACHE/control-plane/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
-# elapsed prints a heartbeat while a long build runs, so nobody thinks it hangs.
+# heartbeat prints a line while a long build runs, so nobody thinks it hangs.
 heartbeat() {
   local what=$1 pid=$2
   while kill -0 "$pid" 2>/dev/null; do
@@ -66,15 +66,13 @@ log "resolving k8s.io/kubernetes v${K8S_VERSION} from the module proxy"
   sed -i '1i //go:build tools\n' tools.go
   go mod tidy >/dev/null 2>&1 || go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl >/dev/null
 )
-vpkg_cb=k8s.io/component-base/version
-vpkg_cg=k8s.io/client-go/pkg/version
+# -X ldflags make /version report the release instead of v0.0.0-master.
+minor=$(echo "$K8S_VERSION" | cut -d. -f2)
 ldflags="-s -w"
-for p in $vpkg_cb $vpkg_cg; do
-  ldflags+=" -X $p.gitVersion=v${K8S_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${K8S_VERSION#1.}"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $p.gitVersion=v${K8S_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
   ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 done
-ldflags=${ldflags/gitMinor=${K8S_VERSION#1.}/gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)}
-ldflags=${ldflags//gitMinor=${K8S_VERSION#1.}/gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)}
 build kube-apiserver "$k8s" -trimpath -ldflags "$ldflags" -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
 build kubectl "$k8s" -trimpath -ldflags "$ldflags" -o "$DEST/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl
 
