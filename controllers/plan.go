@@ -71,7 +71,8 @@ const (
 
 func classify(in planInput, r providers.Registration, desiredLoose string) relation {
 	ours := r.Owner.UID != "" && r.Owner.UID == in.Desired.Owner.UID && r.Owner.Cluster == in.Desired.Owner.Cluster
-	if !ours && in.RecordedID != "" && r.ID == in.RecordedID {
+	if !ours && in.RecordedID != "" && r.ID == in.RecordedID && (r.Owner.IsZero() || sameName(r.Owner, in.Desired.Owner)) {
+		// The recorded id is weaker proof than a marker: it never overrides another owner's.
 		ours = true
 	}
 	canonical, err := matching.Canonical(r.URL)
@@ -99,8 +100,13 @@ func adoptable(in planInput, r providers.Registration) bool {
 	if in.Adoption == hookv1.AdoptionNever {
 		return false
 	}
-	o, me := r.Owner, in.Desired.Owner
-	return o.IsZero() || (o.Cluster == me.Cluster && o.Namespace == me.Namespace && o.Name == me.Name)
+	return r.Owner.IsZero() || sameName(r.Owner, in.Desired.Owner)
+}
+
+// sameName reports whether two owners name the same subscription in the same cluster (possibly
+// different incarnations, with different UIDs).
+func sameName(a, b providers.Owner) bool {
+	return a.Cluster == b.Cluster && a.Namespace == b.Namespace && a.Name == b.Name
 }
 
 func computePlan(in planInput) plan {
@@ -199,6 +205,9 @@ func drift(d providers.Desired, r providers.Registration) []string {
 func conflictMessage(in planInput, r providers.Registration) string {
 	if r.Owner.IsZero() {
 		return fmt.Sprintf("registration %s already serves %s and carries no ownership marker; policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL)
+	}
+	if sameName(r.Owner, in.Desired.Owner) {
+		return fmt.Sprintf("registration %s already serves %s and carries the marker of an earlier subscription with this name (uid %s); policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL, r.Owner.UID)
 	}
 	return fmt.Sprintf("registration %s already serves %s and belongs to %s/%s in cluster %q", r.ID, in.Desired.URL, r.Owner.Namespace, r.Owner.Name, r.Owner.Cluster)
 }

@@ -42,7 +42,10 @@ import (
 // (envtest) and the stateful fake Stripe. Every scenario asserts what the provider holds and
 // which requests it received, not only status.
 
-const clusterName = "envtest"
+const (
+	clusterName  = "envtest"
+	receiverBase = "https://Hooks.Example.com/base/"
+)
 
 var (
 	testEnv   *envtest.Environment
@@ -153,6 +156,8 @@ func startManager(o managerOptions) *runningManager {
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,
 		AfterCreate: o.afterCreate,
+		// The bundled receiver's public URL, for spec.endpoint.receiver.
+		ReceiverBaseURL: receiverBase,
 	}
 	ctx, cancel := context.WithCancel(suiteCtx)
 	Expect(r.SetupWithManager(ctx, mgr)).To(Succeed())

@@ -8,7 +8,8 @@ import (
 )
 
 // validateSpec mirrors the CEL rules (an object admitted before a rule existed, or a CRD
-// installed without them, still gets a clear answer) and returns the canonical endpoint URL.
+// installed without them, still gets a clear answer) and returns the canonical endpoint URL
+// ("" for spec.endpoint.receiver, whose URL the reconciler derives).
 func validateSpec(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 	invalid := func(format string, args ...any) (string, error) {
 		return "", stall(hookv1.ReasonInvalidSpec, format, args...)
@@ -27,6 +28,18 @@ func validateSpec(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 			return invalid("spec.events: '*' already means every event; list it alone")
 		}
 	}
+	if spec.SigningSecret.Name == "" {
+		return invalid("spec.signingSecret.name is required")
+	}
+	if spec.SigningSecret.Name == spec.Provider.CredentialsRef.Name {
+		return invalid("spec.signingSecret.name must differ from spec.provider.credentialsRef.name: the operator owns and rewrites the signing Secret")
+	}
+	switch {
+	case (spec.Endpoint.Receiver != nil) == (spec.Endpoint.URL != ""):
+		return invalid("spec.endpoint: set exactly one of url or receiver")
+	case spec.Endpoint.Receiver != nil:
+		return "", nil // the reconciler derives the URL from --receiver-base-url
+	}
 	raw := spec.Endpoint.URL
 	if strings.Contains(raw, "#") {
 		return invalid("spec.endpoint.url must not contain a fragment (#...): providers never send it")
@@ -38,11 +51,17 @@ func validateSpec(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 	if strings.HasPrefix(canonical, "http://") && !spec.Endpoint.AllowInsecureHTTP {
 		return invalid("spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries")
 	}
-	if spec.SigningSecret.Name == "" {
-		return invalid("spec.signingSecret.name is required")
-	}
-	if spec.SigningSecret.Name == spec.Provider.CredentialsRef.Name {
-		return invalid("spec.signingSecret.name must differ from spec.provider.credentialsRef.name: the operator owns and rewrites the signing Secret")
-	}
 	return canonical, nil
+}
+
+// receiverURL is the bundled receiver's URL for a subscription: base + /hooks/<ns>/<name>.
+func receiverURL(base, namespace, name string) (string, error) {
+	if base == "" {
+		return "", stall(hookv1.ReasonInvalidSpec, "spec.endpoint.receiver needs the manager's --receiver-base-url, which is not set")
+	}
+	u, err := matching.Canonical(strings.TrimRight(base, "/") + "/hooks/" + namespace + "/" + name)
+	if err != nil {
+		return "", stall(hookv1.ReasonInvalidSpec, "--receiver-base-url: %v", err)
+	}
+	return u, nil
 }

@@ -3,9 +3,12 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +56,8 @@ type Reconciler struct {
 	ClusterName string
 	// ListTTL caps how long one provider list serves the other subscriptions on its account.
 	ListTTL time.Duration
+	// ReceiverBaseURL is the bundled receiver's public base URL, for spec.endpoint.receiver.
+	ReceiverBaseURL string
 	// OperationTimeout bounds the provider work of one reconcile, leaving time to write status.
 	OperationTimeout time.Duration
 	// MaxConcurrentReconciles across accounts (one account is always serialized).
@@ -150,6 +155,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if sub.Spec.Endpoint.Receiver != nil {
+		if desiredURL, err = receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	acct, err := r.account(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -222,6 +232,9 @@ func (s *session) apply(ctx context.Context, p plan) error {
 			}
 			if reg.ID != keep.ID {
 				// Rotated make-before-break: the old registration goes once the new secret is stored.
+				// The new one may already have been planned as a twin (an earlier recovery that
+				// crashed before storing its secret): it is the keeper now.
+				p.Prune = slices.DeleteFunc(p.Prune, func(a pruneAction) bool { return a.Registration.ID == reg.ID })
 				p.Prune = append(p.Prune, pruneAction{Registration: keep, Why: pruneRotated})
 			}
 			keep = reg
@@ -363,14 +376,24 @@ func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
 func createKey(sub *hookv1.WebhookSubscription) string {
 	k := fmt.Sprintf("hookwarden-create-%s-g%d", sub.UID, sub.Generation)
 	if sub.Status.EndpointID != "" {
-		k += "-after-" + sub.Status.EndpointID
+		k += "-after-" + shortID(sub.Status.EndpointID)
 	}
 	return k
 }
 
-// rotateKey is deterministic per replaced registration, so a crash mid-rotation replays it.
+// rotateKey is deterministic per replaced registration and generation, so a crash mid-rotation
+// replays it, and a spec edit after such a crash does not replay it with other parameters.
 func rotateKey(sub *hookv1.WebhookSubscription, old string) string {
-	return fmt.Sprintf("hookwarden-rotate-%s-%s", sub.UID, old)
+	return fmt.Sprintf("hookwarden-rotate-%s-g%d-%s", sub.UID, sub.Generation, shortID(old))
+}
+
+// shortID keeps idempotency keys under Stripe's 255 characters whatever the id length.
+func shortID(id string) string {
+	if len(id) <= 64 {
+		return id
+	}
+	h := sha256.Sum256([]byte(id))
+	return "h" + hex.EncodeToString(h[:16])
 }
 
 func resyncInterval(sub *hookv1.WebhookSubscription) time.Duration {

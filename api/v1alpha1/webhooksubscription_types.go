@@ -39,7 +39,8 @@ type ProviderSpec struct {
 	APIURL string `json:"apiURL,omitempty"`
 }
 
-// EndpointSpec says where the provider delivers.
+// EndpointSpec says where the provider delivers: an explicit URL, or the bundled receiver.
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.receiver)",message="spec.endpoint: set exactly one of url or receiver"
 type EndpointSpec struct {
 	// URL the provider POSTs deliveries to. It is registered in its canonical form (lowercase
 	// scheme and host, no default port, uppercase percent-hex).
@@ -50,10 +51,45 @@ type EndpointSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!isURL(self) || url(self).getHostname() != ''",message="spec.endpoint.url must have a host"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('#')",message="spec.endpoint.url must not contain a fragment (#...): providers never send it"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="spec.endpoint.url must not contain credentials (user:password@)"
-	URL string `json:"url"`
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Receiver registers the bundled receiver for this subscription: the manager's
+	// --receiver-base-url followed by /hooks/<namespace>/<name>.
+	// +optional
+	Receiver *ReceiverEndpoint `json:"receiver,omitempty"`
 	// AllowInsecureHTTP permits an http:// URL; deliveries then travel unencrypted.
 	// +optional
 	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
+}
+
+// ReceiverEndpoint selects the bundled receiver as the delivery endpoint.
+type ReceiverEndpoint struct{}
+
+// DeliverySpec tells the bundled receiver where and how to deliver verified events.
+type DeliverySpec struct {
+	// Sink receives each event once, as a CloudEvent in HTTP binary mode.
+	Sink SinkSpec `json:"sink"`
+	// MaxAttempts before an event is dead-lettered.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=10
+	// +optional
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+	// DedupeWindow is how long processed event ids are remembered; keep it longer than the
+	// provider's redelivery horizon (Stripe retries for 3 days).
+	// +kubebuilder:default="72h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="spec.delivery.dedupeWindow must be at least 1m"
+	// +optional
+	DedupeWindow *metav1.Duration `json:"dedupeWindow,omitempty"`
+}
+
+// SinkSpec is the user's event consumer.
+type SinkSpec struct {
+	// URL of the sink (http or https; usually a cluster Service).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))",message="spec.delivery.sink.url must be an absolute http(s) URL"
+	URL string `json:"url"`
 }
 
 // SigningSecretSpec names the Secret the operator writes the signing secret into.
@@ -113,7 +149,7 @@ type Policies struct {
 }
 
 // WebhookSubscriptionSpec is the desired webhook registration.
-// +kubebuilder:validation:XValidation:rule="!self.endpoint.url.startsWith('http://') || self.endpoint.allowInsecureHTTP",message="spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint.url) || !self.endpoint.url.startsWith('http://') || self.endpoint.allowInsecureHTTP",message="spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries"
 type WebhookSubscriptionSpec struct {
 	Provider ProviderSpec `json:"provider"`
 	Endpoint EndpointSpec `json:"endpoint"`
@@ -145,6 +181,9 @@ type WebhookSubscriptionSpec struct {
 	// Suspend stops reconciliation (the registration is left as it is).
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+	// Delivery is read by the bundled receiver: where verified events go.
+	// +optional
+	Delivery *DeliverySpec `json:"delivery,omitempty"`
 }
 
 // WebhookSubscriptionStatus is the observed state.

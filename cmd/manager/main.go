@@ -35,6 +35,7 @@ type options struct {
 	providerBurst  int
 	requestTimeout time.Duration
 	concurrency    int
+	receiverBase   string
 }
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	flag.Float64Var(&o.providerQPS, "provider-qps", 10, "requests per second to one provider account, shared by all its subscriptions")
 	flag.IntVar(&o.providerBurst, "provider-burst", 5, "burst of requests to one provider account")
 	flag.DurationVar(&o.requestTimeout, "provider-timeout", 20*time.Second, "timeout of one provider request")
+	flag.StringVar(&o.receiverBase, "receiver-base-url", "", "public base URL of the bundled receiver (e.g. https://hooks.example.com); subscriptions with spec.endpoint.receiver register <base>/hooks/<namespace>/<name>")
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "subscriptions reconciled in parallel (one account is always serialized)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -95,6 +97,7 @@ func run(ctx context.Context, o options) error {
 		Accounts:                controllers.NewAccounts(registry, controllers.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout}),
 		ClusterName:             o.clusterName,
 		ListTTL:                 o.listTTL,
+		ReceiverBaseURL:         o.receiverBase,
 		MaxConcurrentReconciles: o.concurrency,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -1,0 +1,403 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// fakeAccountClient is a minimal in-memory provider account that counts calls and can fail the
+// next call of one operation.
+type fakeAccountClient struct {
+	regs   []providers.Registration
+	calls  map[string]int
+	failOn map[string]error // operation -> error returned once
+	nextID int
+}
+
+func newFakeAccountClient(regs ...providers.Registration) *fakeAccountClient {
+	regs = append([]providers.Registration(nil), regs...) // never alias the caller's slice
+	return &fakeAccountClient{regs: regs, calls: map[string]int{}, failOn: map[string]error{}}
+}
+
+var _ providers.Client = (*fakeAccountClient)(nil)
+
+func (f *fakeAccountClient) fail(op string) error {
+	f.calls[op]++
+	if err, ok := f.failOn[op]; ok {
+		delete(f.failOn, op)
+		return err
+	}
+	return nil
+}
+
+func (f *fakeAccountClient) List(context.Context) ([]providers.Registration, error) {
+	if err := f.fail("List"); err != nil {
+		return nil, err
+	}
+	return append([]providers.Registration(nil), f.regs...), nil
+}
+
+func (f *fakeAccountClient) Create(_ context.Context, d providers.Desired, key string) (providers.Registration, error) {
+	if err := f.fail("Create"); err != nil {
+		return providers.Registration{}, err
+	}
+	f.nextID++
+	r := providers.Registration{
+		ID: fmt.Sprintf("we_new%d", f.nextID), URL: d.URL, Events: d.Events, Description: d.Description,
+		Disabled: d.Disabled, Owner: d.Owner, CreateKey: key,
+	}
+	f.regs = append(f.regs, r)
+	r.Secret = "whsec_" + r.ID // only the create response carries the secret
+	return r, nil
+}
+
+func (f *fakeAccountClient) Update(_ context.Context, id string, d providers.Desired) (providers.Registration, error) {
+	if err := f.fail("Update"); err != nil {
+		return providers.Registration{}, err
+	}
+	for i := range f.regs {
+		if f.regs[i].ID == id {
+			r := &f.regs[i]
+			r.URL, r.Events, r.Description, r.Disabled, r.Owner = d.URL, d.Events, d.Description, d.Disabled, d.Owner
+			return *r, nil
+		}
+	}
+	return providers.Registration{}, &providers.Error{Kind: providers.NotFound, Message: "no such endpoint " + id}
+}
+
+func (f *fakeAccountClient) Delete(_ context.Context, id string) error {
+	if err := f.fail("Delete"); err != nil {
+		return err
+	}
+	for i := range f.regs {
+		if f.regs[i].ID == id {
+			f.regs = append(f.regs[:i:i], f.regs[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// accountsTestClock is a settable clock.
+type accountsTestClock struct{ t time.Time }
+
+func (c *accountsTestClock) now() time.Time          { return c.t }
+func (c *accountsTestClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// newTestAccount returns the account for one fake client, through Accounts.Get as the
+// reconciler does, with a rate limit high enough never to wait.
+func newTestAccount(t *testing.T, client *fakeAccountClient) (ops, *accountsTestClock) {
+	t.Helper()
+	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	registry := providers.Registry{"stripe": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
+		return client, nil
+	})}
+	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now})
+	acct, err := accts.Get("stripe", "", "sk_test_one")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	o, unlock := acct.Lock()
+	t.Cleanup(unlock)
+	return o, clock
+}
+
+var accountsSeed = []providers.Registration{
+	{ID: "we_1", URL: "https://hooks.example.com/a", Events: []string{"invoice.paid"}},
+	{ID: "we_2", URL: "https://hooks.example.com/b", Events: []string{"invoice.paid"}},
+}
+
+func TestAccountsListCache(t *testing.T) {
+	const maxAge = 30 * time.Second
+	cases := []struct {
+		reason    string
+		wait      time.Duration // between the first and the second List
+		maxAge    time.Duration
+		wantCalls int // provider List calls after both
+	}{
+		{"second List right away: served from the cache", 0, maxAge, 1},
+		{"second List just under maxAge: served from the cache", maxAge - time.Millisecond, maxAge, 1},
+		{"second List exactly at maxAge: re-listed", maxAge, maxAge, 2},
+		{"second List past maxAge: re-listed", maxAge + time.Second, maxAge, 2},
+		{"maxAge 0: every List goes to the provider", 0, 0, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			client := newFakeAccountClient(accountsSeed...)
+			o, clock := newTestAccount(t, client)
+			if _, err := o.List(context.Background(), c.maxAge); err != nil {
+				t.Fatalf("first List: %v", err)
+			}
+			first := clock.now()
+			clock.advance(c.wait)
+			got, err := o.List(context.Background(), c.maxAge)
+			if err != nil {
+				t.Fatalf("second List: %v", err)
+			}
+			if client.calls["List"] != c.wantCalls {
+				t.Errorf("provider List calls = %d; want %d (%s)", client.calls["List"], c.wantCalls, c.reason)
+			}
+			if diff := cmp.Diff(accountsSeed, got); diff != "" {
+				t.Errorf("List mismatch (-want +got) (%s):\n%s", c.reason, diff)
+			}
+			wantFetched := first
+			if c.wantCalls == 2 {
+				wantFetched = clock.now()
+			}
+			if !o.FetchedAt().Equal(wantFetched) {
+				t.Errorf("FetchedAt = %s; want %s, when the provider was last read (%s)", o.FetchedAt(), wantFetched, c.reason)
+			}
+		})
+	}
+}
+
+func TestAccountsListReturnsACopy(t *testing.T) {
+	client := newFakeAccountClient(accountsSeed...)
+	o, _ := newTestAccount(t, client)
+	got, err := o.List(context.Background(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got[0].ID = "scribbled"
+	again, err := o.List(context.Background(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(accountsSeed, again); diff != "" {
+		t.Errorf("a caller's edit of a listed slice leaked into the cache (-want +got):\n%s", diff)
+	}
+}
+
+func TestAccountsListErrorIsNotCached(t *testing.T) {
+	client := newFakeAccountClient(accountsSeed...)
+	o, _ := newTestAccount(t, client)
+	if _, err := o.List(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	client.failOn["List"] = errors.New("connection reset")
+	// Force a re-list that fails; the stale list must not be served afterwards either.
+	if _, err := o.List(context.Background(), 0); err == nil {
+		t.Fatal("List with a failing provider returned no error")
+	}
+	if _, err := o.List(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if client.calls["List"] != 3 {
+		t.Errorf("provider List calls = %d; want 3: a failed List invalidates the cache", client.calls["List"])
+	}
+}
+
+// TestAccountsWritesUpdateCache: after each successful write, a List within maxAge is served
+// from the cache (no provider call) and equals what the provider now holds, minus secrets.
+func TestAccountsWritesUpdateCache(t *testing.T) {
+	desired := providers.Desired{
+		URL: "https://hooks.example.com/c", Events: []string{"charge.refunded"}, Description: "c",
+		Owner: providers.Owner{Cluster: "prod", Namespace: "shop", Name: "c", UID: "uid-c"},
+	}
+	cases := []struct {
+		reason string
+		write  func(o ops) error
+		want   []providers.Registration // cached list after the write, sorted by ID
+	}{
+		{
+			reason: "Create adds the new registration, without its secret",
+			write: func(o ops) error {
+				r, err := o.Create(context.Background(), desired, "key-c")
+				if err == nil && r.Secret == "" {
+					return errors.New("Create must still return the secret to its caller")
+				}
+				return err
+			},
+			want: append(append([]providers.Registration(nil), accountsSeed...), providers.Registration{
+				ID: "we_new1", URL: desired.URL, Events: desired.Events, Description: "c", Owner: desired.Owner, CreateKey: "key-c",
+			}),
+		},
+		{
+			reason: "Update replaces the registration in place",
+			write: func(o ops) error {
+				_, err := o.Update(context.Background(), "we_2", desired)
+				return err
+			},
+			want: []providers.Registration{
+				accountsSeed[0],
+				{ID: "we_2", URL: desired.URL, Events: desired.Events, Description: "c", Owner: desired.Owner},
+			},
+		},
+		{
+			reason: "Delete drops the registration",
+			write:  func(o ops) error { return o.Delete(context.Background(), "we_1") },
+			want:   []providers.Registration{accountsSeed[1]},
+		},
+		{
+			reason: "Remember stores the given view but never its secret",
+			write: func(o ops) error {
+				r := accountsSeed[0]
+				r.Description, r.Secret = "remembered", "whsec_must_not_be_cached"
+				o.Remember(r)
+				return nil
+			},
+			want: []providers.Registration{
+				{ID: "we_1", URL: "https://hooks.example.com/a", Events: []string{"invoice.paid"}, Description: "remembered"},
+				accountsSeed[1],
+			},
+		},
+	}
+	byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			client := newFakeAccountClient(accountsSeed...)
+			o, clock := newTestAccount(t, client)
+			if _, err := o.List(context.Background(), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(10 * time.Second)
+			if err := c.write(o); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			got, err := o.List(context.Background(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if client.calls["List"] != 1 {
+				t.Errorf("provider List calls = %d; want 1: our own write must not cost a re-list (%s)", client.calls["List"], c.reason)
+			}
+			if diff := cmp.Diff(c.want, got, byID); diff != "" {
+				t.Errorf("cached list mismatch (-want +got) (%s):\n%s", c.reason, diff)
+			}
+			for _, r := range o.a.regs {
+				if r.Secret != "" {
+					t.Errorf("the cache holds the secret of %s (%s)", r.ID, c.reason)
+				}
+			}
+		})
+	}
+}
+
+func TestAccountsWriteErrorInvalidatesCache(t *testing.T) {
+	desired := providers.Desired{URL: "https://hooks.example.com/c", Events: []string{"charge.refunded"}}
+	cases := []struct {
+		reason string
+		op     string
+		write  func(o ops) error
+	}{
+		{"a failed Create may still have created (timeout): re-list", "Create", func(o ops) error {
+			_, err := o.Create(context.Background(), desired, "key-c")
+			return err
+		}},
+		{"a failed Update leaves the registration unknown: re-list", "Update", func(o ops) error {
+			_, err := o.Update(context.Background(), "we_1", desired)
+			return err
+		}},
+		{"a failed Delete leaves the registration unknown: re-list", "Delete", func(o ops) error {
+			return o.Delete(context.Background(), "we_1")
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			client := newFakeAccountClient(accountsSeed...)
+			o, _ := newTestAccount(t, client)
+			if _, err := o.List(context.Background(), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			client.failOn[c.op] = &providers.Error{Kind: providers.Transient, Message: "timeout"}
+			if err := c.write(o); err == nil {
+				t.Fatalf("%s with a failing provider returned no error", c.op)
+			}
+			if _, err := o.List(context.Background(), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if client.calls["List"] != 2 {
+				t.Errorf("provider List calls = %d; want 2: the List after a failed %s must call the provider (%s)", client.calls["List"], c.op, c.reason)
+			}
+		})
+	}
+}
+
+func TestAccountsGet(t *testing.T) {
+	type key struct{ typ, apiURL, credential string }
+	base := key{"stripe", "", "sk_test_alpha_0123456789"}
+	cases := []struct {
+		reason string
+		other  key
+		same   bool
+	}{
+		{"same type, API URL and credential: one shared account", base, true},
+		{"another credential is another account", key{"stripe", "", "sk_test_bravo_9876543210"}, false},
+		{"another API URL (stripe-mock) is another account", key{"stripe", "http://127.0.0.1:12111", base.credential}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			var configs []providers.Config
+			registry := providers.Registry{"stripe": providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+				configs = append(configs, cfg)
+				return newFakeAccountClient(), nil
+			})}
+			accts := NewAccounts(registry, AccountOptions{RequestTimeout: 7 * time.Second})
+			a, err := accts.Get(base.typ, base.apiURL, base.credential)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := accts.Get(c.other.typ, c.other.apiURL, c.other.credential)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (a == b) != c.same {
+				t.Errorf("same account = %v; want %v (%s)", a == b, c.same, c.reason)
+			}
+			if (a.id == b.id) != c.same {
+				t.Errorf("account ids %q and %q: equal = %v; want %v (%s)", a.id, b.id, a.id == b.id, c.same, c.reason)
+			}
+			wantClients := 2
+			if c.same {
+				wantClients = 1
+			}
+			if len(configs) != wantClients {
+				t.Errorf("factory called %d times; want %d (%s)", len(configs), wantClients, c.reason)
+			}
+			if diff := cmp.Diff(providers.Config{APIURL: base.apiURL, Credential: base.credential, Timeout: 7 * time.Second}, configs[0]); diff != "" {
+				t.Errorf("factory config mismatch (-want +got):\n%s", diff)
+			}
+			for _, id := range []string{a.id, b.id} {
+				for _, cred := range []string{base.credential, c.other.credential} {
+					if strings.Contains(id, cred) || strings.Contains(id, cred[len("sk_test_"):]) {
+						t.Errorf("account id %q contains the credential (%s)", id, c.reason)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAccountsGetErrors(t *testing.T) {
+	calls := 0
+	registry := providers.Registry{"stripe": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
+		calls++
+		if calls == 1 {
+			return nil, errors.New("bad API URL")
+		}
+		return newFakeAccountClient(), nil
+	})}
+	accts := NewAccounts(registry, AccountOptions{})
+
+	if _, err := accts.Get("github", "", "ghp_x"); err == nil || !strings.Contains(err.Error(), "github") {
+		t.Errorf("Get(unregistered type) error = %v; want one naming the type", err)
+	}
+	if _, err := accts.Get("stripe", "", "sk_test_x"); err == nil {
+		t.Errorf("Get with a failing factory returned no error")
+	}
+	if _, err := accts.Get("stripe", "", "sk_test_x"); err != nil {
+		t.Errorf("Get after a failed factory call = %v; want a fresh attempt, not a cached failure", err)
+	}
+	if calls != 2 {
+		t.Errorf("factory calls = %d; want 2", calls)
+	}
+}

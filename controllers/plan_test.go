@@ -1,0 +1,698 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// The subscription every plan case is written from: shop/orders in cluster prod.
+var (
+	planMe          = providers.Owner{Cluster: "prod", Namespace: "shop", Name: "orders", UID: "uid-orders-2"}
+	planEarlierMe   = providers.Owner{Cluster: "prod", Namespace: "shop", Name: "orders", UID: "uid-orders-1"}
+	planOtherSub    = providers.Owner{Cluster: "prod", Namespace: "shop", Name: "refunds", UID: "uid-refunds"}
+	planOtherClustr = providers.Owner{Cluster: "staging", Namespace: "shop", Name: "orders", UID: "uid-staging-orders"}
+	planT0          = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+)
+
+const (
+	planURL    = "https://hooks.example.com/hooks/shop/orders"
+	planOldURL = "https://hooks.example.com/hooks/shop/orders-v1"
+	planElse   = "https://other.example.com/hooks/billing"
+	planDesc   = "orders pipeline"
+)
+
+var planEvents = []string{"checkout.session.completed", "invoice.paid"}
+
+func planDesired(url string) providers.Desired {
+	return providers.Desired{URL: url, Events: planEvents, Description: planDesc, Owner: planMe}
+}
+
+// reg is a registration that matches the desired one exactly (ours, canonical URL, same fields),
+// created minutesAfterT0 after planT0. Cases derive every other category from it with options.
+func reg(id string, minutesAfterT0 int, opts ...func(*providers.Registration)) providers.Registration {
+	r := providers.Registration{
+		ID:          id,
+		URL:         planURL,
+		Events:      append([]string(nil), planEvents...),
+		Description: planDesc,
+		Owner:       planMe,
+		CreateKey:   "hookwarden-create-" + planMe.UID + "-g1",
+		Created:     planT0.Add(time.Duration(minutesAfterT0) * time.Minute),
+	}
+	for _, o := range opts {
+		o(&r)
+	}
+	return r
+}
+
+func withURL(u string) func(*providers.Registration) {
+	return func(r *providers.Registration) { r.URL = u }
+}
+
+func withOwner(o providers.Owner) func(*providers.Registration) {
+	return func(r *providers.Registration) { r.Owner = o }
+}
+
+func withEvents(e ...string) func(*providers.Registration) {
+	return func(r *providers.Registration) { r.Events = e }
+}
+
+func withDescription(d string) func(*providers.Registration) {
+	return func(r *providers.Registration) { r.Description = d }
+}
+
+func withDisabled(r *providers.Registration) { r.Disabled = true }
+
+// unmarked is a registration with no ownership marker (made by hand, or by another tool).
+func unmarked(r *providers.Registration) { r.Owner = providers.Owner{}; r.CreateKey = "" }
+
+func keep(r providers.Registration) *providers.Registration { return &r }
+
+func twin(r providers.Registration) pruneAction { return pruneAction{Registration: r, Why: pruneTwin} }
+
+func staleAt(r providers.Registration) pruneAction {
+	return pruneAction{Registration: r, Why: pruneStale}
+}
+
+func TestPlanComputePlan(t *testing.T) {
+	type tc struct {
+		reason   string
+		url      string // desired canonical URL; planURL when empty
+		observed []providers.Registration
+		recorded string
+		held     []string
+		adoption hookv1.AdoptionPolicy
+		twins    hookv1.TwinsPolicy
+		want     plan
+		// conflictMentions must all appear in plan.Conflict (which must then be non-empty);
+		// Conflict itself is left out of the diff because it is prose.
+		conflictMentions []string
+	}
+	cases := []tc{
+		// Nothing there.
+		{
+			reason: "empty account: nothing serves the spec, so create",
+			want:   plan{Create: true},
+		},
+		{
+			reason:   "only foreign registrations elsewhere: create, and leave them alone",
+			observed: []providers.Registration{reg("we_a", 0, withURL(planElse), unmarked), reg("we_b", 1, withURL(planElse), withOwner(planOtherSub))},
+			want:     plan{Create: true},
+		},
+
+		// Ours and matching.
+		{
+			reason:   "ours and matching, recorded, secret held: keep it, nothing to do",
+			observed: []providers.Registration{reg("we_1", 0)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0))},
+		},
+		{
+			reason:   "ours by marker after status was lost: keep it rather than create a second one",
+			observed: []providers.Registration{reg("we_1", 0)},
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0))},
+		},
+		{
+			reason:   "ours by marker, secret not held (crash before the Secret write): keep it and recover the secret",
+			observed: []providers.Registration{reg("we_1", 0)},
+			want:     plan{Keep: keep(reg("we_1", 0)), RecoverSecret: true},
+		},
+		{
+			reason:   "events in another order and with duplicates are the same set: no drift",
+			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid", "checkout.session.completed", "invoice.paid"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withEvents("invoice.paid", "checkout.session.completed", "invoice.paid")))},
+		},
+
+		// Ours but drifted: update in place, never recreate.
+		{
+			reason:   "an event removed at the provider: update events",
+			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withEvents("invoice.paid"))), Drift: []string{"events"}},
+		},
+		{
+			reason:   "an extra event added at the provider: update events",
+			observed: []providers.Registration{reg("we_1", 0, withEvents("checkout.session.completed", "invoice.paid", "charge.refunded"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withEvents("checkout.session.completed", "invoice.paid", "charge.refunded"))), Drift: []string{"events"}},
+		},
+		{
+			reason:   "'*' at the provider is not expanded to the listed events: update events",
+			observed: []providers.Registration{reg("we_1", 0, withEvents("*"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withEvents("*"))), Drift: []string{"events"}},
+		},
+		{
+			reason:   "description edited in the dashboard: update description",
+			observed: []providers.Registration{reg("we_1", 0, withDescription("edited by hand"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withDescription("edited by hand"))), Drift: []string{"description"}},
+		},
+		{
+			reason:   "disabled in the dashboard while the spec says enabled: update disabled",
+			observed: []providers.Registration{reg("we_1", 0, withDisabled)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withDisabled)), Drift: []string{"disabled"}},
+		},
+		{
+			reason:   "URL spelled non-canonically (host case, :443): same target, rewritten in place, not a twin and not a create",
+			observed: []providers.Registration{reg("we_1", 0, withURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, withURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders"))), Drift: []string{"url"}},
+		},
+		{
+			reason:   "unmarked registration adopted (policy Adopt): kept, marker written, secret recovered",
+			observed: []providers.Registration{reg("we_1", 0, unmarked)},
+			adoption: hookv1.AdoptionAdopt,
+			want:     plan{Keep: keep(reg("we_1", 0, unmarked)), Drift: []string{"ownership marker"}, RecoverSecret: true},
+		},
+		{
+			reason:   "marker still missing after adoption (recorded and held): the marker is drift until written",
+			observed: []providers.Registration{reg("we_1", 0, unmarked)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0, unmarked)), Drift: []string{"ownership marker"}},
+		},
+		{
+			reason: "every field drifted at once: all listed, in a stable order",
+			observed: []providers.Registration{reg("we_1", 0, unmarked, withURL("https://hooks.example.com:443/hooks/shop/orders"),
+				withEvents("invoice.paid"), withDescription(""), withDisabled)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want: plan{
+				Keep: keep(reg("we_1", 0, unmarked, withURL("https://hooks.example.com:443/hooks/shop/orders"),
+					withEvents("invoice.paid"), withDescription(""), withDisabled)),
+				Drift: []string{"url", "events", "description", "disabled", "ownership marker"},
+			},
+		},
+
+		// Recorded id as proof of ownership.
+		{
+			reason:   "recorded id on an unmarked registration counts as ours even with adoption Never",
+			observed: []providers.Registration{reg("we_1", 0, unmarked)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			adoption: hookv1.AdoptionNever,
+			want:     plan{Keep: keep(reg("we_1", 0, unmarked)), Drift: []string{"ownership marker"}},
+		},
+		{
+			reason:   "recorded id on an unmarked registration for an old URL: ours, so stale and pruned",
+			observed: []providers.Registration{reg("we_1", 0, unmarked, withURL(planOldURL)), reg("we_2", 1)},
+			recorded: "we_1",
+			held:     []string{"we_2"},
+			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{staleAt(reg("we_1", 0, unmarked, withURL(planOldURL)))}},
+		},
+
+		// Twins: the same canonical URL twice or more.
+		{
+			reason: "twins spelled differently (host case, :443, unmarked) are pruned; the held and recorded one stays",
+			observed: []providers.Registration{
+				reg("we_3", 2, withURL("https://hooks.example.com:443/hooks/shop/orders")),
+				reg("we_1", 0),
+				reg("we_2", 1, withURL("https://HOOKS.example.com/hooks/shop/orders"), unmarked),
+			},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			twins:    hookv1.TwinsPrune,
+			want: plan{Keep: keep(reg("we_1", 0)), Prune: []pruneAction{
+				twin(reg("we_2", 1, withURL("https://HOOKS.example.com/hooks/shop/orders"), unmarked)),
+				twin(reg("we_3", 2, withURL("https://hooks.example.com:443/hooks/shop/orders"))),
+			}},
+		},
+		{
+			reason:   "%2f and %2F are the same escape: a twin, pruned",
+			url:      "https://hooks.example.com/hooks/shop%2Forders",
+			observed: []providers.Registration{reg("we_1", 0, withURL("https://hooks.example.com/hooks/shop%2Forders")), reg("we_2", 1, withURL("https://hooks.example.com/hooks/shop%2forders"))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			twins:    hookv1.TwinsPrune,
+			want: plan{
+				Keep:  keep(reg("we_1", 0, withURL("https://hooks.example.com/hooks/shop%2Forders"))),
+				Prune: []pruneAction{twin(reg("we_2", 1, withURL("https://hooks.example.com/hooks/shop%2forders")))},
+			},
+		},
+		{
+			reason:   "an empty twins policy (CRD default not applied) prunes, like Prune",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_1", 0)), Prune: []pruneAction{twin(reg("we_2", 1))}},
+		},
+		{
+			reason: "policies.twins Keep: twins are reported, never deleted",
+			observed: []providers.Registration{
+				reg("we_1", 0),
+				reg("we_2", 1, withURL("https://Hooks.Example.com/hooks/shop/orders"), unmarked),
+				reg("we_3", 2, withURL("https://hooks.example.com:443/hooks/shop/orders")),
+			},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			twins:    hookv1.TwinsKeep,
+			want: plan{Keep: keep(reg("we_1", 0)), KeptTwins: []providers.Registration{
+				reg("we_2", 1, withURL("https://Hooks.Example.com/hooks/shop/orders"), unmarked),
+				reg("we_3", 2, withURL("https://hooks.example.com:443/hooks/shop/orders")),
+			}},
+		},
+		{
+			reason:   "policies.twins Keep still prunes stale registrations: they are not twins",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1), reg("we_0", 0, withURL(planOldURL))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			twins:    hookv1.TwinsKeep,
+			want: plan{
+				Keep:      keep(reg("we_1", 0)),
+				KeptTwins: []providers.Registration{reg("we_2", 1)},
+				Prune:     []pruneAction{staleAt(reg("we_0", 0, withURL(planOldURL)))},
+			},
+		},
+
+		// Stale: ours, for a URL the spec no longer names.
+		{
+			reason:   "spec URL changed: create at the new URL, then prune ours at the old one",
+			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Create: true, Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+		},
+		{
+			reason:   "ours at an old URL next to ours at the current one: keep current, prune old",
+			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL)), reg("we_2", 1)},
+			recorded: "we_2",
+			held:     []string{"we_2"},
+			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+		},
+		{
+			reason:   "ours at a near-twin URL (trailing slash: an older spec) is stale and pruned, not reported",
+			observed: []providers.Registration{reg("we_1", 0, withURL(planURL+"/")), reg("we_2", 1)},
+			recorded: "we_2",
+			held:     []string{"we_2"},
+			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planURL+"/")))}},
+		},
+		{
+			reason:   "the only held secret belongs to a stale registration: keep the one at the spec URL, recover its secret, prune the stale one",
+			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL)), reg("we_2", 1)},
+			held:     []string{"we_1"},
+			want:     plan{Keep: keep(reg("we_2", 1)), RecoverSecret: true, Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+		},
+
+		// Foreign: never changed or deleted.
+		{
+			reason: "foreign registrations elsewhere (unmarked, other subscription, other cluster) are never pruned, even under Prune",
+			observed: []providers.Registration{
+				reg("we_1", 0),
+				reg("we_f1", 1, withURL(planElse), unmarked),
+				reg("we_f2", 2, withURL(planElse), withOwner(planOtherSub)),
+				reg("we_f3", 3, withURL(planOldURL), withOwner(planOtherClustr)),
+				reg("we_f4", 4, withURL(planOldURL), withOwner(planEarlierMe)),
+			},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			twins:    hookv1.TwinsPrune,
+			want:     plan{Keep: keep(reg("we_1", 0))},
+		},
+		{
+			reason:   "foreign near-twin with a trailing slash: reported only, and still a create for the exact URL",
+			observed: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)},
+			want:     plan{Create: true, NearTwins: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)}},
+		},
+		{
+			reason:   "foreign near-twin over http instead of https: reported only",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders"), unmarked)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want: plan{
+				Keep:      keep(reg("we_1", 0)),
+				NearTwins: []providers.Registration{reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders"), unmarked)},
+			},
+		},
+		{
+			reason:   "near-twin carrying another subscription's marker: reported only, never pruned",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders/"), withOwner(planOtherSub))},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want: plan{
+				Keep:      keep(reg("we_1", 0)),
+				NearTwins: []providers.Registration{reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders/"), withOwner(planOtherSub))},
+			},
+		},
+
+		// Conflict: the exact target is provably someone else's.
+		{
+			reason:           "same canonical URL carries another cluster's marker: conflict, no create, nothing touched",
+			observed:         []providers.Registration{reg("we_x", 0, withOwner(planOtherClustr))},
+			conflictMentions: []string{"we_x", "staging"},
+		},
+		{
+			reason:           "same canonical URL (spelled differently) carries another subscription's marker: conflict, no create",
+			observed:         []providers.Registration{reg("we_x", 0, withURL("https://Hooks.Example.com:443/hooks/shop/orders"), withOwner(planOtherSub))},
+			conflictMentions: []string{"we_x", "shop/refunds"},
+		},
+		{
+			reason:           "conflict while ours sits at an old URL: wait for a human, do not prune the only working hook",
+			observed:         []providers.Registration{reg("we_1", 0, withURL(planOldURL)), reg("we_x", 1, withOwner(planOtherSub))},
+			recorded:         "we_1",
+			held:             []string{"we_1"},
+			conflictMentions: []string{"we_x"},
+		},
+		{
+			reason:           "unmarked registration at the same URL with adoption Never: conflict, no second registration",
+			observed:         []providers.Registration{reg("we_u", 0, unmarked)},
+			adoption:         hookv1.AdoptionNever,
+			conflictMentions: []string{"we_u", "policies.adoption"},
+		},
+		{
+			reason:   "conflict is moot when ours also serves the URL: keep ours, leave the other owner's untouched",
+			observed: []providers.Registration{reg("we_x", 0, withOwner(planOtherClustr)), reg("we_1", 1)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			twins:    hookv1.TwinsPrune,
+			want:     plan{Keep: keep(reg("we_1", 1))},
+		},
+		{
+			reason:   "adoption Never does not stop us keeping our own marked registration",
+			observed: []providers.Registration{reg("we_1", 0)},
+			held:     []string{"we_1"},
+			adoption: hookv1.AdoptionNever,
+			want:     plan{Keep: keep(reg("we_1", 0))},
+		},
+
+		// Earlier incarnation: same cluster, namespace and name; the UID changed (deleted with
+		// policies.deletion Orphan and re-applied).
+		{
+			reason:   "earlier incarnation of this subscription is adoptable: kept, marker rewritten to the new UID, secret recovered",
+			observed: []providers.Registration{reg("we_old", 0, withOwner(planEarlierMe))},
+			adoption: hookv1.AdoptionAdopt,
+			want:     plan{Keep: keep(reg("we_old", 0, withOwner(planEarlierMe))), Drift: []string{"ownership marker"}, RecoverSecret: true},
+		},
+
+		// Keeper choice among several candidates.
+		{
+			reason:   "held secret beats recorded id and marker: keep the one whose secret we hold, no rotation",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1, unmarked)},
+			recorded: "we_1",
+			held:     []string{"we_2"},
+			want:     plan{Keep: keep(reg("we_2", 1, unmarked)), Drift: []string{"ownership marker"}, Prune: []pruneAction{twin(reg("we_1", 0))}},
+		},
+		{
+			reason:   "recorded id beats marker when no secret is held",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1, unmarked)},
+			recorded: "we_2",
+			want:     plan{Keep: keep(reg("we_2", 1, unmarked)), Drift: []string{"ownership marker"}, RecoverSecret: true, Prune: []pruneAction{twin(reg("we_1", 0))}},
+		},
+		{
+			reason:   "marker beats age: the newer marked one is kept over an older unmarked one",
+			observed: []providers.Registration{reg("we_1", 0, unmarked), reg("we_2", 5)},
+			want:     plan{Keep: keep(reg("we_2", 5)), RecoverSecret: true, Prune: []pruneAction{twin(reg("we_1", 0, unmarked))}},
+		},
+		{
+			reason:   "otherwise the oldest is kept, whatever the list order",
+			observed: []providers.Registration{reg("we_c", 2), reg("we_a", 0), reg("we_b", 1)},
+			held:     []string{"we_x"},
+			want:     plan{Keep: keep(reg("we_a", 0)), RecoverSecret: true, Prune: []pruneAction{twin(reg("we_b", 1)), twin(reg("we_c", 2))}},
+		},
+		{
+			reason:   "created at the same second: the lowest id is kept, so two reconciles agree",
+			observed: []providers.Registration{reg("we_b", 0), reg("we_a", 0)},
+			want:     plan{Keep: keep(reg("we_a", 0)), RecoverSecret: true, Prune: []pruneAction{twin(reg("we_b", 0))}},
+		},
+		{
+			reason:   "held and recorded beats held alone",
+			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1)},
+			recorded: "we_2",
+			held:     []string{"we_1", "we_2"},
+			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{twin(reg("we_1", 0))}},
+		},
+	}
+
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			url := c.url
+			if url == "" {
+				url = planURL
+			}
+			var held map[string]bool
+			if c.held != nil {
+				held = map[string]bool{}
+				for _, id := range c.held {
+					held[id] = true
+				}
+			}
+			in := planInput{
+				Desired:     planDesired(url),
+				Observed:    c.observed,
+				RecordedID:  c.recorded,
+				HeldSecrets: held,
+				Adoption:    c.adoption,
+				Twins:       c.twins,
+			}
+			got := computePlan(in)
+
+			if len(c.conflictMentions) > 0 {
+				if got.Conflict == "" {
+					t.Errorf("computePlan: Conflict is empty; want a conflict (%s)", c.reason)
+				}
+				for _, m := range c.conflictMentions {
+					if !strings.Contains(got.Conflict, m) {
+						t.Errorf("computePlan: Conflict %q does not mention %q (%s)", got.Conflict, m, c.reason)
+					}
+				}
+			} else if got.Conflict != "" {
+				t.Errorf("computePlan: unexpected Conflict %q (%s)", got.Conflict, c.reason)
+			}
+			got.Conflict = ""
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
+			}
+		})
+	}
+}
+
+// TestPlanInvariants checks, over every combination of a few registrations, what must hold
+// whatever the mix: a registration that is not provably ours is never pruned, Create and Keep
+// exclude each other, and nothing is created while a conflict stands.
+func TestPlanInvariants(t *testing.T) {
+	pool := []providers.Registration{
+		reg("we_ours", 0),
+		reg("we_ours_stale", 1, withURL(planOldURL)),
+		reg("we_unmarked", 2, unmarked),
+		reg("we_earlier", 3, withOwner(planEarlierMe)),
+		reg("we_other_sub", 4, withOwner(planOtherSub)),
+		reg("we_other_cluster", 5, withOwner(planOtherClustr)),
+		reg("we_near", 6, withURL(planURL+"/"), unmarked),
+		reg("we_else", 7, withURL(planElse), unmarked),
+		reg("we_other_stale", 8, withURL(planOldURL), withOwner(planOtherSub)),
+	}
+	// Registrations that may be pruned: ours by marker, and adoptable ones only when adoption is allowed.
+	mayPrune := map[hookv1.AdoptionPolicy]map[string]bool{
+		hookv1.AdoptionAdopt: {"we_ours": true, "we_ours_stale": true, "we_unmarked": true, "we_earlier": true},
+		hookv1.AdoptionNever: {"we_ours": true, "we_ours_stale": true},
+	}
+	for mask := 0; mask < 1<<len(pool); mask++ {
+		var observed []providers.Registration
+		for i, r := range pool {
+			if mask&(1<<i) != 0 {
+				observed = append(observed, r)
+			}
+		}
+		for _, adoption := range []hookv1.AdoptionPolicy{hookv1.AdoptionAdopt, hookv1.AdoptionNever} {
+			for _, twins := range []hookv1.TwinsPolicy{hookv1.TwinsPrune, hookv1.TwinsKeep} {
+				name := fmt.Sprintf("mask=%b adoption=%s twins=%s", mask, adoption, twins)
+				p := computePlan(planInput{Desired: planDesired(planURL), Observed: observed, Adoption: adoption, Twins: twins})
+				for _, a := range p.Prune {
+					if !mayPrune[adoption][a.Registration.ID] {
+						t.Errorf("%s: prunes %s, which is not provably ours", name, a.Registration.ID)
+					}
+				}
+				if p.Create == (p.Keep != nil) && p.Conflict == "" {
+					t.Errorf("%s: Create=%v Keep=%v; want exactly one", name, p.Create, p.Keep)
+				}
+				if p.Conflict != "" && (p.Create || p.Keep != nil || len(p.Prune) > 0) {
+					t.Errorf("%s: conflict %q but Create=%v Keep=%v Prune=%d", name, p.Conflict, p.Create, p.Keep, len(p.Prune))
+				}
+				if twins == hookv1.TwinsKeep {
+					for _, a := range p.Prune {
+						if a.Why == pruneTwin {
+							t.Errorf("%s: prunes twin %s under policies.twins Keep", name, a.Registration.ID)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func keySub(uid string, generation int64, endpointID string) *hookv1.WebhookSubscription {
+	sub := &hookv1.WebhookSubscription{}
+	sub.UID = types.UID(uid)
+	sub.Generation = generation
+	sub.Status.EndpointID = endpointID
+	return sub
+}
+
+func TestKeyCreate(t *testing.T) {
+	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
+	base := createKey(keySub(uid, 3, ""))
+	cases := []struct {
+		reason string
+		sub    *hookv1.WebhookSubscription
+		same   bool // same key as base
+	}{
+		{"same UID and generation: a crash replay sends the same key", keySub(uid, 3, ""), true},
+		{"a new generation is a different request: new key", keySub(uid, 4, ""), false},
+		{"another subscription: new key", keySub("0a1b2c3d-0000-4000-8000-000000000000", 3, ""), false},
+		{"a recorded registration vanished at the provider: new key, so the create is not a replay of the vanished one", keySub(uid, 3, "we_1"), false},
+	}
+	for _, c := range cases {
+		got := createKey(c.sub)
+		if (got == base) != c.same {
+			t.Errorf("createKey = %q, base %q; same = %v, want %v (%s)", got, base, got == base, c.same, c.reason)
+		}
+		if again := createKey(c.sub); again != got {
+			t.Errorf("createKey not deterministic: %q then %q (%s)", got, again, c.reason)
+		}
+	}
+	if a, b := createKey(keySub(uid, 3, "we_1")), createKey(keySub(uid, 3, "we_2")); a == b {
+		t.Errorf("createKey after we_1 and after we_2 are both %q; want different keys", a)
+	}
+}
+
+func TestKeyRotate(t *testing.T) {
+	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
+	sub := keySub(uid, 3, "we_1")
+	base := rotateKey(sub, "we_1")
+	cases := []struct {
+		reason string
+		sub    *hookv1.WebhookSubscription
+		old    string
+		same   bool
+	}{
+		{"same subscription and replaced registration: a crash mid-rotation replays", keySub(uid, 3, "we_1"), "we_1", true},
+		{"a new generation rotates with a new key: a replay with edited parameters would be refused", keySub(uid, 4, "we_1"), "we_1", false},
+		{"another replaced registration: new key", sub, "we_2", false},
+		{"another subscription: new key", keySub("0a1b2c3d-0000-4000-8000-000000000000", 3, "we_1"), "we_1", false},
+	}
+	for _, c := range cases {
+		got := rotateKey(c.sub, c.old)
+		if (got == base) != c.same {
+			t.Errorf("rotateKey = %q, base %q; same = %v, want %v (%s)", got, base, got == base, c.same, c.reason)
+		}
+	}
+	if createKey(sub) == base {
+		t.Errorf("rotateKey and createKey collide: %q", base)
+	}
+}
+
+// TestKeyLength: Stripe refuses idempotency keys over 255 characters. The longest inputs seen in
+// practice: a 36-character UID, any generation, endpoint ids well beyond Stripe's current 27.
+func TestKeyLength(t *testing.T) {
+	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
+	longID := "we_" + strings.Repeat("x", 61) // 64 characters, more than twice today's we_ ids
+	for _, sub := range []*hookv1.WebhookSubscription{
+		keySub(uid, 1, ""),
+		keySub(uid, 1<<63-1, ""),
+		keySub(uid, 1<<63-1, longID),
+	} {
+		if k := createKey(sub); len(k) > 255 {
+			t.Errorf("createKey(generation %d, endpointID %q) has %d characters; Stripe accepts at most 255", sub.Generation, sub.Status.EndpointID, len(k))
+		}
+		if k := rotateKey(sub, longID); len(k) > 255 {
+			t.Errorf("rotateKey(%q) has %d characters; Stripe accepts at most 255", longID, len(k))
+		}
+	}
+}
+
+func resyncSub(interval time.Duration) *hookv1.WebhookSubscription {
+	sub := &hookv1.WebhookSubscription{}
+	if interval != 0 {
+		sub.Spec.ResyncInterval = &metav1.Duration{Duration: interval}
+	}
+	return sub
+}
+
+func TestResyncMaxListAge(t *testing.T) {
+	cases := []struct {
+		reason   string
+		ttl      time.Duration
+		interval time.Duration // 0: unset
+		want     time.Duration
+	}{
+		{"ListTTL is the cap with a long interval", 30 * time.Second, 10 * time.Minute, 30 * time.Second},
+		{"half the interval when that is shorter than ListTTL", 30 * time.Second, 40 * time.Second, 20 * time.Second},
+		{"unset interval means the 10m default", 30 * time.Second, 0, 30 * time.Second},
+		{"unset interval with a long TTL: half the default", time.Hour, 0, 5 * time.Minute},
+	}
+	for _, c := range cases {
+		r := &Reconciler{ListTTL: c.ttl}
+		if got := r.maxListAge(resyncSub(c.interval)); got != c.want {
+			t.Errorf("maxListAge(ttl %s, interval %s) = %s; want %s (%s)", c.ttl, c.interval, got, c.want, c.reason)
+		}
+	}
+}
+
+func TestResyncNext(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		reason    string
+		ttl       time.Duration
+		interval  time.Duration
+		fetchedAt time.Time
+		base      time.Duration // result is in [base, base+spread)
+		spread    time.Duration
+	}{
+		{"list read 3m ago: come back when it is interval old, with the account's other subscriptions",
+			30 * time.Second, 10 * time.Minute, now.Add(-3 * time.Minute), 7 * time.Minute, 15 * time.Second},
+		{"list read just now: a full interval",
+			30 * time.Second, 10 * time.Minute, now, 10 * time.Minute, 15 * time.Second},
+		{"fetchedAt+interval already past: fall back to the interval, never zero or negative",
+			30 * time.Second, 10 * time.Minute, now.Add(-11 * time.Minute), 10 * time.Minute, 15 * time.Second},
+		{"no list yet (zero fetchedAt): the interval",
+			30 * time.Second, 10 * time.Minute, time.Time{}, 10 * time.Minute, 15 * time.Second},
+		{"fetchedAt in the future (clock skew): never more than the interval",
+			30 * time.Second, 10 * time.Minute, now.Add(time.Minute), 10 * time.Minute, 15 * time.Second},
+		{"short interval: jitter bounded by interval/20",
+			30 * time.Second, time.Minute, now.Add(-20 * time.Second), 40 * time.Second, 3 * time.Second},
+		{"short ListTTL: jitter bounded by maxListAge/2, so the late ones still reuse the list",
+			4 * time.Second, 10 * time.Minute, now.Add(-time.Minute), 9 * time.Minute, 2 * time.Second},
+		{"unset interval: the 10m default",
+			30 * time.Second, 0, now.Add(-time.Minute), 9 * time.Minute, 15 * time.Second},
+	}
+	for _, c := range cases {
+		r := &Reconciler{ListTTL: c.ttl, Now: func() time.Time { return now }}
+		sub := resyncSub(c.interval)
+		if maxAge := r.maxListAge(sub); c.spread > maxAge/2 {
+			t.Fatalf("case %q: spread %s must stay below maxListAge/2 = %s", c.reason, c.spread, maxAge/2)
+		}
+		jittered := false
+		for range 500 {
+			got := r.nextResync(sub, c.fetchedAt)
+			if got < c.base || got >= c.base+c.spread {
+				t.Errorf("nextResync = %s; want in [%s, %s) (%s)", got, c.base, c.base+c.spread, c.reason)
+				break
+			}
+			jittered = jittered || got != c.base
+		}
+		if !jittered {
+			t.Errorf("nextResync returned exactly %s 500 times: no jitter (%s)", c.base, c.reason)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// validTestSpec is a spec every rule accepts; each case breaks one thing.
+func validTestSpec() hookv1.WebhookSubscriptionSpec {
+	return hookv1.WebhookSubscriptionSpec{
+		Provider: hookv1.ProviderSpec{
+			Type:           hookv1.ProviderStripe,
+			CredentialsRef: hookv1.SecretKeySelector{Name: "stripe-api", Key: "apiKey"},
+		},
+		Endpoint:      hookv1.EndpointSpec{URL: "https://hooks.example.com/hooks/shop/orders"},
+		Events:        []string{"checkout.session.completed", "invoice.paid"},
+		SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"},
+	}
+}
+
+func TestValidateSpec(t *testing.T) {
+	cases := []struct {
+		reason  string
+		mutate  func(s *hookv1.WebhookSubscriptionSpec)
+		wantURL string // when valid: the canonical URL returned
+		// wantIn must all appear in the error message (the field it names first); empty: valid.
+		wantIn []string
+		// notIn must not appear in the error message (secrets).
+		notIn []string
+	}{
+		{
+			reason:  "a valid spec returns its URL unchanged when already canonical",
+			mutate:  func(*hookv1.WebhookSubscriptionSpec) {},
+			wantURL: "https://hooks.example.com/hooks/shop/orders",
+		},
+		{
+			reason: "a valid spec returns the canonical URL (scheme and host case, default port, hex case)",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				s.Endpoint.URL = "HTTPS://Hooks.Example.COM:443/hooks/shop%2forders"
+			},
+			wantURL: "https://hooks.example.com/hooks/shop%2Forders",
+		},
+		{
+			reason: "http is accepted with the explicit opt-in",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				s.Endpoint.URL, s.Endpoint.AllowInsecureHTTP = "http://hooks.internal:8080/x", true
+			},
+			wantURL: "http://hooks.internal:8080/x",
+		},
+		{
+			reason:  "'*' alone is a valid event list",
+			mutate:  func(s *hookv1.WebhookSubscriptionSpec) { s.Events = []string{"*"} },
+			wantURL: "https://hooks.example.com/hooks/shop/orders",
+		},
+		{
+			reason: "unsupported provider type",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Provider.Type = "github" },
+			wantIn: []string{"spec.provider.type", `"github"`},
+		},
+		{
+			reason: "empty provider type",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Provider.Type = "" },
+			wantIn: []string{"spec.provider.type"},
+		},
+		{
+			reason: "credentials Secret not named",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Provider.CredentialsRef.Name = "" },
+			wantIn: []string{"spec.provider.credentialsRef.name"},
+		},
+		{
+			reason: "no events",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Events = nil },
+			wantIn: []string{"spec.events"},
+		},
+		{
+			reason: "'*' listed with other events",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Events = []string{"invoice.paid", "*"} },
+			wantIn: []string{"spec.events", "'*'"},
+		},
+		{
+			reason: "URL with a fragment",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "https://hooks.example.com/x#frag" },
+			wantIn: []string{"spec.endpoint.url", "fragment"},
+		},
+		{
+			reason: "neither url nor receiver",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "" },
+			wantIn: []string{"spec.endpoint", "url", "receiver"},
+		},
+		{
+			reason: "both url and receiver",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.Receiver = &hookv1.ReceiverEndpoint{} },
+			wantIn: []string{"spec.endpoint", "url", "receiver"},
+		},
+		{
+			reason: "receiver alone is valid; the reconciler derives the URL, so none is returned",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				s.Endpoint.URL, s.Endpoint.Receiver = "", &hookv1.ReceiverEndpoint{}
+			},
+			wantURL: "",
+		},
+		{
+			reason: "receiver without a signing Secret name",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				s.Endpoint.URL, s.Endpoint.Receiver = "", &hookv1.ReceiverEndpoint{}
+				s.SigningSecret.Name = ""
+			},
+			wantIn: []string{"spec.signingSecret.name"},
+		},
+		{
+			reason: "receiver with the signing Secret being the credentials Secret: refused like with a url",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				s.Endpoint.URL, s.Endpoint.Receiver = "", &hookv1.ReceiverEndpoint{}
+				s.SigningSecret.Name = s.Provider.CredentialsRef.Name
+			},
+			wantIn: []string{"spec.signingSecret.name", "spec.provider.credentialsRef.name"},
+		},
+		{
+			reason: "URL with another scheme",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "ftp://hooks.example.com/x" },
+			wantIn: []string{"spec.endpoint.url", "scheme"},
+		},
+		{
+			reason: "URL without a host",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "https:///x" },
+			wantIn: []string{"spec.endpoint.url", "host"},
+		},
+		{
+			reason: "URL with credentials: refused, and the password never appears in the message",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "https://alice:hunter2@hooks.example.com/x" },
+			wantIn: []string{"spec.endpoint.url", "credentials"},
+			notIn:  []string{"hunter2"},
+		},
+		{
+			reason: "http without the opt-in",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "http://hooks.example.com/x" },
+			wantIn: []string{"spec.endpoint.url", "spec.endpoint.allowInsecureHTTP"},
+		},
+		{
+			reason: "HTTP in upper case without the opt-in is still http",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Endpoint.URL = "HTTP://hooks.example.com/x" },
+			wantIn: []string{"spec.endpoint.url", "spec.endpoint.allowInsecureHTTP"},
+		},
+		{
+			reason: "signing Secret not named",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.SigningSecret.Name = "" },
+			wantIn: []string{"spec.signingSecret.name"},
+		},
+		{
+			reason: "signing Secret is the credentials Secret: the operator would overwrite the API key",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.SigningSecret.Name = s.Provider.CredentialsRef.Name },
+			wantIn: []string{"spec.signingSecret.name", "spec.provider.credentialsRef.name"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			spec := validTestSpec()
+			c.mutate(&spec)
+			got, err := validateSpec(&spec)
+			if len(c.wantIn) == 0 {
+				if err != nil {
+					t.Fatalf("validateSpec error = %v; want valid (%s)", err, c.reason)
+				}
+				if got != c.wantURL {
+					t.Errorf("validateSpec URL = %q; want %q (%s)", got, c.wantURL, c.reason)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validateSpec = %q, nil; want an InvalidSpec error (%s)", got, c.reason)
+			}
+			var se *stallError
+			if !errors.As(err, &se) || se.reason != hookv1.ReasonInvalidSpec {
+				t.Errorf("validateSpec error = %#v; want a stall with reason %s: a bad spec must not be retried (%s)", err, hookv1.ReasonInvalidSpec, c.reason)
+			}
+			if got != "" {
+				t.Errorf("validateSpec URL = %q alongside an error; want empty (%s)", got, c.reason)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, c.wantIn[0]) {
+				t.Errorf("validateSpec error %q does not start with the field %q (%s)", msg, c.wantIn[0], c.reason)
+			}
+			for _, w := range c.wantIn {
+				if !strings.Contains(msg, w) {
+					t.Errorf("validateSpec error %q does not mention %q (%s)", msg, w, c.reason)
+				}
+			}
+			for _, n := range c.notIn {
+				if strings.Contains(msg, n) {
+					t.Errorf("validateSpec error %q reveals %q (%s)", msg, n, c.reason)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateReceiverURL(t *testing.T) {
+	cases := []struct {
+		reason string
+		base   string
+		want   string
+		wantIn string // error must mention it; empty: valid
+	}{
+		{"base URL plus /hooks/<namespace>/<name>", "https://hooks.example.com", "https://hooks.example.com/hooks/shop/orders", ""},
+		{"a trailing slash on the base is not doubled", "https://hooks.example.com/", "https://hooks.example.com/hooks/shop/orders", ""},
+		{"a base with a path prefix keeps it", "https://example.com/in", "https://example.com/in/hooks/shop/orders", ""},
+		{"the result is canonical", "HTTPS://Hooks.Example.COM:443", "https://hooks.example.com/hooks/shop/orders", ""},
+		{"no base URL configured", "", "", "--receiver-base-url"},
+		{"an invalid base URL", "ftp://hooks.example.com", "", "--receiver-base-url"},
+	}
+	for _, c := range cases {
+		got, err := receiverURL(c.base, "shop", "orders")
+		if c.wantIn == "" {
+			if err != nil || got != c.want {
+				t.Errorf("receiverURL(%q) = %q, %v; want %q (%s)", c.base, got, err, c.want, c.reason)
+			}
+			continue
+		}
+		var se *stallError
+		if !errors.As(err, &se) || se.reason != hookv1.ReasonInvalidSpec || !strings.Contains(err.Error(), c.wantIn) {
+			t.Errorf("receiverURL(%q) = %q, %v; want an InvalidSpec stall mentioning %q (%s)", c.base, got, err, c.wantIn, c.reason)
+		}
+	}
+}
