@@ -6,9 +6,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -43,27 +45,44 @@ func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscri
 	return held, nil
 }
 
-// mutateSigningSecret creates or updates the signing Secret with fn applied to its data.
+// mutateSigningSecret creates or updates the signing Secret with fn applied to its data. It
+// reads through the API reader: the cache may not have seen a Secret written moments ago, and
+// acting on that stale view would try to create it twice or drop a key.
 func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.WebhookSubscription, fn func(sec *corev1.Secret)) error {
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}}
-	_, err := controllerutil.CreateOrPatch(ctx, r.Client, sec, func() error {
-		if !sec.CreationTimestamp.IsZero() && !metav1.IsControlledBy(sec, sub) {
-			return stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription", sec.Namespace, sec.Name)
-		}
-		if sec.Labels == nil {
-			sec.Labels = map[string]string{}
-		}
-		sec.Labels[hookv1.LabelSigningSecret] = "true"
-		sec.Labels[hookv1.LabelSubscription] = sub.Name
-		sec.Type = corev1.SecretTypeOpaque
-		if sec.Data == nil {
-			sec.Data = map[string][]byte{}
-		}
-		fn(sec)
-		return controllerutil.SetControllerReference(sub, sec, r.Scheme())
-	})
+	key := r.signingSecretKey(sub)
+	sec := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, key, sec)
+	exists := err == nil
+	switch {
+	case apierrors.IsNotFound(err):
+		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	case err != nil:
+		return fmt.Errorf("reading signing Secret %s: %w", key.Name, err)
+	case !metav1.IsControlledBy(sec, sub):
+		return stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription", sec.Namespace, sec.Name)
+	}
+	base := sec.DeepCopy()
+	if sec.Labels == nil {
+		sec.Labels = map[string]string{}
+	}
+	sec.Labels[hookv1.LabelSigningSecret] = "true"
+	sec.Labels[hookv1.LabelSubscription] = sub.Name
+	sec.Type = corev1.SecretTypeOpaque
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	fn(sec)
+	if err := controllerutil.SetControllerReference(sub, sec, r.Scheme()); err != nil {
+		return err
+	}
+	if !exists {
+		err = r.Create(ctx, sec)
+	} else if !equality.Semantic.DeepEqual(base, sec) {
+		// Optimistic lock: a concurrent writer makes this fail and the reconcile retry.
+		err = r.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
 	if err != nil {
-		return fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
+		return fmt.Errorf("writing signing Secret %s: %w", key.Name, err)
 	}
 	return nil
 }

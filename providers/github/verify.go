@@ -1,0 +1,142 @@
+// Package github verifies incoming GitHub webhook deliveries.
+//
+// GitHub signs the raw body with HMAC-SHA256 and sends it as X-Hub-Signature-256. Nothing else is
+// signed: there is no timestamp, so there is no replay window, and the X-GitHub-Delivery GUID
+// that serves as the dedupe key is an unsigned header. Someone who captured one authentic
+// delivery can therefore replay its body with a new GUID; dedupe on the GUID stops only replays
+// of the whole request.
+package github
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Headers of a GitHub delivery.
+const (
+	// SignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the raw body.
+	SignatureHeader = "X-Hub-Signature-256"
+	// DeliveryHeader carries the delivery GUID. It stays the same on redelivery and is shared by
+	// every hook that subscribes to the event.
+	DeliveryHeader = "X-GitHub-Delivery"
+	// EventHeader names the event ("push", "ping", ...).
+	EventHeader = "X-GitHub-Event"
+	// HookIDHeader carries the id of the hook that sent the delivery.
+	HookIDHeader = "X-GitHub-Hook-ID"
+	// legacySignatureHeader is the SHA-1 signature, which is never accepted.
+	legacySignatureHeader = "X-Hub-Signature"
+)
+
+const signaturePrefix = "sha256="
+
+// Verifier checks X-Hub-Signature-256 and takes the dedupe key from X-GitHub-Delivery. Unlike
+// go-github's ValidatePayload it never falls back to the SHA-1 X-Hub-Signature.
+type Verifier struct {
+	perHook bool
+}
+
+var _ providers.Verifier = (*Verifier)(nil)
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithPerHookEventID makes the dedupe key "<X-GitHub-Hook-ID>/<X-GitHub-Delivery>". GitHub
+// shares one delivery GUID between every hook subscribed to the event, so with a repository
+// hook and an organization hook pointing at the same receiver the default key processes the
+// event once; this option processes each hook's delivery. Both headers are then required.
+func WithPerHookEventID() Option {
+	return func(v *Verifier) { v.perHook = true }
+}
+
+// NewVerifier returns a Verifier keyed on the delivery GUID unless options say otherwise.
+func NewVerifier(opts ...Option) *Verifier {
+	v := &Verifier{}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// Sign returns the X-Hub-Signature-256 value GitHub would send for body signed with secret.
+func Sign(secret, body []byte) string {
+	return signaturePrefix + hex.EncodeToString(mac(secret, body))
+}
+
+// Verify accepts the delivery if its X-Hub-Signature-256 matches any of the secrets and it
+// carries a delivery GUID. d.Now is not used: GitHub signs no timestamp.
+//
+// Errors wrap a providers sentinel and never contain a secret or a signature:
+//   - ErrNoSignature: no X-Hub-Signature-256, including a request that carries only the SHA-1
+//     X-Hub-Signature;
+//   - ErrMalformed: several X-Hub-Signature-256 headers, or a value that is not "sha256=" and 64
+//     hex digits;
+//   - ErrBadSignature: nothing matches (wrong secret, tampered body, no usable secret);
+//   - ErrNoEventID: authentic, but X-GitHub-Delivery (or, per hook, X-GitHub-Hook-ID) is missing.
+//
+// Empty secrets are skipped: an empty HMAC key is not a secret.
+func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
+	values := d.Header.Values(SignatureHeader)
+	if len(values) == 0 || values[0] == "" {
+		if d.Header.Get(legacySignatureHeader) != "" {
+			return providers.Verified{}, verifyError(providers.ErrNoSignature,
+				"only the SHA-1 %s header is present; %s is required", legacySignatureHeader, SignatureHeader)
+		}
+		return providers.Verified{}, verifyError(providers.ErrNoSignature, "the %s header is missing", SignatureHeader)
+	}
+	if len(values) > 1 {
+		return providers.Verified{}, verifyError(providers.ErrMalformed, "%d %s headers, want one", len(values), SignatureHeader)
+	}
+	hexSig, ok := strings.CutPrefix(values[0], signaturePrefix)
+	if !ok {
+		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s value does not start with %q", SignatureHeader, signaturePrefix)
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s value is not %q and 64 hex digits", SignatureHeader, signaturePrefix)
+	}
+
+	matched := false
+	usable := 0
+	for _, secret := range secrets {
+		if len(secret) == 0 {
+			continue
+		}
+		usable++
+		if hmac.Equal(mac(secret, d.Body), got) {
+			matched = true
+		}
+	}
+	if !matched {
+		return providers.Verified{}, verifyError(providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
+	}
+
+	id := d.Header.Get(DeliveryHeader)
+	if id == "" {
+		return providers.Verified{}, verifyError(providers.ErrNoEventID, "the %s header is missing", DeliveryHeader)
+	}
+	if v.perHook {
+		hook := d.Header.Get(HookIDHeader)
+		if hook == "" {
+			return providers.Verified{}, verifyError(providers.ErrNoEventID, "the %s header is missing", HookIDHeader)
+		}
+		id = hook + "/" + id
+	}
+	return providers.Verified{EventID: id, EventType: d.Header.Get(EventHeader)}, nil
+}
+
+func mac(secret, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// verifyError wraps a verification sentinel. Callers pass only counts, header names and fixed
+// text, never header values, so no signature or secret can leak into logs.
+func verifyError(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("github: %w: %s", sentinel, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,203 @@
+// Package standardwebhooks verifies deliveries signed per the Standard Webhooks spec v1.0.0.
+//
+// The sender signs "{webhook-id}.{webhook-timestamp}.{raw body}" with HMAC-SHA256 keyed with the
+// base64-decoded secret and sends "v1,<base64>" entries in webhook-signature. The message id is
+// signed, so it is a trustworthy dedupe key; the timestamp is the attempt's and changes on every
+// retry.
+package standardwebhooks
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Headers of a Standard Webhooks delivery.
+const (
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
+)
+
+// DefaultTolerance is how far webhook-timestamp may lie from the receiver's clock, in either
+// direction. The spec gives no number; this is the reference library's.
+const DefaultTolerance = 5 * time.Minute
+
+// SecretPrefix marks a symmetric Standard Webhooks secret.
+const SecretPrefix = "whsec_"
+
+// maxTimestamp keeps time.Unix away from int64 overflow; anything beyond it (about 34,000 years
+// from 1970) is far outside every tolerance either way.
+const maxTimestamp = 1 << 40
+
+// Verifier checks v1 (HMAC-SHA256) signatures. Other versions, such as v1a (ed25519), are
+// ignored.
+type Verifier struct {
+	tolerance time.Duration
+}
+
+var _ providers.Verifier = (*Verifier)(nil)
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithTolerance sets how far webhook-timestamp may lie from the receiver's clock in either
+// direction (default DefaultTolerance); a negative duration counts as zero.
+func WithTolerance(d time.Duration) Option {
+	return func(v *Verifier) { v.tolerance = max(d, 0) }
+}
+
+// NewVerifier returns a Verifier with the default tolerance unless options say otherwise.
+func NewVerifier(opts ...Option) *Verifier {
+	v := &Verifier{tolerance: DefaultTolerance}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// DecodeSecret returns the HMAC key of a secret: the base64 after the "whsec_" prefix, or the
+// whole secret as base64 when it has no prefix. Padding is optional. The error never contains
+// the secret.
+func DecodeSecret(secret []byte) ([]byte, error) {
+	s := strings.TrimPrefix(string(secret), SecretPrefix)
+	key, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		key, err = base64.RawStdEncoding.DecodeString(s)
+	}
+	if err != nil {
+		return nil, errors.New("standardwebhooks: the secret is not base64 after the whsec_ prefix")
+	}
+	return key, nil
+}
+
+// Sign returns the webhook-signature entry ("v1,<base64>") for a message. key is the decoded
+// secret (see DecodeSecret); ts is truncated to unix seconds, as sent in webhook-timestamp.
+func Sign(key []byte, id string, ts time.Time, body []byte) string {
+	return "v1," + base64.StdEncoding.EncodeToString(mac(key, id, strconv.FormatInt(ts.Unix(), 10), body))
+}
+
+// Verify accepts the delivery if any v1 entry of webhook-signature matches any of the secrets
+// ("whsec_" + base64, or bare base64) and webhook-timestamp is within the tolerance of d.Now
+// (time.Now when zero). The dedupe key is webhook-id; the event type is the body's top-level
+// "type" when the body is a JSON object that has one.
+//
+// Signatures are compared as canonical base64 text, as the reference library does.
+//
+// Errors wrap a providers sentinel and never contain a secret or a signature:
+//   - ErrNoSignature: no webhook-signature header, or an empty one;
+//   - ErrNoEventID: no webhook-id header (it is part of the signed content, so it is checked first);
+//   - ErrMalformed: no webhook-timestamp, one that is not canonical decimal unix seconds, or no
+//     v1 entry at all (for example only v1a);
+//   - ErrBadSignature: nothing matches (wrong secret, tampered body or id or timestamp, or no
+//     secret that decodes; the message counts the secrets that did not);
+//   - ErrTooOld / ErrTooNew: authentic, but the timestamp is outside the tolerance.
+//
+// Secrets that decode to no bytes are skipped: an empty HMAC key is not a secret.
+func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
+	sigHeader := d.Header.Get(HeaderSignature)
+	if sigHeader == "" {
+		return providers.Verified{}, verifyError(providers.ErrNoSignature, "the %s header is missing", HeaderSignature)
+	}
+	id := d.Header.Get(HeaderID)
+	if id == "" {
+		return providers.Verified{}, verifyError(providers.ErrNoEventID, "the %s header is missing", HeaderID)
+	}
+	ts := d.Header.Get(HeaderTimestamp)
+	if ts == "" {
+		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s header is missing", HeaderTimestamp)
+	}
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || strconv.FormatInt(unix, 10) != ts {
+		return providers.Verified{}, verifyError(providers.ErrMalformed, "%s is not unix seconds", HeaderTimestamp)
+	}
+
+	var sigs []string
+	for entry := range strings.SplitSeq(sigHeader, " ") {
+		if version, sig, ok := strings.Cut(entry, ","); ok && version == "v1" {
+			sigs = append(sigs, sig)
+		}
+	}
+	if len(sigs) == 0 {
+		return providers.Verified{}, verifyError(providers.ErrMalformed, "%s has no v1 entry", HeaderSignature)
+	}
+
+	matched := false
+	usable, undecodable := 0, 0
+	for _, secret := range secrets {
+		key, err := DecodeSecret(secret)
+		if err != nil {
+			undecodable++
+			continue
+		}
+		if len(key) == 0 {
+			continue
+		}
+		usable++
+		want := []byte(base64.StdEncoding.EncodeToString(mac(key, id, ts, d.Body)))
+		for _, sig := range sigs {
+			if hmac.Equal(want, []byte(sig)) {
+				matched = true
+			}
+		}
+	}
+	if !matched {
+		return providers.Verified{}, verifyError(providers.ErrBadSignature,
+			"none of %d v1 signatures matches any of %d secrets (%d more secrets are not base64)", len(sigs), usable, undecodable)
+	}
+
+	// Checked after the signature, so ErrTooOld and ErrTooNew always describe an authentic
+	// delivery: a clock problem or a replay, never a forgery.
+	now := d.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	age := now.Sub(time.Unix(min(max(unix, -maxTimestamp), maxTimestamp), 0))
+	switch {
+	case age > v.tolerance:
+		return providers.Verified{}, verifyError(providers.ErrTooOld, "signed %s before the receiver's clock, tolerance %s", age, v.tolerance)
+	case -age > v.tolerance:
+		return providers.Verified{}, verifyError(providers.ErrTooNew, "signed %s after the receiver's clock, tolerance %s", -age, v.tolerance)
+	}
+
+	return providers.Verified{EventID: id, EventType: eventType(d.Body)}, nil
+}
+
+// mac is HMAC-SHA256 over "{id}.{timestamp}.{body}", timestamp exactly as sent.
+func mac(key []byte, id, timestamp string, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(timestamp))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// eventType reads the spec's recommended top-level "type"; it is informational, so anything
+// else yields "".
+func eventType(body []byte) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return ""
+	}
+	var typ string
+	if json.Unmarshal(top["type"], &typ) != nil {
+		return ""
+	}
+	return typ
+}
+
+// verifyError wraps a verification sentinel. Callers pass only counts, durations, header names
+// and fixed text, never header values, so no signature or secret can leak into logs.
+func verifyError(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("standardwebhooks: %w: %s", sentinel, fmt.Sprintf(format, args...))
+}
