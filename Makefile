@@ -48,8 +48,9 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract).
+test: verify-generated vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite and PostgreSQL).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
+	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
 .PHONY: fuzz
@@ -60,6 +61,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 .PHONY: build
 build: ## Build the binaries into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
+	go build -o $(BIN)/receiver ./cmd/receiver
 	go build -o $(BIN)/fakestripe ./cmd/fakestripe
 
 .PHONY: run

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/receiver"
+	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
+	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/stripe"
+)
+
+const defaultStore = "sqlite://receiver.db"
+
+type options struct {
+	bindAddr, metricsAddr, probeAddr string
+	storeDSN                         string
+	namespace                        string
+	maxBody                          int64
+	claimTimeout                     time.Duration
+	workers                          int
+	lease, pollInterval              time.Duration
+	deliveryTimeout                  time.Duration
+	retryBase, retryMax              time.Duration
+	retention, sweepInterval         time.Duration
+	shutdownGrace                    time.Duration
+}
+
+func defaultOptions() options {
+	return options{
+		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: defaultStore,
+		maxBody: 5 << 20, claimTimeout: 10 * time.Second, workers: deliver.DefaultWorkers,
+		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: 10 * time.Second,
+		retryBase: time.Second, retryMax: time.Hour, retention: receiver.DefaultDedupeWindow,
+		sweepInterval: 10 * time.Minute, shutdownGrace: 15 * time.Second,
+	}
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.bindAddr, "bind-address", o.bindAddr, "address deliveries arrive on (POST /hooks/<namespace>/<name>)")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Prometheus metrics address; \"0\" disables")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "/healthz and /readyz address")
+	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica) or postgres://... (several replicas)")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "watch subscriptions in this namespace only (default: all)")
+	fs.Int64Var(&o.maxBody, "max-body-bytes", o.maxBody, "largest delivery body accepted (413 above)")
+	fs.DurationVar(&o.claimTimeout, "claim-timeout", o.claimTimeout, "longest wait for the durable commit before answering 503")
+	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries to sinks")
+	fs.DurationVar(&o.lease, "lease", o.lease, "how long a delivery stays with its worker; a crashed worker's delivery is retried after it")
+	fs.DurationVar(&o.pollInterval, "poll-interval", o.pollInterval, "how often the queue is checked for due deliveries")
+	fs.DurationVar(&o.deliveryTimeout, "delivery-timeout", o.deliveryTimeout, "timeout of one delivery to a sink")
+	fs.DurationVar(&o.retryBase, "retry-base", o.retryBase, "first retry delay (exponential backoff with full jitter)")
+	fs.DurationVar(&o.retryMax, "retry-max", o.retryMax, "longest retry delay")
+	fs.DurationVar(&o.retention, "retention", o.retention, "how long event ids are remembered for dedupe (a subscription's spec.delivery.dedupeWindow extends it)")
+	fs.DurationVar(&o.sweepInterval, "sweep-interval", o.sweepInterval, "how often expired ledger entries are removed")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", o.shutdownGrace, "how long shutdown waits for in-flight requests and deliveries")
+}
+
+func (o options) validate() error {
+	switch {
+	case o.maxBody <= 0:
+		return errors.New("--max-body-bytes must be positive")
+	case o.lease <= o.deliveryTimeout:
+		return fmt.Errorf("--lease (%s) must exceed --delivery-timeout (%s), or a slow delivery would be taken over mid-flight", o.lease, o.deliveryTimeout)
+	case o.retention < time.Minute:
+		return errors.New("--retention must be at least 1m")
+	}
+	return nil
+}
+
+// verifiers maps provider types to their signature schemes; main owns the registry.
+func verifiers() map[string]providers.Verifier {
+	return map[string]providers.Verifier{string(hookv1.ProviderStripe): stripe.NewVerifier()}
+}
+
+func run(ctx context.Context, o options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("receiver")
+	st, err := store.Open(ctx, o.storeDSN)
+	if err != nil {
+		return fmt.Errorf("opening the store: %w", err)
+	}
+	defer st.Close()
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := hookv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("finding the cluster: %w", err)
+	}
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		// Only the Secrets the manager writes; the receiver never reads others.
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{hookv1.LabelSigningSecret: "true"})},
+	}}
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          false, // every replica serves and delivers; the store coordinates
+		GracefulShutdownTimeout: &o.shutdownGrace,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	routes := receiver.NewRoutes()
+	if err := (&receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+
+	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout})
+	defer batcher.Close()
+	rmetrics := receiver.NewMetrics(metrics.Registry)
+	dmetrics, err := deliver.NewMetrics(metrics.Registry)
+	if err != nil {
+		return err
+	}
+	handler := &receiver.Handler{
+		Routes: routes, Verifiers: verifiers(), Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
+		Metrics: rmetrics, Log: log, Now: time.Now,
+	}
+	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), sinkResolver(routes), deliver.Options{
+		Workers: o.workers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(), Grace: o.shutdownGrace,
+		Backoff: deliver.Backoff{Base: o.retryBase, Max: o.retryMax}, Logger: log.WithName("deliver"), Metrics: dmetrics,
+	})
+
+	srv := &http.Server{
+		Addr: o.bindAddr, Handler: handler.Mux(),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+	}
+	for _, r := range []manager.Runnable{
+		httpServer(srv, o.shutdownGrace),
+		manager.RunnableFunc(pool.Run),
+		manager.RunnableFunc(func(ctx context.Context) error { return sweep(ctx, st, routes, o, log) }),
+		manager.RunnableFunc(func(ctx context.Context) error { return pollDepth(ctx, st, rmetrics) }),
+	} {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("routes", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("subscriptions and signing Secrets not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.Info("starting receiver", "bind", o.bindAddr, "store", redactDSN(o.storeDSN))
+	return mgr.Start(ctx)
+}
+
+// redactDSN hides a password in a store DSN before it is logged.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
+}
+
+// sinkResolver gives the delivery pool each subscription's current sink.
+func sinkResolver(routes *receiver.Routes) func(string) (deliver.Sink, bool) {
+	return func(key string) (deliver.Sink, bool) {
+		ns, name, ok := splitKey(key)
+		if !ok {
+			return deliver.Sink{}, false
+		}
+		r, ok := routes.Lookup(ns, name)
+		if !ok || r.Sink == "" {
+			return deliver.Sink{}, false
+		}
+		return deliver.Sink{URL: r.Sink, MaxAttempts: r.MaxAttempts}, true
+	}
+}
+
+func splitKey(key string) (string, string, bool) {
+	return strings.Cut(key, "/")
+}
+
+// httpServer runs srv until ctx ends, then shuts it down gracefully: requests in flight finish
+// (their claims commit) before the process exits.
+func httpServer(srv *http.Server, grace time.Duration) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.ListenAndServe() }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("serving deliveries on %s: %w", srv.Addr, err)
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+}
+
+// sweep removes ledger entries older than the longest dedupe window in force.
+func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o options, log logr.Logger) error {
+	t := time.NewTicker(o.sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		window := max(o.retention, routes.MaxDedupeWindow())
+		n, err := st.Sweep(ctx, time.Now().Add(-window))
+		if err != nil {
+			log.Error(err, "sweeping the ledger")
+			continue
+		}
+		if n > 0 {
+			log.Info("swept expired ledger entries", "events", n, "window", window.String())
+		}
+	}
+}
+
+func pollDepth(ctx context.Context, st store.Store, m *receiver.Metrics) error {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		if n, err := st.Depth(ctx); err == nil {
+			m.SetDepth(n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

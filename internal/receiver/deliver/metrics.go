@@ -1,0 +1,69 @@
+package deliver
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Attempt results, the values of the result label.
+const (
+	ResultDelivered = "delivered"
+	ResultRetry     = "retry"
+	ResultDead      = "dead"
+)
+
+// Metrics are the delivery metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	attempts    *prometheus.CounterVec
+	deadLetters prometheus.Counter
+	endToEnd    prometheus.Histogram
+}
+
+// NewMetrics creates the delivery metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_receiver_delivery_attempts_total",
+			Help: "Delivery attempts to sinks, by result (delivered, retry, dead).",
+		}, []string{"result"}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwarden_receiver_dead_letters_total",
+			Help: "Jobs moved to the dead-letter state.",
+		}),
+		endToEnd: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hookwarden_receiver_end_to_end_seconds",
+			Help: "Time from receiving an event to its successful delivery to the sink.",
+			// 10 ms to about 12 h: retries with backoff stretch the tail far beyond a request.
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.attempts, m.deadLetters, m.endToEnd} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// Expose every result from the start so rate() sees the first increment.
+	for _, r := range []string{ResultDelivered, ResultRetry, ResultDead} {
+		m.attempts.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+func (m *Metrics) attempt(result string) {
+	if m != nil {
+		m.attempts.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) deadLetter() {
+	if m != nil {
+		m.deadLetters.Inc()
+	}
+}
+
+func (m *Metrics) delivered(latency time.Duration) {
+	if m != nil {
+		m.endToEnd.Observe(latency.Seconds())
+	}
+}

@@ -1,0 +1,209 @@
+// Package deliver hands queued webhook events to the user's sink: a Sender posts one event as a
+// CloudEvent, a Backoff spaces the retries, and a Pool of workers drains the store's job queue.
+//
+// Delivery is at least once: a worker that crashes, or loses its lease, after the sink accepted
+// an event leaves it to be sent again. Every attempt therefore carries the same Idempotency-Key
+// (see IdempotencyKey), so the sink can recognise and drop a repeat.
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookwarden/hookwarden/internal/receiver/store"
+)
+
+// Defaults for SenderOptions.
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultContentType = "application/json"
+	DefaultEventType   = "hookwarden.event"
+	UserAgent          = "hookwarden-receiver"
+)
+
+// Enough of a sink's response body to let the connection be reused; the rest is abandoned.
+const drainLimit = 64 << 10
+
+// Error is a delivery attempt that did not reach a 2xx. Its message never holds the payload, the
+// sink's response body or the sink URL (which may carry credentials).
+type Error struct {
+	// StatusCode of the sink's response; 0 when there was none (timeout, network error).
+	StatusCode int
+	// Retryable is true for 408, 429, 5xx, timeouts and network errors.
+	Retryable bool
+	// RetryAfter is the sink's Retry-After on a retryable response (0 when absent).
+	RetryAfter time.Duration
+	// Err is the transport error when there was no response.
+	Err error
+}
+
+func (e *Error) Error() string {
+	kind := "permanent"
+	if e.Retryable {
+		kind = "retryable"
+	}
+	if e.StatusCode == 0 {
+		return fmt.Sprintf("sink unreachable (%s): %v", kind, e.Err)
+	}
+	msg := fmt.Sprintf("sink answered %d %s (%s)", e.StatusCode, http.StatusText(e.StatusCode), kind)
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(", retry after %s", e.RetryAfter)
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// SenderOptions configure a Sender; zero values take the defaults.
+type SenderOptions struct {
+	// Timeout bounds one request, response headers included (default 10 s).
+	Timeout time.Duration
+	// Transport defaults to a clone of http.DefaultTransport.
+	Transport http.RoundTripper
+	// Now resolves an HTTP-date Retry-After (default time.Now).
+	Now func() time.Time
+}
+
+// Sender posts events to sinks as CloudEvents in HTTP binary mode. It is safe for concurrent use.
+type Sender struct {
+	client  *http.Client
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// NewSender returns a Sender. Redirects are not followed: a 3xx is a permanent failure, so an
+// event is never replayed to a location the subscription did not name.
+func NewSender(o SenderOptions) *Sender {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Sender{
+		client: &http.Client{
+			Transport: o.Transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		timeout: o.Timeout,
+		now:     o.Now,
+	}
+}
+
+// Timeout is the per-request deadline.
+func (s *Sender) Timeout() time.Duration { return s.timeout }
+
+// IdempotencyKey identifies one event of one subscription across every delivery attempt and
+// replay, so the sink can drop a retried delivery it already processed. It uses the
+// subscription's UID rather than its name: a subscription deleted and recreated under the same
+// name is a different stream of events.
+func IdempotencyKey(ev store.Event) string {
+	return ev.SubscriptionUID + ":" + ev.EventID
+}
+
+// Send posts ev to sinkURL. It returns the sink's status code (0 when there was no response)
+// and nil on 2xx, otherwise an *Error.
+func (s *Sender) Send(ctx context.Context, sinkURL string, ev store.Event) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sinkURL, bytes.NewReader(ev.Payload))
+	if err != nil {
+		// A malformed URL is a configuration error the user can fix; keep the job until then.
+		return 0, &Error{Retryable: true, Err: errors.New("invalid sink URL")}
+	}
+	eventType := ev.EventType
+	if eventType == "" {
+		eventType = DefaultEventType
+	}
+	contentType := ev.ContentType
+	if contentType == "" {
+		contentType = DefaultContentType
+	}
+	h := req.Header
+	h.Set("ce-specversion", "1.0")
+	h.Set("ce-id", ev.EventID)
+	h.Set("ce-source", "hookwarden/"+ev.Subscription)
+	h.Set("ce-type", eventType)
+	h.Set("ce-time", ev.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	h.Set("Content-Type", contentType)
+	h.Set("Idempotency-Key", IdempotencyKey(ev))
+	h.Set("User-Agent", UserAgent)
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, &Error{Retryable: true, Err: transportError(ctx, err)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+	_ = resp.Body.Close()
+
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		return code, nil
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		return code, &Error{
+			StatusCode: code,
+			Retryable:  true,
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.now()),
+		}
+	default:
+		return code, &Error{StatusCode: code}
+	}
+}
+
+// transportError strips the request URL that net/http wraps around its errors.
+func transportError(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errors.New("timeout waiting for the sink")
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return errors.New("timeout waiting for the sink")
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", strings.ToLower(ue.Op), ue.Err)
+	}
+	return err
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP-date; anything else, or a date in the past,
+// counts as no hint.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(maxDuration/time.Second) {
+			return maxDuration
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+const maxDuration = time.Duration(1<<63 - 1)

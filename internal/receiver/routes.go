@@ -1,0 +1,176 @@
+// Package receiver is the bundled webhook receiver: it verifies each delivery with its
+// provider's scheme, records it in the durable ledger (deduplicated, acknowledged only after
+// the commit) and hands it to the delivery workers.
+package receiver
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// Route is what the receiver knows about one subscription.
+type Route struct {
+	Namespace, Name string
+	UID             string
+	Provider        string
+	// Secrets are every signing secret that may currently sign deliveries (rotation overlap).
+	Secrets [][]byte
+	// Sink, MaxAttempts and DedupeWindow come from spec.delivery.
+	Sink         string
+	MaxAttempts  int
+	DedupeWindow time.Duration
+}
+
+// Key is "namespace/name", the route's id and the ledger's subscription key.
+func (r Route) Key() string { return r.Namespace + "/" + r.Name }
+
+// Defaults for spec.delivery fields left empty.
+const (
+	DefaultMaxAttempts  = 10
+	DefaultDedupeWindow = 72 * time.Hour
+)
+
+// Routes is the route table, safe for concurrent use.
+type Routes struct {
+	mu sync.RWMutex
+	m  map[string]Route
+}
+
+// NewRoutes returns an empty table.
+func NewRoutes() *Routes { return &Routes{m: map[string]Route{}} }
+
+// Lookup returns the route of namespace/name.
+func (t *Routes) Lookup(namespace, name string) (Route, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.m[namespace+"/"+name]
+	return r, ok
+}
+
+// Set adds or replaces a route.
+func (t *Routes) Set(r Route) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[r.Key()] = r
+}
+
+// Delete removes a route.
+func (t *Routes) Delete(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, key)
+}
+
+// MaxDedupeWindow is the longest dedupe window of any route (zero without routes).
+func (t *Routes) MaxDedupeWindow() time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var w time.Duration
+	for _, r := range t.m {
+		w = max(w, r.DedupeWindow)
+	}
+	return w
+}
+
+// Len counts routes.
+func (t *Routes) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// RouteReconciler keeps Routes in step with WebhookSubscriptions and their labelled signing
+// Secrets. It only reads; the manager owns both objects.
+type RouteReconciler struct {
+	client.Reader
+	Routes *Routes
+}
+
+// SetupWithManager watches subscriptions and the signing Secrets (the manager's cache must be
+// restricted to Secrets labelled hookwarden.io/signing-secret, see CacheOptions).
+func (r *RouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hookv1.WebhookSubscription{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name := o.GetLabels()[hookv1.LabelSubscription]
+			if name == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		})).
+		Named("receiver-routes").
+		Complete(r)
+}
+
+// Reconcile rebuilds one subscription's route.
+func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	key := req.Namespace + "/" + req.Name
+	var sub hookv1.WebhookSubscription
+	if err := r.Get(ctx, req.NamespacedName, &sub); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Routes.Delete(key)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !sub.DeletionTimestamp.IsZero() {
+		r.Routes.Delete(key)
+		return ctrl.Result{}, nil
+	}
+	route := Route{Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID), Provider: string(sub.Spec.Provider.Type),
+		MaxAttempts: DefaultMaxAttempts, DedupeWindow: DefaultDedupeWindow}
+	if d := sub.Spec.Delivery; d != nil {
+		route.Sink = d.Sink.URL
+		if d.MaxAttempts > 0 {
+			route.MaxAttempts = int(d.MaxAttempts)
+		}
+		if d.DedupeWindow != nil && d.DedupeWindow.Duration > 0 {
+			route.DedupeWindow = d.DedupeWindow.Duration
+		}
+	}
+	var sec corev1.Secret
+	err := r.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}, &sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		// No secret yet: every delivery fails verification (401) until the manager writes it.
+	case err != nil:
+		return ctrl.Result{}, err
+	default:
+		route.Secrets = signingSecrets(&sec)
+	}
+	r.Routes.Set(route)
+	return ctrl.Result{}, nil
+}
+
+// signingSecrets returns every distinct secret in a signing Secret, in a stable order.
+func signingSecrets(sec *corev1.Secret) [][]byte {
+	var keys []string
+	for k := range sec.Data {
+		if k == hookv1.SecretKeyCurrent || strings.HasPrefix(k, hookv1.SecretKeyPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	seen := map[string]bool{}
+	var out [][]byte
+	for _, k := range keys {
+		if v := sec.Data[k]; len(v) > 0 && !seen[string(v)] {
+			seen[string(v)] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package receiver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Claimer records a verified event and enqueues its delivery; duplicate reports an event that
+// was already recorded. store.Batcher implements it with group commits.
+type Claimer interface {
+	Claim(ctx context.Context, e store.Event) (duplicate bool, err error)
+}
+
+// Handler serves POST /hooks/{namespace}/{name}.
+type Handler struct {
+	Routes    *Routes
+	Verifiers map[string]providers.Verifier // by provider type
+	Claims    Claimer
+	// MaxBody bounds a delivery's body (413 above it).
+	MaxBody int64
+	// ClaimTimeout bounds the wait for the commit; past it the provider gets 503 and retries.
+	ClaimTimeout time.Duration
+	Metrics      *Metrics
+	Log          logr.Logger
+	Now          func() time.Time
+}
+
+// Results of one delivery request, as counted in metrics.
+const (
+	resultAccepted     = "accepted"
+	resultDuplicate    = "duplicate"
+	resultBadSignature = "bad_signature"
+	resultTooOld       = "too_old"
+	resultUnknownRoute = "unknown_route"
+	resultTooLarge     = "too_large"
+	resultNoEventID    = "no_event_id"
+	resultStoreError   = "store_error"
+)
+
+// Mux returns the receiver's HTTP routes.
+func (h *Handler) Mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/{namespace}/{name}", h)
+	return mux
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	result, status := h.serve(w, r)
+	h.Metrics.observeRequest(result, time.Since(start))
+	writeJSON(w, status, result)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	log := h.Log.WithValues("subscription", ns+"/"+name)
+	route, ok := h.Routes.Lookup(ns, name)
+	if !ok {
+		return resultUnknownRoute, http.StatusNotFound
+	}
+	verifier, ok := h.Verifiers[route.Provider]
+	if !ok {
+		log.Info("no verifier for provider", "provider", route.Provider)
+		return resultUnknownRoute, http.StatusNotFound
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return resultTooLarge, http.StatusRequestEntityTooLarge
+		}
+		return resultBadSignature, http.StatusBadRequest
+	}
+	now := h.Now()
+	v, err := verifier.Verify(providers.Delivery{Header: r.Header, Body: body, Now: now}, route.Secrets)
+	if err != nil {
+		result := resultBadSignature
+		switch {
+		case errors.Is(err, providers.ErrTooOld), errors.Is(err, providers.ErrTooNew):
+			result = resultTooOld
+		case errors.Is(err, providers.ErrNoEventID):
+			result = resultNoEventID
+		}
+		log.V(1).Info("delivery refused", "reason", err.Error())
+		return result, http.StatusUnauthorized
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.ClaimTimeout)
+	defer cancel()
+	dup, err := h.Claims.Claim(ctx, store.Event{
+		Subscription:    route.Key(),
+		SubscriptionUID: route.UID,
+		EventID:         v.EventID,
+		EventType:       v.EventType,
+		ContentType:     r.Header.Get("Content-Type"),
+		Payload:         body,
+		ReceivedAt:      now,
+		MaxAttempts:     route.MaxAttempts,
+	})
+	log = log.WithValues("eventID", v.EventID)
+	if err != nil {
+		// Never acknowledge what is not committed: the provider retries a 503.
+		log.Error(err, "recording the delivery failed")
+		w.Header().Set("Retry-After", "5")
+		return resultStoreError, http.StatusServiceUnavailable
+	}
+	if dup {
+		log.V(1).Info("duplicate delivery")
+		return resultDuplicate, http.StatusOK
+	}
+	log.V(1).Info("accepted", "type", v.EventType)
+	return resultAccepted, http.StatusAccepted
+}
+
+func writeJSON(w http.ResponseWriter, status int, result string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"result": result})
+}

@@ -1,0 +1,187 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookwarden/hookwarden/internal/receiver"
+	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/stripe"
+)
+
+const (
+	oldSecret = "whsec_old_0123456789abcdef"
+	newSecret = "whsec_new_fedcba9876543210"
+)
+
+// harness is a receiver handler on real HTTP with a real SQLite store.
+type harness struct {
+	srv    *httptest.Server
+	st     *store.SQL
+	routes *receiver.Routes
+	now    time.Time
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batcher := store.NewBatcher(st, store.BatcherOptions{})
+	h := &harness{st: st, routes: receiver.NewRoutes(), now: time.Unix(1_800_000_000, 0)}
+	h.routes.Set(receiver.Route{Namespace: "shop", Name: "orders", UID: "uid-1", Provider: "stripe",
+		Secrets: [][]byte{[]byte(oldSecret)}, Sink: "http://sink.invalid/", MaxAttempts: 3, DedupeWindow: time.Hour})
+	handler := &receiver.Handler{
+		Routes: h.routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
+		MaxBody: 1 << 10, ClaimTimeout: 5 * time.Second, Metrics: receiver.NewMetrics(prometheus.NewRegistry()),
+		Log: logr.Discard(), Now: func() time.Time { return h.now },
+	}
+	h.srv = httptest.NewServer(handler.Mux())
+	t.Cleanup(func() { h.srv.Close(); batcher.Close(); st.Close() })
+	return h
+}
+
+func event(id string) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"invoice.paid","data":{"object":{}}}`, id))
+}
+
+// post sends body to path with a Stripe-Signature made with secret at time ts.
+func (h *harness) post(t *testing.T, path string, body []byte, secret string, ts time.Time) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Stripe-Signature", stripe.SignHeader(secret, ts, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (h *harness) depth(t *testing.T) int {
+	t.Helper()
+	n, err := h.st.Depth(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestAcceptThenDuplicate(t *testing.T) {
+	h := newHarness(t)
+	if got := h.post(t, "/hooks/shop/orders", event("evt_1"), oldSecret, h.now); got != http.StatusAccepted {
+		t.Fatalf("first delivery: status %d, want 202", got)
+	}
+	if got := h.post(t, "/hooks/shop/orders", event("evt_1"), oldSecret, h.now.Add(time.Minute)); got != http.StatusOK {
+		t.Fatalf("redelivery (new t, same event id): status %d, want 200", got)
+	}
+	if got := h.depth(t); got != 1 {
+		t.Fatalf("queue depth %d, want 1: a duplicate must not enqueue a second delivery", got)
+	}
+}
+
+func TestRefusedDeliveriesStoreNothing(t *testing.T) {
+	h := newHarness(t)
+	body := event("evt_refused")
+	tampered := bytes.Replace(body, []byte("invoice.paid"), []byte("invoice.void"), 1)
+	cases := []struct {
+		reason string
+		send   func() int
+		want   int
+	}{
+		{"bad signature", func() int {
+			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(body))
+			req.Header.Set("Stripe-Signature", fmt.Sprintf("t=%d,v1=%s", h.now.Unix(), strings.Repeat("ab", 32)))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}, 401},
+		{"expired timestamp (301 s old)", func() int { return h.post(t, "/hooks/shop/orders", body, oldSecret, h.now.Add(-301*time.Second)) }, 401},
+		{"future timestamp (10 min ahead)", func() int { return h.post(t, "/hooks/shop/orders", body, oldSecret, h.now.Add(10*time.Minute)) }, 401},
+		{"tampered body", func() int {
+			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(tampered))
+			req.Header.Set("Stripe-Signature", stripe.SignHeader(oldSecret, h.now, body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}, 401},
+		{"wrong secret", func() int { return h.post(t, "/hooks/shop/orders", body, "whsec_someone_else", h.now) }, 401},
+		{"unknown route", func() int { return h.post(t, "/hooks/shop/nope", body, oldSecret, h.now) }, 404},
+		{"oversized body", func() int {
+			big := event("evt_big" + strings.Repeat("x", 2<<10))
+			return h.post(t, "/hooks/shop/orders", big, oldSecret, h.now)
+		}, 413},
+	}
+	for _, c := range cases {
+		if got := c.send(); got != c.want {
+			t.Errorf("%s: status %d, want %d", c.reason, got, c.want)
+		}
+	}
+	if got := h.depth(t); got != 0 {
+		t.Fatalf("queue depth %d after refused deliveries, want 0", got)
+	}
+	// The refused event id is still unknown: a correct delivery of it is accepted, not a duplicate.
+	if got := h.post(t, "/hooks/shop/orders", body, oldSecret, h.now); got != http.StatusAccepted {
+		t.Fatalf("valid delivery after refusals: status %d, want 202", got)
+	}
+}
+
+func TestSecretRotationOverlap(t *testing.T) {
+	h := newHarness(t)
+	route, _ := h.routes.Lookup("shop", "orders")
+	route.Secrets = [][]byte{[]byte(oldSecret), []byte(newSecret)}
+	h.routes.Set(route)
+	if got := h.post(t, "/hooks/shop/orders", event("evt_old"), oldSecret, h.now); got != http.StatusAccepted {
+		t.Errorf("old secret during the overlap: %d, want 202", got)
+	}
+	if got := h.post(t, "/hooks/shop/orders", event("evt_new"), newSecret, h.now); got != http.StatusAccepted {
+		t.Errorf("new secret during the overlap: %d, want 202", got)
+	}
+	route.Secrets = [][]byte{[]byte(newSecret)}
+	h.routes.Set(route)
+	if got := h.post(t, "/hooks/shop/orders", event("evt_old2"), oldSecret, h.now); got != http.StatusUnauthorized {
+		t.Errorf("old secret after removal: %d, want 401", got)
+	}
+	if got := h.post(t, "/hooks/shop/orders", event("evt_new2"), newSecret, h.now); got != http.StatusAccepted {
+		t.Errorf("new secret after removal: %d, want 202", got)
+	}
+}
+
+func TestStoreFailureIsNotAcknowledged(t *testing.T) {
+	h := newHarness(t)
+	if err := h.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(event("evt_down")))
+	req.Header.Set("Stripe-Signature", stripe.SignHeader(oldSecret, h.now, event("evt_down")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d with the store down, want 503", resp.StatusCode)
+	}
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("a 503 should tell the provider when to retry")
+	}
+}

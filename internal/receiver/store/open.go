@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	// Drivers: "pgx" (PostgreSQL) and "sqlite" (pure Go SQLite).
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+)
+
+// dialect is the SQL flavour of the database behind a *SQL.
+type dialect int
+
+const (
+	dialectSQLite dialect = iota + 1
+	dialectPostgres
+)
+
+func (d dialect) String() string {
+	if d == dialectPostgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// Bound parameters per statement: SQLite's SQLITE_MAX_VARIABLE_NUMBER and PostgreSQL's
+// protocol limit (a 16-bit parameter count).
+const (
+	sqliteMaxParams   = 32766
+	postgresMaxParams = 65535
+)
+
+// migrationLock is the pg_advisory_xact_lock key that serialises schema migrations of
+// receivers starting together ("hookwrdn" in ASCII).
+const migrationLock int64 = 0x686f6f6b7772646e
+
+// openTimeout bounds connecting and migrating when the caller passes no context.
+const openTimeout = 30 * time.Second
+
+// Option configures OpenSQLite, OpenPostgres and Open.
+type Option func(*options)
+
+type options struct {
+	now      func() time.Time
+	maxConns int
+}
+
+// WithClock sets the clock for the timestamps that no method receives from its caller (the
+// updated_at of Retry and Dead, the received_at of an event without ReceivedAt).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// WithMaxConns sets the PostgreSQL connection pool size (default 8). SQLite always uses one
+// connection: it has a single writer, and one connection in the process avoids SQLITE_BUSY
+// between our own statements.
+func WithMaxConns(n int) Option {
+	return func(o *options) { o.maxConns = n }
+}
+
+func buildOptions(opts []Option) options {
+	o := options{now: time.Now, maxConns: 8}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxConns < 1 {
+		o.maxConns = 1
+	}
+	return o
+}
+
+// Open opens the store named by dsn: postgres:// or postgresql:// selects PostgreSQL;
+// sqlite:///path/file.db or a plain file path selects SQLite.
+func Open(ctx context.Context, dsn string, opts ...Option) (*SQL, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return OpenPostgres(ctx, dsn, opts...)
+	case strings.HasPrefix(dsn, "sqlite://"):
+		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite://"), opts)
+	case strings.Contains(dsn, "://"):
+		return nil, fmt.Errorf("store: unsupported DSN scheme in %q (want postgres://, postgresql:// or sqlite://)", redact(dsn))
+	default:
+		return openSQLite(ctx, dsn, opts)
+	}
+}
+
+// OpenSQLite opens (creating if needed) the SQLite database file at path and migrates it. The
+// database runs in WAL mode with synchronous=FULL, so a claim that returned is on disk and
+// survives a killed process and a power cut.
+func OpenSQLite(path string, opts ...Option) (*SQL, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	return openSQLite(ctx, path, opts)
+}
+
+func openSQLite(ctx context.Context, path string, opts []Option) (*SQL, error) {
+	if path == "" {
+		return nil, errors.New("store: empty SQLite path")
+	}
+	if strings.ContainsAny(path, "?#") {
+		// The driver reads everything after '?' as its own parameters.
+		return nil, fmt.Errorf("store: SQLite path %q must not contain '?' or '#'", path)
+	}
+	o := buildOptions(opts)
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)") // other processes on the same file
+	q.Add("_pragma", "foreign_keys(1)")     // ON DELETE CASCADE from events to jobs
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)") // WAL + FULL: fsync the WAL on every commit
+	q.Set("_txlock", "immediate")         // take the write lock at BEGIN, not at the first write
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open SQLite %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	s := newSQL(db, dialectSQLite, o)
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open SQLite %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// OpenPostgres connects to PostgreSQL and migrates the schema. Several processes may open the
+// same database at once: an advisory lock serialises their migrations.
+func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error) {
+	o := buildOptions(opts)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", redact(dsn), err)
+	}
+	db.SetMaxOpenConns(o.maxConns)
+	db.SetMaxIdleConns(o.maxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := newSQL(db, dialectPostgres, o)
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", redact(dsn), err)
+	}
+	return s, nil
+}
+
+func newSQL(db *sql.DB, d dialect, o options) *SQL {
+	s := &SQL{db: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
+	if d == dialectPostgres {
+		s.maxParams = postgresMaxParams
+	}
+	return s
+}
+
+// migrate creates the schema if it is missing. Every statement is idempotent.
+func (s *SQL) migrate(ctx context.Context) error {
+	id, blob := "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB" // AUTOINCREMENT: never reuse a swept id
+	if s.dialect == dialectPostgres {
+		id, blob = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA"
+	}
+	stmts := []string{
+		`CREATE TABLE IF NOT EXISTS hw_events (
+	id ` + id + `,
+	subscription TEXT NOT NULL,
+	event_id TEXT NOT NULL,
+	subscription_uid TEXT NOT NULL DEFAULT '',
+	event_type TEXT NOT NULL DEFAULT '',
+	content_type TEXT NOT NULL DEFAULT '',
+	payload ` + blob + ` NOT NULL,
+	received_at BIGINT NOT NULL,
+	UNIQUE (subscription, event_id)
+)`,
+		`CREATE INDEX IF NOT EXISTS hw_events_received_at ON hw_events (received_at)`,
+		// event_ref is UNIQUE (one job per event), which also indexes the cascade from events.
+		`CREATE TABLE IF NOT EXISTS hw_jobs (
+	id ` + id + `,
+	event_ref BIGINT NOT NULL UNIQUE REFERENCES hw_events (id) ON DELETE CASCADE,
+	state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'retryable', 'completed', 'dead')),
+	attempts INTEGER NOT NULL DEFAULT 0,
+	max_attempts INTEGER NOT NULL,
+	run_at BIGINT NOT NULL,
+	lease_until BIGINT NOT NULL DEFAULT 0,
+	last_error TEXT NOT NULL DEFAULT '',
+	updated_at BIGINT NOT NULL
+)`,
+		// Due jobs: state = pending/retryable by run_at, and the few running ones by lease.
+		`CREATE INDEX IF NOT EXISTS hw_jobs_due ON hw_jobs (state, run_at)`,
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if s.dialect == dialectPostgres {
+		// CREATE ... IF NOT EXISTS races with itself (unique violation in the catalog) when
+		// several receivers start together.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// redact drops the password from a URL-shaped DSN so it can appear in errors.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if err != nil {
+			return "<unparsable DSN>"
+		}
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

@@ -1,0 +1,619 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+)
+
+func TestClaimLeaseComplete(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		ev := event("shop/stripe", "evt_1", t0)
+		if diff := cmp.Diff([]bool{false}, mustClaim(t, e.s, ev)); diff != "" {
+			t.Fatalf("ClaimBatch duplicates (-want +got):\n%s", diff)
+		}
+		if got := mustDepth(t, e.s); got != 1 {
+			t.Errorf("Depth after claim = %d, want 1", got)
+		}
+
+		jobs := mustLease(t, e.s, 10, t0, 30*time.Second)
+		want := []Job{{Event: ev, State: StateRunning, Attempt: 1, RunAt: t0, LeaseUntil: t0.Add(30 * time.Second)}}
+		if diff := cmp.Diff(want, jobs, jobOpts); diff != "" {
+			t.Fatalf("Lease (-want +got):\n%s", diff)
+		}
+		if again := mustLease(t, e.s, 10, t0.Add(time.Second), 30*time.Second); len(again) != 0 {
+			t.Errorf("second Lease while the lease runs = %v, want none", jobIDs(again))
+		}
+		if err := e.s.Complete(ctx, jobs[0], t0.Add(time.Second)); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if got := mustDepth(t, e.s); got != 0 {
+			t.Errorf("Depth after Complete = %d, want 0", got)
+		}
+		if err := e.s.Complete(ctx, jobs[0], t0.Add(2*time.Second)); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("second Complete = %v, want ErrLeaseLost", err)
+		}
+		if later := mustLease(t, e.s, 10, t0.Add(time.Hour), time.Minute); len(later) != 0 {
+			t.Errorf("Lease after Complete = %v, want none", jobIDs(later))
+		}
+	})
+}
+
+func TestClaimDuplicates(t *testing.T) {
+	cases := []struct {
+		name    string
+		reason  string
+		batches [][]string // event ids ("sub:id" for another subscription) per ClaimBatch
+		want    [][]bool
+	}{
+		{
+			name:    "new",
+			reason:  "events never seen are accepted",
+			batches: [][]string{{"a", "b"}},
+			want:    [][]bool{{false, false}},
+		},
+		{
+			name:    "across batches",
+			reason:  "an event recorded by an earlier claim is a duplicate",
+			batches: [][]string{{"a"}, {"a", "b"}, {"b", "a"}},
+			want:    [][]bool{{false}, {true, false}, {true, true}},
+		},
+		{
+			name:    "within a batch",
+			reason:  "the first occurrence in a batch wins, later ones are duplicates",
+			batches: [][]string{{"a", "a", "b", "a", "b"}},
+			want:    [][]bool{{false, true, false, true, true}},
+		},
+		{
+			name:    "per subscription",
+			reason:  "the dedupe key is (subscription, event id): two subscriptions may share an id",
+			batches: [][]string{{"a", "other:a"}, {"other:a"}},
+			want:    [][]bool{{false, false}, {true}},
+		},
+	}
+	forEachStore(t, func(t *testing.T, e *env) {
+		accepted := 0
+		for _, tc := range cases {
+			for i, batch := range tc.batches {
+				var events []Event
+				for n, id := range batch {
+					sub := "ns/" + tc.name
+					if s, rest, ok := strings.Cut(id, ":"); ok {
+						sub, id = "ns/"+tc.name+"-"+s, rest
+					}
+					ev := event(sub, id, t0)
+					ev.Payload = fmt.Appendf(nil, "batch %d position %d", i, n)
+					events = append(events, ev)
+				}
+				got := mustClaim(t, e.s, events...)
+				if diff := cmp.Diff(tc.want[i], got); diff != "" {
+					t.Errorf("%s: %s: batch %d duplicates (-want +got):\n%s", tc.name, tc.reason, i, diff)
+				}
+				for _, d := range got {
+					if !d {
+						accepted++
+					}
+				}
+			}
+		}
+		if got := mustDepth(t, e.s); got != accepted {
+			t.Errorf("Depth = %d, want one job per accepted event (%d)", got, accepted)
+		}
+		// The recorded payload is the first occurrence's.
+		for _, j := range mustLease(t, e.s, 100, t0, time.Minute) {
+			if j.Event.Subscription == "ns/within a batch" && j.Event.EventID == "a" {
+				if got, want := string(j.Event.Payload), "batch 0 position 0"; got != want {
+					t.Errorf("within a batch: recorded payload %q, want the first occurrence's %q", got, want)
+				}
+			}
+		}
+	})
+}
+
+func TestClaimLargeBatches(t *testing.T) {
+	cases := []struct {
+		name      string
+		reason    string
+		maxParams int // 0: the database's real limit
+		events    int
+	}{
+		{name: "small chunks", reason: "batches split into many statements keep first-wins and per-event flags", maxParams: 7 * 3, events: 40},
+		{name: "over the parameter limit", reason: "10000 events need 70000 parameters, over both databases' limits", events: 10000},
+	}
+	forEachStore(t, func(t *testing.T, e *env) {
+		for _, tc := range cases {
+			s := e.open(t)
+			if tc.maxParams > 0 {
+				s.maxParams = tc.maxParams
+			}
+			var events []Event
+			var want []bool
+			for i := range tc.events {
+				events = append(events, event("ns/"+tc.name, fmt.Sprintf("evt_%d", i), t0))
+				want = append(want, false)
+				if i%4 == 3 { // and a repeat of an earlier event
+					events = append(events, event("ns/"+tc.name, fmt.Sprintf("evt_%d", i/2), t0))
+					want = append(want, true)
+				}
+			}
+			before := mustDepth(t, s)
+			if diff := cmp.Diff(want, mustClaim(t, s, events...)); diff != "" {
+				t.Errorf("%s: %s (-want +got):\n%s", tc.name, tc.reason, diff)
+			}
+			if got := mustDepth(t, s) - before; got != tc.events {
+				t.Errorf("%s: %d jobs enqueued, want %d", tc.name, got, tc.events)
+			}
+		}
+	})
+}
+
+func TestLeaseTakesOldestDueJobs(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		mustClaim(t, e.s,
+			event("ns/a", "future", t0.Add(time.Hour)),
+			event("ns/a", "second", t0.Add(time.Second)),
+			event("ns/a", "first", t0),
+			event("ns/a", "third", t0.Add(2*time.Second)),
+		)
+		now := t0.Add(10 * time.Second)
+		if diff := cmp.Diff([]string{"first", "second"}, jobIDs(mustLease(t, e.s, 2, now, time.Minute))); diff != "" {
+			t.Errorf("Lease(2) takes the oldest due jobs (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"third"}, jobIDs(mustLease(t, e.s, 10, now, time.Minute))); diff != "" {
+			t.Errorf("Lease(10) takes the rest of the due jobs, not the future one (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestConcurrentLeasesNeverShareAJob(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		const jobs = 120
+		var events []Event
+		for i := range jobs {
+			events = append(events, event("ns/a", fmt.Sprintf("evt_%d", i), t0))
+		}
+		mustClaim(t, e.s, events...)
+		stores := []*SQL{e.s, e.open(t), e.s, e.open(t)} // two processes, two workers each
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for _, s := range stores {
+			wg.Go(func() {
+				for {
+					got, err := s.Lease(testCtx(t), 7, t0, time.Hour)
+					if err != nil {
+						t.Errorf("Lease: %v", err)
+						return
+					}
+					if len(got) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, j := range got {
+						seen[j.Event.EventID]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(seen) != jobs {
+			t.Errorf("leased %d distinct jobs, want %d", len(seen), jobs)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("job %s leased %d times, want once", id, n)
+			}
+		}
+	})
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		mustClaim(t, e.s, event("ns/a", "evt_1", t0))
+		first := leaseOne(t, e.s, t0, 30*time.Second, "evt_1")
+		if got := mustLease(t, e.s, 10, t0.Add(30*time.Second), 30*time.Second); len(got) != 0 {
+			t.Errorf("Lease at the lease deadline = %v, want none (expired only after it)", jobIDs(got))
+		}
+		// The first worker crashed (or stalls); another takes the job over.
+		second := leaseOne(t, e.s, t0.Add(31*time.Second), 30*time.Second, "evt_1")
+		if second.Attempt != 2 || second.ID != first.ID {
+			t.Errorf("re-leased job %d attempt %d, want job %d attempt 2", second.ID, second.Attempt, first.ID)
+		}
+		for name, report := range map[string]func() error{
+			"Complete": func() error { return e.s.Complete(ctx, first, t0.Add(40*time.Second)) },
+			"Retry":    func() error { return e.s.Retry(ctx, first, t0.Add(time.Hour), "late") },
+			"Dead":     func() error { return e.s.Dead(ctx, first, "late") },
+		} {
+			if err := report(); !errors.Is(err, ErrLeaseLost) {
+				t.Errorf("%s by the expired holder = %v, want ErrLeaseLost", name, err)
+			}
+		}
+		if err := e.s.Complete(ctx, second, t0.Add(40*time.Second)); err != nil {
+			t.Errorf("Complete by the current holder: %v", err)
+		}
+	})
+}
+
+func TestRetrySchedule(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		ev := event("ns/a", "evt_1", t0)
+		mustClaim(t, e.s, ev)
+		j := leaseOne(t, e.s, t0, 30*time.Second, "evt_1")
+		at := t0.Add(time.Minute)
+		if err := e.s.Retry(ctx, j, at, "sink answered 503"); err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+		if got := mustDepth(t, e.s); got != 1 {
+			t.Errorf("Depth of a retryable job = %d, want 1", got)
+		}
+		if got := mustLease(t, e.s, 10, at.Add(-time.Second), time.Minute); len(got) != 0 {
+			t.Errorf("Lease before run_at = %v, want none", jobIDs(got))
+		}
+		got := mustLease(t, e.s, 10, at, 30*time.Second)
+		want := []Job{{Event: ev, State: StateRunning, Attempt: 2, LastError: "sink answered 503", RunAt: at, LeaseUntil: at.Add(30 * time.Second)}}
+		if diff := cmp.Diff(want, got, jobOpts); diff != "" {
+			t.Errorf("Lease at run_at (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestDeadLetterReplay(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		bad, good := event("ns/a", "evt_bad", t0), event("ns/a", "evt_good", t0.Add(time.Second))
+		mustClaim(t, e.s, bad, good)
+		jobs := mustLease(t, e.s, 10, t0.Add(time.Second), 30*time.Second)
+		if diff := cmp.Diff([]string{"evt_bad", "evt_good"}, jobIDs(jobs)); diff != "" {
+			t.Fatalf("Lease (-want +got):\n%s", diff)
+		}
+		died := jobs[0]
+		if err := e.s.Dead(ctx, died, "sink answered 400"); err != nil {
+			t.Fatalf("Dead: %v", err)
+		}
+		if err := e.s.Complete(ctx, jobs[1], t0.Add(2*time.Second)); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+
+		letters, err := e.s.DeadLetters(ctx, 10)
+		if err != nil {
+			t.Fatalf("DeadLetters: %v", err)
+		}
+		want := []Job{{Event: bad, State: StateDead, Attempt: 1, LastError: "sink answered 400", RunAt: t0}}
+		if diff := cmp.Diff(want, letters, jobOpts); diff != "" {
+			t.Errorf("DeadLetters (-want +got):\n%s", diff)
+		}
+		if got := mustDepth(t, e.s); got != 0 {
+			t.Errorf("Depth with only a dead job = %d, want 0", got)
+		}
+		if got := mustLease(t, e.s, 10, t0.Add(time.Hour), time.Minute); len(got) != 0 {
+			t.Errorf("Lease with only a dead job = %v, want none", jobIDs(got))
+		}
+		if err := e.s.Replay(ctx, jobs[1].ID, t0.Add(time.Hour)); !errors.Is(err, ErrNotDead) {
+			t.Errorf("Replay of a completed job = %v, want ErrNotDead", err)
+		}
+
+		replayAt := t0.Add(time.Hour)
+		if err := e.s.Replay(ctx, died.ID, replayAt); err != nil {
+			t.Fatalf("Replay: %v", err)
+		}
+		if letters, err := e.s.DeadLetters(ctx, 10); err != nil || len(letters) != 0 {
+			t.Errorf("DeadLetters after Replay = %v, %v; want none", jobIDs(letters), err)
+		}
+		again := leaseOne(t, e.s, replayAt, 30*time.Second, "evt_bad")
+		if again.Attempt != 1 || again.LastError != "sink answered 400" {
+			t.Errorf("replayed job attempt %d last error %q, want a fresh budget (attempt 1) and the old error", again.Attempt, again.LastError)
+		}
+		// A worker stalled since before the job died holds attempt 1 too; it must not report
+		// on the replay.
+		if err := e.s.Complete(ctx, died, replayAt); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("Complete by the pre-replay holder = %v, want ErrLeaseLost", err)
+		}
+		if err := e.s.Complete(ctx, again, replayAt); err != nil {
+			t.Errorf("Complete of the replay: %v", err)
+		}
+		if err := e.s.Complete(ctx, again, replayAt); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("second Complete of the replay = %v, want ErrLeaseLost", err)
+		}
+	})
+}
+
+func TestSweep(t *testing.T) {
+	old, recent := t0.Add(-100*time.Hour), t0
+	cutoff := t0.Add(-72 * time.Hour)
+	cases := []struct {
+		id     string
+		reason string
+		swept  bool
+	}{
+		{"old-completed", "delivered and past the dedupe window", true},
+		{"old-dead-long-ago", "dead-lettered before the cutoff too", true},
+		{"old-dead-lately", "dead-lettered after the cutoff: still visible for replay", false},
+		{"old-running", "never delete a job in flight", false},
+		{"old-retryable", "never delete a job waiting for its retry", false},
+		{"recent-completed", "inside the dedupe window: a redelivery must stay a duplicate", false},
+		{"old-pending", "never delete an undelivered job", false},
+	}
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		s := e.s
+		// Drive each event to its state before claiming the next, so that each Lease sees
+		// exactly one due job.
+		mustClaim(t, s, event("ns/a", "old-completed", old))
+		if err := s.Complete(ctx, leaseOne(t, s, old, time.Minute, "old-completed"), old); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, event("ns/a", "old-dead-long-ago", old))
+		e.clock.Set(t0.Add(-90 * time.Hour))
+		if err := s.Dead(ctx, leaseOne(t, s, old, time.Minute, "old-dead-long-ago"), "400"); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, event("ns/a", "old-dead-lately", old))
+		e.clock.Set(t0.Add(-time.Hour))
+		if err := s.Dead(ctx, leaseOne(t, s, old, time.Minute, "old-dead-lately"), "400"); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, event("ns/a", "old-running", old))
+		leaseOne(t, s, old, 1000*time.Hour, "old-running")
+		mustClaim(t, s, event("ns/a", "old-retryable", old))
+		if err := s.Retry(ctx, leaseOne(t, s, old, time.Minute, "old-retryable"), t0.Add(time.Hour), "503"); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, event("ns/a", "recent-completed", recent))
+		if err := s.Complete(ctx, leaseOne(t, s, recent, time.Minute, "recent-completed"), recent); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, s, event("ns/a", "old-pending", old))
+
+		n, err := s.Sweep(ctx, cutoff)
+		if err != nil {
+			t.Fatalf("Sweep: %v", err)
+		}
+		if n != 2 {
+			t.Errorf("Sweep removed %d events, want 2", n)
+		}
+		var jobs int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_jobs`).Scan(&jobs); err != nil {
+			t.Fatal(err)
+		}
+		if jobs != len(cases)-2 {
+			t.Errorf("%d jobs left, want %d: a swept event's job goes with it", jobs, len(cases)-2)
+		}
+		if got := mustDepth(t, s); got != 3 {
+			t.Errorf("Depth after Sweep = %d, want 3 (running, retryable, pending)", got)
+		}
+		// A swept event is forgotten: claiming it again is accepted, not a duplicate.
+		for _, tc := range cases {
+			dup := mustClaim(t, s, event("ns/a", tc.id, t0))
+			if swept := !dup[0]; swept != tc.swept {
+				t.Errorf("%s: swept = %t, want %t: %s", tc.id, swept, tc.swept, tc.reason)
+			}
+		}
+		if n, err := s.Sweep(ctx, cutoff); err != nil || n != 0 {
+			t.Errorf("second Sweep = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+func TestClaimFailureRecordsNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+
+		closed := e.open(t)
+		if err := closed.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := closed.ClaimBatch(ctx, []Event{event("ns/a", "evt_closed", t0)}); err == nil {
+			t.Errorf("ClaimBatch on a closed store succeeded, want an error")
+		}
+
+		// The database fails after the events are inserted and before the jobs are.
+		broken := e.open(t)
+		broken.afterEvents = func(ctx context.Context, tx *sql.Tx) error {
+			if e.kind == "sqlite" {
+				return errors.New("injected failure")
+			}
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				return err
+			}
+			_, err := e.s.db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid)
+			return err // nil: the next statement runs on the killed connection
+		}
+		if _, err := broken.ClaimBatch(ctx, []Event{event("ns/a", "evt_broken", t0), event("ns/a", "evt_broken_2", t0)}); err == nil {
+			t.Errorf("ClaimBatch with a failing database succeeded, want an error")
+		}
+		broken.afterEvents = nil
+
+		if got := mustDepth(t, e.s); got != 0 {
+			t.Errorf("Depth after failed claims = %d, want 0", got)
+		}
+		// Nothing was recorded: the provider's redelivery is accepted, not a duplicate.
+		dup := mustClaim(t, broken, event("ns/a", "evt_closed", t0), event("ns/a", "evt_broken", t0), event("ns/a", "evt_broken_2", t0))
+		if diff := cmp.Diff([]bool{false, false, false}, dup); diff != "" {
+			t.Errorf("redelivery after failed claims (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestSQLiteIsDurable(t *testing.T) {
+	s, err := OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		pragma, want, reason string
+	}{
+		{"journal_mode", "wal", "readers do not block the writer"},
+		{"synchronous", "2", "FULL: every commit is fsynced, an acknowledged claim survives a power cut"},
+		{"foreign_keys", "1", "Sweep's event deletion cascades to the jobs"},
+		{"busy_timeout", "10000", "another process holding the write lock is waited for"},
+	} {
+		var got string
+		if err := s.db.QueryRowContext(ctx, "PRAGMA "+tc.pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("PRAGMA %s = %s, want %s: %s", tc.pragma, got, tc.want, tc.reason)
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, dsn string
+		reason    string
+		wantErr   bool
+	}{
+		{name: "sqlite URL", dsn: "sqlite://" + dir + "/url.db", reason: "sqlite:///path selects SQLite"},
+		{name: "plain path", dsn: dir + "/plain.db", reason: "a file path selects SQLite"},
+		{name: "reopen", dsn: dir + "/plain.db", reason: "migrations are idempotent"},
+		{name: "postgres", dsn: storetest.PostgresDSN(t), reason: "postgres:// selects PostgreSQL"},
+		{name: "postgres again", dsn: "postgresql://" + strings.TrimPrefix(storetest.PostgresDSN(t), "postgres://"), reason: "postgresql:// selects PostgreSQL"},
+		{name: "unknown scheme", dsn: "mysql://localhost/db", reason: "no such store", wantErr: true},
+		{name: "query in path", dsn: dir + "/x.db?mode=ro", reason: "the driver would read it as its parameters", wantErr: true},
+	}
+	for _, tc := range cases {
+		s, err := Open(testCtx(t), tc.dsn)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: Open error = %v, want error %t: %s", tc.name, err, tc.wantErr, tc.reason)
+		}
+		if err != nil {
+			continue
+		}
+		if dup := mustClaim(t, s, event("ns/a", "evt_1", t0)); tc.name != "reopen" && dup[0] {
+			t.Errorf("%s: first claim on a new database is a duplicate", tc.name)
+		}
+		_ = s.Close()
+	}
+}
+
+func TestPostgresProcessesClaimEachEventOnce(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	const processes, events = 3, 50
+
+	// Started together: their migrations race on the empty database.
+	stores := make([]*SQL, processes)
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() {
+			s, err := OpenPostgres(testCtx(t), dsn)
+			if err != nil {
+				t.Errorf("OpenPostgres: %v", err)
+				return
+			}
+			stores[i] = s
+		})
+	}
+	wg.Wait()
+	for _, s := range stores {
+		if s == nil {
+			t.FailNow()
+		}
+		defer s.Close()
+	}
+
+	var mu sync.Mutex
+	accepted := map[string]int{}
+	for _, s := range stores {
+		b := NewBatcher(s, BatcherOptions{})
+		defer b.Close()
+		for i := range events {
+			wg.Go(func() {
+				id := fmt.Sprintf("evt_%d", i)
+				dup, err := b.Claim(testCtx(t), event("ns/a", id, t0))
+				if err != nil {
+					t.Errorf("Claim %s: %v", id, err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !dup {
+					accepted[id]++
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i := range events {
+		if id := fmt.Sprintf("evt_%d", i); accepted[id] != 1 {
+			t.Errorf("%s accepted %d times across %d processes, want exactly once", id, accepted[id], processes)
+		}
+	}
+	if got := mustDepth(t, stores[0]); got != events {
+		t.Errorf("Depth = %d, want %d (one job per event)", got, events)
+	}
+}
+
+func TestBindForSQLite(t *testing.T) {
+	s := &SQL{dialect: dialectSQLite}
+	cases := []struct {
+		name, q  string
+		args     []any
+		wantQ    string
+		wantArgs []any
+		reason   string
+	}{
+		{name: "in order", q: "a = $1 AND b = $2", args: []any{1, 2}, wantQ: "a = ? AND b = ?", wantArgs: []any{1, 2}, reason: "anonymous parameters keep their order"},
+		{name: "reused", q: "x = $2, y = $1, z = $2", args: []any{"one", "two"}, wantQ: "x = ?, y = ?, z = ?", wantArgs: []any{"two", "one", "two"}, reason: "a repeated $N repeats its argument"},
+		{name: "multi-digit", q: "($10, $1)", args: []any{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, wantQ: "(?, ?)", wantArgs: []any{10, 1}, reason: "$10 is not $1 followed by 0"},
+		{name: "none", q: "SELECT 1", wantQ: "SELECT 1", wantArgs: []any{}, reason: "no placeholders"},
+	}
+	for _, tc := range cases {
+		q, args := s.bind(tc.q, tc.args...)
+		if diff := cmp.Diff(tc.wantQ, q); diff != "" {
+			t.Errorf("%s: %s: query (-want +got):\n%s", tc.name, tc.reason, diff)
+		}
+		if diff := cmp.Diff(tc.wantArgs, args); diff != "" {
+			t.Errorf("%s: %s: args (-want +got):\n%s", tc.name, tc.reason, diff)
+		}
+	}
+}
+
+func TestOverlappingBatchesDoNotDeadlock(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		// Two processes claim the same events in opposite orders at the same time, as two
+		// receivers behind a load balancer do when a provider retries a burst.
+		a, b := e.s, e.open(t)
+		const rounds, events = 10, 100
+		for r := range rounds {
+			var up, down []Event
+			for i := range events {
+				up = append(up, event("ns/a", fmt.Sprintf("evt_%d_%d", r, i), t0))
+				down = append(down, event("ns/a", fmt.Sprintf("evt_%d_%d", r, events-1-i), t0))
+			}
+			var dupA, dupB []bool
+			var errA, errB error
+			var wg sync.WaitGroup
+			wg.Go(func() { dupA, errA = a.ClaimBatch(testCtx(t), up) })
+			wg.Go(func() { dupB, errB = b.ClaimBatch(testCtx(t), down) })
+			wg.Wait()
+			if errA != nil || errB != nil {
+				t.Fatalf("round %d: concurrent claims failed: %v / %v", r, errA, errB)
+			}
+			for i := range events {
+				if dupA[i] == dupB[events-1-i] {
+					t.Errorf("round %d: evt_%d accepted by both or neither", r, i)
+				}
+			}
+		}
+		if got := mustDepth(t, a); got != rounds*events {
+			t.Errorf("Depth = %d, want %d", got, rounds*events)
+		}
+	})
+}
