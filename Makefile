@@ -53,6 +53,10 @@ test: verify-generated vet control-plane stripe-mock ## Run every test (unit, fu
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
+.PHONY: bench-receiver
+bench-receiver: ## Measure the receiver's ack path against a no-op handler and PostgreSQL's insert rate (prints a table).
+	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	go test ./internal/matching/ -run '^$$' -fuzz FuzzCanonical -fuzztime $${FUZZTIME:-30s}
