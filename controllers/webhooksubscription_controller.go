@@ -255,6 +255,14 @@ func (s *session) apply(ctx context.Context, p plan) error {
 func (s *session) create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
 	reg, err := s.ops.Create(ctx, d, key)
 	if err != nil {
+		if reg.ID != "" && reg.Secret != "" {
+			// Created, but a follow-up step failed (Stripe: disabling after create): the secret
+			// exists only in this response, so keep it before reporting the error.
+			if serr := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); serr != nil {
+				return reg, errors.Join(fromProvider("creating registration", err), serr)
+			}
+			s.ops.Remember(reg)
+		}
 		return reg, fromProvider("creating registration", err)
 	}
 	if s.r.AfterCreate != nil {

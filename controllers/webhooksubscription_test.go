@@ -364,6 +364,24 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		expectReady(s)
 	})
 
+	It("creates a disabled registration disabled, and toggles it in place", func() {
+		t := newTenant()
+		s := t.sub("paused", "https://hooks.example.com/paused")
+		s.Spec.Disabled = true
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		id := expectReady(s).Status.EndpointID
+		Expect(t.endpoints()).To(ConsistOf(And(HaveField("ID", id), HaveField("Status", "disabled"))))
+		Eventually(func(g Gomega) {
+			cur := get(g, s)
+			cur.Spec.Disabled = false
+			g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(t.endpoints()).To(ConsistOf(And(HaveField("ID", id), HaveField("Status", "enabled"))))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(t.creates()).To(Equal(1))
+	})
+
 	It("registers the bundled receiver's URL for spec.endpoint.receiver", func() {
 		t := newTenant()
 		s := t.sub("orders", "")
