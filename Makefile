@@ -101,8 +101,9 @@ undeploy: kustomize ## Remove the deployment.
 demo: ## Run Hookwarden end to end on a local control plane and the fake Stripe.
 	@echo "== building the local control plane (first run: several minutes, then cached)"
 	@hack/control-plane.sh >/dev/null
-	@echo "== building manager, fakestripe and demo"
+	@echo "== building manager, receiver, fakestripe and demo"
 	@go build -o $(BIN)/manager ./cmd/manager
+	@go build -o $(BIN)/receiver ./cmd/receiver
 	@go build -o $(BIN)/fakestripe ./cmd/fakestripe
 	@go build -o $(BIN)/demo ./hack/demo
 	@$(BIN)/demo -assets "$$(hack/control-plane.sh --print-dir)" -bin $(BIN) -samples config/samples

@@ -57,6 +57,15 @@ type demo struct {
 	endpoints  map[string]fake.Endpoint // subscription name → its endpoint, as first seen
 	creates    int                      // create requests before the restart
 	deletes    int                      // delete requests after kubectl delete
+
+	sink            *sink   // the demo's event consumer (spec.delivery.sink)
+	rcv             *proc   // the receiver
+	receiverLog     string  // its log file
+	receiverStore   string  // its SQLite file
+	receiverBase    string  // http://<its bind address>, also the manager's --receiver-base-url
+	receiverMetrics fakeAPI // GETs on its metrics address
+	burstEvents     int     // distinct events the sink received, each exactly once
+	burstSent       int     // deliveries sent to the receiver in the burst
 }
 
 func (d *demo) step(format string, args ...any) {
@@ -81,6 +90,7 @@ func (d *demo) checkInputs() error {
 		filepath.Join(d.opts.assets, "etcd"):           "run hack/control-plane.sh",
 		filepath.Join(d.opts.assets, "kubectl"):        "run hack/control-plane.sh",
 		filepath.Join(d.opts.binDir, "manager"):        "run make build",
+		filepath.Join(d.opts.binDir, "receiver"):       "run make build",
 		filepath.Join(d.opts.binDir, "fakestripe"):     "run make build",
 		d.opts.samples: "pass -samples",
 		d.opts.crds:    "pass -crds",
@@ -194,7 +204,8 @@ func (d *demo) startManager(ctx context.Context) error {
 	}
 	env := append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
 	d.mgr, err = startProc("manager", d.managerLog, env, filepath.Join(d.opts.binDir, "manager"),
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address="+addr, "--cluster-name="+clusterName)
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address="+addr, "--cluster-name="+clusterName,
+		"--receiver-base-url="+d.receiverBase)
 	if err != nil {
 		return err
 	}
@@ -209,7 +220,7 @@ func (d *demo) startManager(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the manager's /readyz: %w", err)
 	}
-	d.info("manager (pid %d) ready in %s; logs: %s", d.mgr.pid(), time.Since(started).Round(100*time.Millisecond), d.managerLog)
+	d.info("manager (pid %d, --receiver-base-url=%s) ready in %s; logs: %s", d.mgr.pid(), d.receiverBase, time.Since(started).Round(100*time.Millisecond), d.managerLog)
 	return nil
 }
 
@@ -223,12 +234,17 @@ func (d *demo) managerAlive() error {
 // --- step 4: credentials and samples
 
 func (d *demo) applySamples(ctx context.Context) error {
-	d.step("applying the samples from %s (provider.apiURL → the fake, resyncInterval → %s)", d.opts.samples, resyncInterval)
-	m, subs, err := loadSamples(d.opts.samples, d.fake.base, resyncInterval)
+	d.step("applying the samples from %s (provider.apiURL → the fake, delivery.sink.url → the demo's sink, resyncInterval → %s)", d.opts.samples, resyncInterval)
+	m, subs, err := loadSamples(d.opts.samples, d.fake.base, d.sink.base, resyncInterval)
 	if err != nil {
 		return err
 	}
 	d.manifest, d.subs = m, subs
+	for _, s := range subs {
+		if s.sink != "" {
+			d.info("%s: spec.delivery.sink.url %s → %s", s.name, s.sample, s.sink)
+		}
+	}
 	key, err := randomKey()
 	if err != nil {
 		return err
@@ -392,6 +408,11 @@ func (d *demo) checkOnePerSub(ctx context.Context) (map[string]fake.Endpoint, er
 		}
 		if len(match) != 1 {
 			return nil, fmt.Errorf("the fake holds %d endpoints for %s (url %q), want exactly 1", len(match), s.name, sub.Status.URL)
+		}
+		if s.receiver {
+			if want := d.receiverBase + "/hooks/" + namespace + "/" + s.name; sub.Status.URL != want {
+				return nil, fmt.Errorf("%s uses spec.endpoint.receiver: status.url is %q, want %q", s.name, sub.Status.URL, want)
+			}
 		}
 		if match[0].ID != sub.Status.EndpointID {
 			return nil, fmt.Errorf("%s: status.endpointID is %q but the fake's endpoint for its URL is %s", s.name, sub.Status.EndpointID, match[0].ID)
@@ -575,15 +596,15 @@ func (d *demo) deleteSamples(ctx context.Context) error {
 
 // --- step 9: no secret in the logs
 
-// checkLogsForSecrets fails if the API key or a signing secret appears in the manager's or the
-// fake's log.
+// checkLogsForSecrets fails if the API key or a signing secret appears in the manager's, the
+// receiver's or the fake's log.
 func (d *demo) checkLogsForSecrets(context.Context) error {
 	d.step("checking the logs for leaked secrets")
 	secrets := map[string]string{"the API key": d.apiKey}
 	for name, ep := range d.endpoints {
 		secrets[name+"'s signing secret"] = ep.Secret
 	}
-	for _, path := range []string{d.managerLog, filepath.Join(d.tmp, "fakestripe.log")} {
+	for _, path := range []string{d.managerLog, d.receiverLog, filepath.Join(d.tmp, "fakestripe.log")} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -602,7 +623,7 @@ func (d *demo) checkLogsForSecrets(context.Context) error {
 
 func (d *demo) cleanup() error {
 	var errs []error
-	for _, p := range []*proc{d.mgr, d.fakeProc} {
+	for _, p := range []*proc{d.mgr, d.rcv, d.fakeProc} {
 		if p == nil {
 			continue
 		}
@@ -614,6 +635,13 @@ func (d *demo) cleanup() error {
 			d.info("%s did not exit within %s of SIGTERM; killed", p.name, stopTimeout)
 		default:
 			d.info("%s stopped (%s)", p.name, p.exitStatus())
+		}
+	}
+	if d.sink != nil {
+		if err := d.sink.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the sink: %w", err))
+		} else {
+			d.info("sink stopped")
 		}
 	}
 	if d.env != nil {
@@ -633,18 +661,21 @@ func (d *demo) cleanup() error {
 	return errors.Join(errs...)
 }
 
-// showManagerLog prints the end of the manager's log (on failure, before it is removed).
-func (d *demo) showManagerLog(lines int) {
-	if d.managerLog == "" {
-		return
+// showLogs prints the end of the manager's and the receiver's logs (on failure, before they
+// are removed).
+func (d *demo) showLogs(lines int) {
+	for _, l := range []struct{ what, path string }{{"manager", d.managerLog}, {"receiver", d.receiverLog}} {
+		if l.path == "" {
+			continue
+		}
+		d.step("last %d lines of the %s log (%s)", lines, l.what, l.path)
+		d.block(tail(l.path, lines))
 	}
-	d.step("last %d lines of the manager log (%s)", lines, d.managerLog)
-	d.block(tail(d.managerLog, lines))
 }
 
 func (d *demo) summary() string {
-	return fmt.Sprintf("%d subscriptions registered exactly once (%d creates), 0 creates after a manager restart, %d endpoints deleted with the subscriptions",
-		len(d.subs), d.creates, d.deletes)
+	return fmt.Sprintf("%d subscriptions registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, 0 creates after a manager restart, %d endpoints deleted with the subscriptions",
+		len(d.subs), d.creates, d.burstEvents, d.burstSent, d.deletes)
 }
 
 // --- helpers

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,12 +24,16 @@ type subRef struct {
 	signingSecret string
 	credsName     string
 	credsKey      string
+	events        []string // spec.events
+	receiver      bool     // spec.endpoint.receiver: the manager registers the bundled receiver
+	sample        string   // spec.delivery.sink.url as the sample has it ("" without a sink)
+	sink          string   // the same, rewritten to the demo's sink
 }
 
 // loadSamples reads every YAML document in dir (kustomization files excepted), points each
-// WebhookSubscription at apiURL with the given resyncInterval, and returns the rewritten
-// multi-document manifest with the subscriptions it holds.
-func loadSamples(dir, apiURL, resync string) ([]byte, []subRef, error) {
+// WebhookSubscription at apiURL with the given resyncInterval and its delivery sink (if any) at
+// sinkBase, and returns the rewritten multi-document manifest with the subscriptions it holds.
+func loadSamples(dir, apiURL, sinkBase, resync string) ([]byte, []subRef, error) {
 	files, err := yamlFiles(dir)
 	if err != nil {
 		return nil, nil, err
@@ -42,7 +47,7 @@ func loadSamples(dir, apiURL, resync string) ([]byte, []subRef, error) {
 		}
 		for _, obj := range objs {
 			if isWebhookSubscription(obj) {
-				ref, err := rewrite(obj, apiURL, resync)
+				ref, err := rewrite(obj, apiURL, sinkBase, resync)
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s: %w", f, err)
 				}
@@ -113,8 +118,10 @@ func isWebhookSubscription(obj map[string]any) bool {
 	return obj["kind"] == "WebhookSubscription" && strings.HasPrefix(av, hookv1.GroupVersion.Group+"/")
 }
 
-// rewrite sets spec.provider.apiURL and spec.resyncInterval and reads what the demo checks.
-func rewrite(obj map[string]any, apiURL, resync string) (subRef, error) {
+// rewrite sets spec.provider.apiURL and spec.resyncInterval, points spec.delivery.sink.url
+// (a cluster-internal URL in the samples) at sinkBase + "/<name>" + its path, and reads what the
+// demo checks.
+func rewrite(obj map[string]any, apiURL, sinkBase, resync string) (subRef, error) {
 	meta := child(obj, "metadata")
 	name, _ := meta["name"].(string)
 	if name == "" {
@@ -138,6 +145,28 @@ func rewrite(obj map[string]any, apiURL, resync string) (subRef, error) {
 	ref.signingSecret, _ = child(spec, "signingSecret")["name"].(string)
 	if ref.credsName == "" || ref.signingSecret == "" {
 		return subRef{}, fmt.Errorf("WebhookSubscription %s needs spec.provider.credentialsRef.name and spec.signingSecret.name", name)
+	}
+	if events, ok := spec["events"].([]any); ok {
+		for _, e := range events {
+			if s, ok := e.(string); ok {
+				ref.events = append(ref.events, s)
+			}
+		}
+	}
+	if endpoint, ok := spec["endpoint"].(map[string]any); ok {
+		_, ref.receiver = endpoint["receiver"]
+	}
+	if delivery, ok := spec["delivery"].(map[string]any); ok {
+		sink := child(delivery, "sink")
+		ref.sample, _ = sink["url"].(string)
+		if ref.sample != "" {
+			u, err := url.Parse(ref.sample)
+			if err != nil {
+				return subRef{}, fmt.Errorf("WebhookSubscription %s: spec.delivery.sink.url: %w", name, err)
+			}
+			ref.sink = strings.TrimRight(sinkBase, "/") + "/" + name + u.EscapedPath()
+			sink["url"] = ref.sink
+		}
 	}
 	return ref, nil
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// requestsMetric counts the receiver's incoming deliveries by result.
+const requestsMetric = "hookwarden_receiver_requests_total"
+
+// --- the sink and the receiver
+
+// startSinkStep serves the demo's sink; the samples' spec.delivery.sink URLs are pointed at it.
+func (d *demo) startSinkStep(context.Context) error {
+	d.step("starting the sink (in the demo process): records every delivery by Idempotency-Key and ce-id")
+	s, err := startSink()
+	if err != nil {
+		return err
+	}
+	d.sink = s
+	d.info("sink listening on %s (the samples' spec.delivery.sink.url are rewritten to %s/<subscription>/<path>)", s.base, s.base)
+	return nil
+}
+
+// startReceiver starts bin/receiver with an SQLite store in the temp folder and waits for its
+// /readyz (subscriptions and signing Secrets synced).
+func (d *demo) startReceiver(ctx context.Context) error {
+	bin := filepath.Join(d.opts.binDir, "receiver")
+	d.step("starting the receiver (%s)", bin)
+	var addrs [3]string
+	for i := range addrs {
+		a, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		addrs[i] = a
+	}
+	bind, metricsAddr, probe := addrs[0], addrs[1], addrs[2]
+	d.receiverLog = filepath.Join(d.tmp, "receiver.log")
+	store := filepath.Join(d.tmp, "receiver.db")
+	d.receiverStore = store
+	env := append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
+	var err error
+	d.rcv, err = startProc("receiver", d.receiverLog, env, bin,
+		"--bind-address", bind, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe,
+		"--store", "sqlite://"+store, "--retry-base", "200ms")
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	readyz := newFakeAPI("http://" + probe)
+	err = poll(ctx, 60*time.Second, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := d.receiverAlive(); err != nil {
+			return false, fatal(err)
+		}
+		return readyz.ok(ctx, "/readyz")
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the receiver's /readyz: %w", err)
+	}
+	d.receiverBase = "http://" + bind
+	d.receiverMetrics = newFakeAPI("http://" + metricsAddr)
+	d.info("receiver (pid %d) ready in %s: deliveries on %s/hooks/<namespace>/<name>, metrics on %s/metrics",
+		d.rcv.pid(), time.Since(started).Round(100*time.Millisecond), d.receiverBase, d.receiverMetrics.base)
+	d.info("store: sqlite://%s; retry base 200ms; logs: %s", store, d.receiverLog)
+	return nil
+}
+
+func (d *demo) receiverAlive() error {
+	if err := d.rcv.exited(); err != nil {
+		return fmt.Errorf("%w; last lines of %s:\n%s", err, d.receiverLog, tail(d.receiverLog, 10))
+	}
+	return nil
+}
+
+// metricLines returns the lines of the receiver's /metrics that start with name (HELP and TYPE
+// comments excluded), and their values by label set.
+func (d *demo) metricLines(ctx context.Context, name string) ([]string, map[string]float64, error) {
+	body, err := d.receiverMetrics.get(ctx, "/metrics")
+	if err != nil {
+		return nil, nil, err
+	}
+	var lines []string
+	values := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		lines = append(lines, line)
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("parsing metric line %q: %w", line, err)
+		}
+		values[line[len(name):i]] = v
+	}
+	return lines, values, sc.Err()
+}
+
+// requestCounts returns hookwarden_receiver_requests_total by result.
+func (d *demo) requestCounts(ctx context.Context) (map[string]int, []string, error) {
+	lines, values, err := d.metricLines(ctx, requestsMetric)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]int{}
+	for labels, v := range values {
+		_, result, ok := strings.Cut(labels, `result="`)
+		if !ok {
+			continue
+		}
+		result, _, _ = strings.Cut(result, `"`)
+		out[result] = int(v)
+	}
+	return out, lines, nil
+}
