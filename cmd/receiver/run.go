@@ -134,8 +134,20 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	routes := receiver.NewRoutes()
-	if err := (&receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes}).SetupWithManager(mgr); err != nil {
+	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	// Deliveries are served, and queued events delivered, only once every subscription has its
+	// route: before that a known subscription would get 404 and its events no sink.
+	routed := make(chan struct{})
+	waitRouted := func(ctx context.Context) bool {
+		select {
+		case <-routed:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	}
 
 	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout})
@@ -160,8 +172,24 @@ func run(ctx context.Context, o options) error {
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 	}
 	for _, r := range []manager.Runnable{
-		httpServer(srv, o.shutdownGrace),
-		manager.RunnableFunc(pool.Run),
+		manager.RunnableFunc(func(ctx context.Context) error {
+			if err := reconciler.WaitRouted(ctx, 50*time.Millisecond); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("building the route table: %w", err)
+			}
+			log.Info("route table built", "routes", routes.Len())
+			close(routed)
+			return nil
+		}),
+		httpServer(srv, o.shutdownGrace, waitRouted),
+		manager.RunnableFunc(func(ctx context.Context) error {
+			if !waitRouted(ctx) {
+				return nil
+			}
+			return pool.Run(ctx)
+		}),
 		manager.RunnableFunc(func(ctx context.Context) error { return sweep(ctx, st, routes, o, log) }),
 		manager.RunnableFunc(func(ctx context.Context) error { return pollDepth(ctx, st, rmetrics) }),
 	} {
@@ -172,11 +200,13 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("routes", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return errors.New("subscriptions and signing Secrets not synced yet")
+	if err := mgr.AddReadyzCheck("routes", func(*http.Request) error {
+		select {
+		case <-routed:
+			return nil
+		default:
+			return errors.New("route table not built yet")
 		}
-		return nil
 	}); err != nil {
 		return err
 	}
@@ -216,9 +246,12 @@ func splitKey(key string) (string, string, bool) {
 }
 
 // httpServer runs srv until ctx ends, then shuts it down gracefully: requests in flight finish
-// (their claims commit) before the process exits.
-func httpServer(srv *http.Server, grace time.Duration) manager.Runnable {
+// (their claims commit) before the process exits. It listens only once ready returns true.
+func httpServer(srv *http.Server, grace time.Duration, ready func(context.Context) bool) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
+		if !ready(ctx) {
+			return nil
+		}
 		errc := make(chan error, 1)
 		go func() { errc <- srv.ListenAndServe() }()
 		select {

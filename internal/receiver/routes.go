@@ -5,6 +5,7 @@ package receiver
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -153,6 +154,44 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	r.Routes.Set(route)
 	return ctrl.Result{}, nil
+}
+
+// WaitRouted blocks until the route table holds a route for every subscription the Reader
+// (the manager's cache) knows, checking every interval, or until ctx ends. Until then a
+// delivery for a known subscription would be refused as unknown (404) and its queued events
+// would find no sink, so the receiver starts serving and delivering only after it. It reads the
+// cache afresh each time: a subscription deleted meanwhile does not hold it up.
+func (r *RouteReconciler) WaitRouted(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var subs hookv1.WebhookSubscriptionList
+		err := r.List(ctx, &subs)
+		if err == nil && r.routesAll(subs.Items) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("listing subscriptions: %w", err)
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *RouteReconciler) routesAll(subs []hookv1.WebhookSubscription) bool {
+	for i := range subs {
+		s := &subs[i]
+		if !s.DeletionTimestamp.IsZero() {
+			continue // its route is being removed
+		}
+		if _, ok := r.Routes.Lookup(s.Namespace, s.Name); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // signingSecrets returns every distinct secret in a signing Secret, in a stable order.

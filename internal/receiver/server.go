@@ -40,6 +40,8 @@ const (
 	resultDuplicate    = "duplicate"
 	resultBadSignature = "bad_signature"
 	resultTooOld       = "too_old"
+	resultTooNew       = "too_new"
+	resultBadRequest   = "bad_request"
 	resultUnknownRoute = "unknown_route"
 	resultTooLarge     = "too_large"
 	resultNoEventID    = "no_event_id"
@@ -78,15 +80,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		if errors.As(err, &tooLarge) {
 			return resultTooLarge, http.StatusRequestEntityTooLarge
 		}
-		return resultBadSignature, http.StatusBadRequest
+		return resultBadRequest, http.StatusBadRequest
 	}
 	now := h.Now()
 	v, err := verifier.Verify(providers.Delivery{Header: r.Header, Body: body, Now: now}, route.Secrets)
 	if err != nil {
 		result := resultBadSignature
 		switch {
-		case errors.Is(err, providers.ErrTooOld), errors.Is(err, providers.ErrTooNew):
+		case errors.Is(err, providers.ErrTooOld):
 			result = resultTooOld
+		case errors.Is(err, providers.ErrTooNew):
+			result = resultTooNew
 		case errors.Is(err, providers.ErrNoEventID):
 			result = resultNoEventID
 		}

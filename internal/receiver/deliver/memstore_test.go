@@ -109,6 +109,18 @@ func (s *memStore) Retry(_ context.Context, j store.Job, at time.Time, lastErr s
 	return nil
 }
 
+func (s *memStore) Release(_ context.Context, j store.Job, at time.Time, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.current(j)
+	if err != nil {
+		return err
+	}
+	cur.State, cur.RunAt, cur.LastError = store.StateRetryable, at, reason
+	cur.Attempt--
+	return nil
+}
+
 func (s *memStore) Dead(_ context.Context, j store.Job, lastErr string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -185,8 +185,9 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 
 	sink, ok := p.resolve(ev.Subscription)
 	if !ok || sink.URL == "" {
-		// Not dead even when attempts are exhausted: the event was never offered to a sink.
-		p.retry(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), errNoSink)
+		// Not an attempt: the event was never offered to a sink, so it must not use up the
+		// budget and be dead-lettered once the sink is back.
+		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), errNoSink)
 		return
 	}
 	maxAttempts := ev.MaxAttempts
@@ -217,8 +218,9 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	}
 	switch {
 	case ctx.Err() != nil:
-		// Shutdown cut the attempt short; not the sink's fault, so let another worker go now.
-		p.retry(ctx, log, j, 0, fmt.Errorf("delivery interrupted by shutdown: %w", err))
+		// Shutdown cut the attempt short; not the sink's fault, so let another worker go now
+		// without counting it.
+		p.release(ctx, log, j, 0, fmt.Errorf("delivery interrupted by shutdown: %w", err))
 	case !de.Retryable:
 		p.dead(ctx, log, j, err)
 	case j.Attempt >= maxAttempts:
@@ -233,6 +235,14 @@ func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait tim
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Retry(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery failed, will retry", "error", cause.Error(), "retryAt", at)
+	}
+}
+
+func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
+	p.opts.Metrics.attempt(ResultRetry)
+	at := p.opts.Now().Add(wait)
+	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
+		log.Info("Delivery postponed, not counted as an attempt", "reason", cause.Error(), "retryAt", at)
 	}
 }
 

@@ -387,10 +387,13 @@ func TestPoolWithoutSinkRetriesUntilOneAppears(t *testing.T) {
 	id := h.claim(t, ev)
 	h.start(t)
 
-	// Past its single allowed attempt, the job is still waiting rather than dead.
-	eventually(t, "the job was tried three times", func() bool { return h.st.job(id).Attempt >= 3 })
-	if got := h.st.job(id); got.State == store.StateDead || got.LastError != "no sink configured" {
-		t.Fatalf("job = %s %q, want not dead with LastError %q", got.State, got.LastError, "no sink configured")
+	// The job is leased and given back without using up its single attempt.
+	eventually(t, "the job was leased and released", func() bool {
+		j := h.st.job(id)
+		return j.LastError == "no sink configured" && j.State == store.StateRetryable
+	})
+	if got := h.st.job(id); got.Attempt != 0 {
+		t.Fatalf("job attempt = %d while no sink was configured, want 0 (not counted)", got.Attempt)
 	}
 	if n := len(h.sink.received()); n != 0 {
 		t.Fatalf("sink received %d requests while unconfigured", n)
@@ -401,6 +404,9 @@ func TestPoolWithoutSinkRetriesUntilOneAppears(t *testing.T) {
 	h.stop(t)
 	if n := len(h.sink.received()); n != 1 {
 		t.Errorf("sink received %d requests, want 1", n)
+	}
+	if got := h.st.job(id); got.Attempt != 1 {
+		t.Errorf("completed at attempt %d, want 1: the single allowed attempt went to the sink", got.Attempt)
 	}
 }
 

@@ -381,6 +381,13 @@ func (s *SQL) Retry(ctx context.Context, j Job, at time.Time, lastErr string) er
 		at.UnixMicro(), lastErr, s.now().UnixMicro())
 }
 
+// Release implements Store.
+func (s *SQL) Release(ctx context.Context, j Job, at time.Time, reason string) error {
+	return s.report(ctx, "release", j,
+		`UPDATE hw_jobs SET state = 'retryable', attempts = attempts - 1, run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
+		at.UnixMicro(), reason, s.now().UnixMicro())
+}
+
 // Dead implements Store.
 func (s *SQL) Dead(ctx context.Context, j Job, lastErr string) error {
 	return s.report(ctx, "dead", j,

@@ -270,6 +270,27 @@ func TestRetrySchedule(t *testing.T) {
 	})
 }
 
+func TestReleaseDoesNotCountTheAttempt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		ev := event("ns/a", "evt_1", t0)
+		mustClaim(t, e.s, ev)
+		j := leaseOne(t, e.s, t0, 30*time.Second, "evt_1")
+		at := t0.Add(time.Second)
+		if err := e.s.Release(ctx, j, at, "no sink configured"); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if err := e.s.Release(ctx, j, at, "again"); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("second Release with the same lease = %v, want ErrLeaseLost", err)
+		}
+		got := mustLease(t, e.s, 10, at, 30*time.Second)
+		want := []Job{{Event: ev, State: StateRunning, Attempt: 1, LastError: "no sink configured", RunAt: at, LeaseUntil: at.Add(30 * time.Second)}}
+		if diff := cmp.Diff(want, got, jobOpts); diff != "" {
+			t.Errorf("Lease after Release (-want +got):\n%s", diff)
+		}
+	})
+}
+
 func TestDeadLetterReplay(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		ctx := testCtx(t)

@@ -68,6 +68,9 @@ type Store interface {
 	Complete(ctx context.Context, j Job, now time.Time) error
 	// Retry schedules another attempt of a leased job at `at`.
 	Retry(ctx context.Context, j Job, at time.Time, lastErr string) error
+	// Release gives a leased job back for another attempt at `at` without counting this one:
+	// the event was never offered to a sink (no sink configured, or shutdown interrupted it).
+	Release(ctx context.Context, j Job, at time.Time, reason string) error
 	// Dead moves a leased job to the dead-letter state.
 	Dead(ctx context.Context, j Job, lastErr string) error
 	// DeadLetters lists dead jobs, oldest first.
