@@ -4,4 +4,4 @@
 # kept in bin/test.log.
 set -uo pipefail
 mkdir -p bin
-tee bin/test.log | grep --line-buffered -E '^(ok|FAIL|---|panic|REPORT|--- FAIL|=== RUN.*Fuzz)|\[FAIL\]|Summarizing|Ran [0-9]+ of|Passed \|' || true
+tee bin/test.log | grep --line-buffered -E '^(ok|FAIL|---|panic|--- FAIL)|REPORT|\[FAIL\]|Summarizing|Ran [0-9]+ of|Passed \|' || true
