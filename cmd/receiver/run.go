@@ -39,6 +39,7 @@ type options struct {
 	namespace                        string
 	maxBody                          int64
 	claimTimeout                     time.Duration
+	committers                       int
 	workers                          int
 	lease, pollInterval              time.Duration
 	deliveryTimeout                  time.Duration
@@ -64,6 +65,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica) or postgres://... (several replicas)")
 	fs.StringVar(&o.namespace, "namespace", o.namespace, "watch subscriptions in this namespace only (default: all)")
 	fs.Int64Var(&o.maxBody, "max-body-bytes", o.maxBody, "largest delivery body accepted (413 above)")
+	fs.IntVar(&o.committers, "store-committers", o.committers, "group commits in flight at once (0: 1 for SQLite, 2 for PostgreSQL; raise it for a remote database)")
 	fs.DurationVar(&o.claimTimeout, "claim-timeout", o.claimTimeout, "longest wait for the durable commit before answering 503")
 	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries to sinks")
 	fs.DurationVar(&o.lease, "lease", o.lease, "how long a delivery stays with its worker; a crashed worker's delivery is retried after it")
@@ -150,7 +152,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout})
+	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout, Committers: o.committers})
 	defer batcher.Close()
 	rmetrics := receiver.NewMetrics(metrics.Registry)
 	dmetrics, err := deliver.NewMetrics(metrics.Registry)

@@ -281,7 +281,7 @@ func (b *bench) postgres(ctx context.Context, logger logr.Logger, add func(strin
 		}
 	}()
 	pgDatabase.Store(&scratch.name)
-	poolDesc, commDesc := "8 connections (default)", "store.Writers() = 4"
+	poolDesc, commDesc := "8 connections (default)", "store.Writers() (2 for PostgreSQL)"
 	if cfg.pgConns > 0 {
 		poolDesc = fmt.Sprintf("%d connections (-pg-conns)", cfg.pgConns)
 	}

@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -64,14 +63,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	log := h.Log.WithValues("subscription", ns+"/"+name)
+	// The logger is built only when something is logged: this is the hot path.
+	log := func() logr.Logger { return h.Log.WithValues("subscription", ns+"/"+name) }
 	route, ok := h.Routes.Lookup(ns, name)
 	if !ok {
 		return resultUnknownRoute, http.StatusNotFound
 	}
 	verifier, ok := h.Verifiers[route.Provider]
 	if !ok {
-		log.Info("no verifier for provider", "provider", route.Provider)
+		log().Info("no verifier for provider", "provider", route.Provider)
 		return resultUnknownRoute, http.StatusNotFound
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxBody))
@@ -94,7 +94,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		case errors.Is(err, providers.ErrNoEventID):
 			result = resultNoEventID
 		}
-		log.V(1).Info("delivery refused", "reason", err.Error())
+		if l := log(); l.V(1).Enabled() {
+			l.V(1).Info("delivery refused", "reason", err.Error())
+		}
 		return result, http.StatusUnauthorized
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.ClaimTimeout)
@@ -109,23 +111,33 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		ReceivedAt:      now,
 		MaxAttempts:     route.MaxAttempts,
 	})
-	log = log.WithValues("eventID", v.EventID)
 	if err != nil {
 		// Never acknowledge what is not committed: the provider retries a 503.
-		log.Error(err, "recording the delivery failed")
+		log().Error(err, "recording the delivery failed", "eventID", v.EventID)
 		w.Header().Set("Retry-After", "5")
 		return resultStoreError, http.StatusServiceUnavailable
 	}
+	if h.Log.V(1).Enabled() {
+		log().V(1).Info("recorded", "eventID", v.EventID, "type", v.EventType, "duplicate", dup)
+	}
 	if dup {
-		log.V(1).Info("duplicate delivery")
 		return resultDuplicate, http.StatusOK
 	}
-	log.V(1).Info("accepted", "type", v.EventType)
 	return resultAccepted, http.StatusAccepted
 }
+
+// responses are the pre-encoded bodies, one per result.
+var responses = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, r := range []string{resultAccepted, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
+		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultStoreError} {
+		m[r] = []byte(`{"result":"` + r + `"}` + "\n")
+	}
+	return m
+}()
 
 func writeJSON(w http.ResponseWriter, status int, result string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"result": result})
+	_, _ = w.Write(responses[result])
 }

@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -212,19 +213,60 @@ func signature(secret []byte, timestamp string, body []byte) []byte {
 // eventFields reads the dedupe key ("id") and the event type from an authentic body. Top-level
 // keys are matched exactly, unlike encoding/json's case-insensitive struct matching.
 func eventFields(body []byte) (providers.Verified, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	id, typ, ok := topLevelStrings(body)
+	if !ok {
 		return providers.Verified{}, verifyError(providers.ErrNoEventID, "the body is not a JSON object")
 	}
-	var id string
-	if raw, ok := top["id"]; !ok || json.Unmarshal(raw, &id) != nil || id == "" {
+	if id == "" {
 		return providers.Verified{}, verifyError(providers.ErrNoEventID, `the body has no non-empty string "id"`)
 	}
-	var typ string
-	if raw, ok := top["type"]; ok && json.Unmarshal(raw, &typ) != nil {
-		typ = "" // the type is informational; the event is still authentic
-	}
 	return providers.Verified{EventID: id, EventType: typ}, nil
+}
+
+// skipValue consumes a JSON value without keeping it.
+type skipValue struct{}
+
+func (*skipValue) UnmarshalJSON([]byte) error { return nil }
+
+// topLevelStrings returns the top-level "id" and "type" string members of a JSON object, with
+// keys matched exactly (encoding/json's struct matching ignores case). It skips every other
+// member without building it: this parse is on the receiver's hot path. A member that is not a
+// string reads as "".
+func topLevelStrings(body []byte) (id, typ string, ok bool) {
+	if !json.Valid(body) {
+		return "", "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", "", false
+	}
+	var skip skipValue
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", "", false
+		}
+		var target any = &skip
+		var s string
+		switch t {
+		case "id", "type":
+			target = &s
+		}
+		if err := dec.Decode(target); err != nil {
+			// A non-string id or type: keep scanning, it reads as "".
+			if _, isString := target.(*string); !isString {
+				return "", "", false
+			}
+			s = ""
+		}
+		switch t {
+		case "id":
+			id = s
+		case "type":
+			typ = s
+		}
+	}
+	return id, typ, true
 }
 
 // verifyError wraps a verification sentinel. Callers pass only counts, durations and fixed

@@ -31,10 +31,12 @@ type SQL struct {
 var _ Store = (*SQL)(nil)
 
 // Writers is the number of write transactions worth running at once: 1 on SQLite (one writer
-// at a time), 4 on PostgreSQL. NewBatcher uses it when BatcherOptions.Committers is zero.
+// at a time), 2 on PostgreSQL (one commit in flight while the next batch forms; more only pays
+// off with a remote database, see the receiver's --store-committers). NewBatcher uses it when
+// BatcherOptions.Committers is zero.
 func (s *SQL) Writers() int {
 	if s.dialect == dialectPostgres {
-		return 4
+		return 2
 	}
 	return 1
 }
@@ -75,6 +77,9 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 			cmp.Compare(events[a].EventID, events[b].EventID))
 	})
 
+	if s.dialect == dialectPostgres && s.afterEvents == nil {
+		return s.claimPostgres(ctx, events, dup, uniq, now)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: begin: %w", err)
@@ -170,6 +175,70 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	}
 	for _, i := range uniq {
 		dup[i] = !accepted[i]
+	}
+	return dup, nil
+}
+
+// claimPostgresSQL records a batch in ONE statement: the events insert and the jobs insert are
+// data-modifying CTEs over the same arrays, so the batch costs one round trip and one
+// implicit transaction, and the text never changes with the batch size (pgx prepares it once
+// per connection). Rows go in key order, so overlapping batches take the unique-index locks in
+// the same order and cannot deadlock.
+const claimPostgresSQL = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bigint[], $8::int[])
+		AS t(subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
+), ins AS (
+	INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at)
+	SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at
+	FROM input ORDER BY subscription, event_id
+	ON CONFLICT (subscription, event_id) DO NOTHING
+	RETURNING id, subscription, event_id, received_at
+), jobs AS (
+	INSERT INTO hw_jobs (event_ref, state, attempts, max_attempts, run_at, updated_at)
+	SELECT ins.id, 'pending', 0, input.max_attempts, ins.received_at, ins.received_at
+	FROM ins JOIN input USING (subscription, event_id)
+)
+SELECT subscription, event_id FROM ins`
+
+func (s *SQL) claimPostgres(ctx context.Context, events []Event, dup []bool, uniq []int, now time.Time) ([]bool, error) {
+	n := len(uniq)
+	subs, ids, uids, types, ctypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads, received, attempts := make([][]byte, n), make([]int64, n), make([]int32, n)
+	for k, i := range uniq {
+		e := events[i]
+		subs[k], ids[k], uids[k], types[k], ctypes[k] = e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType
+		payloads[k] = e.Payload
+		if payloads[k] == nil {
+			payloads[k] = []byte{}
+		}
+		at := e.ReceivedAt
+		if at.IsZero() {
+			at = now
+		}
+		received[k], attempts[k] = at.UnixMicro(), int32(e.MaxAttempts)
+	}
+	rows, err := s.db.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim: %w", err)
+	}
+	fresh := make(map[eventKey]bool, n)
+	for rows.Next() {
+		var k eventKey
+		if err := rows.Scan(&k.subscription, &k.eventID); err != nil {
+			_ = rows.Close()
+			return nil, fmt.Errorf("store: claim: %w", err)
+		}
+		fresh[k] = true
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("store: claim: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: claim: %w", err)
+	}
+	for _, i := range uniq {
+		dup[i] = !fresh[eventKey{events[i].Subscription, events[i].EventID}]
 	}
 	return dup, nil
 }
