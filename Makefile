@@ -10,6 +10,7 @@ CACHE ?= $(or $(HOOKWARDEN_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hookwar
 export HOOKWARDEN_CACHE := $(CACHE)
 BIN ?= $(CURDIR)/bin
 IMG ?= hookwarden/manager:dev
+RECEIVER_IMG ?= hookwarden/receiver:dev
 CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen
 KUSTOMIZE_VERSION ?= v5.7.1
 GEN_PATHS := ./api/...;./controllers/...
@@ -68,9 +69,11 @@ build: ## Build the binaries into bin/.
 	go build -o $(BIN)/receiver ./cmd/receiver
 	go build -o $(BIN)/fakestripe ./cmd/fakestripe
 
+RECEIVER_BASE_URL ?=
+
 .PHONY: run
 run: manifests ## Run the manager against the cluster in KUBECONFIG (leader election off).
-	go run ./cmd/manager --leader-elect=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
+	go run ./cmd/manager --leader-elect=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081 --receiver-base-url="$(RECEIVER_BASE_URL)"
 
 ##@ Deployment
 .PHONY: kustomize
@@ -88,8 +91,9 @@ uninstall: manifests kustomize ## Remove the CRD.
 	$(BIN)/kustomize build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy the manager (image IMG) with kustomize.
+deploy: manifests kustomize ## Deploy the manager (image IMG) and the receiver (RECEIVER_IMG) with kustomize.
 	cd config/manager && $(BIN)/kustomize edit set image controller=$(IMG)
+	cd config/receiver && $(BIN)/kustomize edit set image receiver=$(RECEIVER_IMG)
 	$(BIN)/kustomize build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
