@@ -217,14 +217,8 @@ func (s *session) apply(ctx context.Context, p plan) error {
 		s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonCreated, "Create", "registered %s for %s", reg.ID, reg.URL)
 	default:
 		keep = *p.Keep
-		if len(p.Drift) > 0 {
-			reg, err := s.ops.Update(ctx, keep.ID, s.desired)
-			if err != nil {
-				return fromProvider("updating registration "+keep.ID, err)
-			}
-			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Update", "updated %s in place: %v", keep.ID, p.Drift)
-			keep = reg
-		}
+		// Recover the secret before fixing drift: the replay must repeat the original create's
+		// parameters, which the registration still has until it is updated.
 		if p.RecoverSecret {
 			reg, err := s.recoverSecret(ctx, keep)
 			if err != nil {
@@ -236,7 +230,16 @@ func (s *session) apply(ctx context.Context, p plan) error {
 				// crashed before storing its secret): it is the keeper now.
 				p.Prune = slices.DeleteFunc(p.Prune, func(a pruneAction) bool { return a.Registration.ID == reg.ID })
 				p.Prune = append(p.Prune, pruneAction{Registration: keep, Why: pruneRotated})
+				p.Drift = drift(s.desired, reg)
 			}
+			keep = reg
+		}
+		if len(p.Drift) > 0 {
+			reg, err := s.ops.Update(ctx, keep.ID, s.desired)
+			if err != nil {
+				return fromProvider("updating registration "+keep.ID, err)
+			}
+			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Update", "updated %s in place: %v", keep.ID, p.Drift)
 			keep = reg
 		}
 	}

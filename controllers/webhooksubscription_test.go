@@ -349,6 +349,34 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		Expect(t.endpoints()[0].ID).To(Equal(id), "restored by replay: same endpoint")
 		Eventually(func(g Gomega) { g.Expect(hasEvent(g, s, hookv1.ReasonSecretRecovered, id)).To(BeTrue()) }).Should(Succeed())
 
+		// Secret lost while the spec changes: the replay still matches the original create, so
+		// the secret comes back first and the drift is then fixed in place on the same endpoint.
+		// Suspended meanwhile, so one reconcile sees both changes at once.
+		setSuspend := func(v bool) {
+			Eventually(func(g Gomega) {
+				cur := get(g, s)
+				cur.Spec.Suspend = v
+				if !v {
+					cur.Spec.Events = []string{"invoice.paid", "charge.refunded"}
+				}
+				g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+			}).Should(Succeed())
+		}
+		setSuspend(true)
+		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		Consistently(func() bool {
+			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: t.ns, Name: "orders-signing"}, &corev1.Secret{}))
+		}).WithTimeout(time.Second).Should(BeTrue(), "a suspended subscription is left alone")
+		setSuspend(false)
+		Eventually(func(g Gomega) {
+			eps := t.endpoints()
+			g.Expect(eps).To(HaveLen(1))
+			g.Expect(eps[0].ID).To(Equal(id), "restored and updated in place, not rotated")
+			g.Expect(eps[0].EnabledEvents).To(ConsistOf("invoice.paid", "charge.refunded"))
+			g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(secret))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		expectReady(s)
+
 		// Past the idempotency window the secret cannot be read back: rotate.
 		t.srv.ExpireIdempotencyKeys()
 		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
