@@ -109,6 +109,8 @@ type account struct {
 	regs      []providers.Registration
 	fetchedAt time.Time
 	valid     bool
+	// epoch is the time of the account's first list: the origin of its resync grid.
+	epoch time.Time
 }
 
 // ops is the view of an account given to one reconcile while it holds the account's lock.
@@ -122,6 +124,10 @@ func (a *account) Lock() (ops, func()) {
 
 // FetchedAt is when the cached list was read from the provider (zero when there is none).
 func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
+
+// Epoch is the time of the account's first list (zero before it): the origin of the resync
+// grid that keeps all its subscriptions in one wave.
+func (o ops) Epoch() time.Time { return o.a.epoch }
 
 // List returns the account's registrations, from the cache when it is younger than maxAge.
 func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Registration, error) {
@@ -139,6 +145,9 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		return nil, err
 	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
+	if a.epoch.IsZero() {
+		a.epoch = a.fetchedAt
+	}
 	return append([]providers.Registration(nil), regs...), nil
 }
 

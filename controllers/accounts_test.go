@@ -156,6 +156,9 @@ func TestAccountsListCache(t *testing.T) {
 			if !o.FetchedAt().Equal(wantFetched) {
 				t.Errorf("FetchedAt = %s; want %s, when the provider was last read (%s)", o.FetchedAt(), wantFetched, c.reason)
 			}
+			if !o.Epoch().Equal(first) {
+				t.Errorf("Epoch = %s; want %s, the first list, whatever came after (%s)", o.Epoch(), first, c.reason)
+			}
 		})
 	}
 }

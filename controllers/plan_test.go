@@ -655,19 +655,21 @@ func TestResyncNext(t *testing.T) {
 		reason    string
 		ttl       time.Duration
 		interval  time.Duration
-		fetchedAt time.Time
+		fetchedAt time.Time     // the account's epoch: its first list
 		base      time.Duration // result is in [base, base+spread)
 		spread    time.Duration
 	}{
-		{"list read 3m ago: come back when it is interval old, with the account's other subscriptions",
+		{"account's grid started 3m ago: come back at the next grid point, with the account's other subscriptions",
 			30 * time.Second, 10 * time.Minute, now.Add(-3 * time.Minute), 7 * time.Minute, 15 * time.Second},
-		{"list read just now: a full interval",
+		{"grid starts now: a full interval",
 			30 * time.Second, 10 * time.Minute, now, 10 * time.Minute, 15 * time.Second},
-		{"fetchedAt+interval already past: fall back to the interval, never zero or negative",
-			30 * time.Second, 10 * time.Minute, now.Add(-11 * time.Minute), 10 * time.Minute, 15 * time.Second},
-		{"no list yet (zero fetchedAt): the interval",
+		{"grid started 11m ago: the next grid point is 9m ahead, whichever list this subscription saw",
+			30 * time.Second, 10 * time.Minute, now.Add(-11 * time.Minute), 9 * time.Minute, 15 * time.Second},
+		{"grid started many waves ago: still on the grid",
+			30 * time.Second, 10 * time.Minute, now.Add(-(5*time.Hour + 4*time.Minute)), 6 * time.Minute, 15 * time.Second},
+		{"no list yet (zero epoch): the interval",
 			30 * time.Second, 10 * time.Minute, time.Time{}, 10 * time.Minute, 15 * time.Second},
-		{"fetchedAt in the future (clock skew): never more than the interval",
+		{"epoch in the future (clock skew): never more than the interval",
 			30 * time.Second, 10 * time.Minute, now.Add(time.Minute), 10 * time.Minute, 15 * time.Second},
 		{"short interval: jitter bounded by interval/20",
 			30 * time.Second, time.Minute, now.Add(-20 * time.Second), 40 * time.Second, 3 * time.Second},

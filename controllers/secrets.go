@@ -24,25 +24,30 @@ func (r *Reconciler) signingSecretKey(sub *hookv1.WebhookSubscription) types.Nam
 	return types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}
 }
 
-// heldSecrets returns the ids of the registrations whose secret the signing Secret holds.
-func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscription) (map[string]bool, error) {
+// heldSecrets returns the ids of the registrations whose secret the signing Secret holds, and
+// the id whose secret is current there ("" when none is, or the Secret is inconsistent).
+func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscription) (map[string]bool, string, error) {
 	var sec corev1.Secret
 	held := map[string]bool{}
 	if err := r.APIReader.Get(ctx, r.signingSecretKey(sub), &sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return held, nil
+			return held, "", nil
 		}
-		return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
+		return nil, "", fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
 	}
 	if !metav1.IsControlledBy(&sec, sub) {
-		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
+		return nil, "", stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
 	}
 	for k, v := range sec.Data {
 		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
 			held[id] = true
 		}
 	}
-	return held, nil
+	current := sec.Annotations[hookv1.AnnotationEndpointID]
+	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyPrefix+current]) {
+		current = ""
+	}
+	return held, current, nil
 }
 
 // mutateSigningSecret creates or updates the signing Secret with fn applied to its data. It

@@ -148,6 +148,8 @@ type session struct {
 	ops     ops
 	desired providers.Desired
 	held    map[string]bool
+	// current is the registration whose secret the Secret holds as current.
+	current string
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
@@ -164,7 +166,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	held, err := r.heldSecrets(ctx, sub)
+	held, current, err := r.heldSecrets(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -175,7 +177,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, fromProvider("listing registrations", err)
 	}
-	s := &session{r: r, sub: sub, ops: o, held: held, desired: providers.Desired{
+	s := &session{r: r, sub: sub, ops: o, held: held, current: current, desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,
@@ -196,7 +198,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	sub.Status.URL = desiredURL
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
-	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.FetchedAt())}, nil
+	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil
 }
 
 // apply acts on a plan: create or adopt, update in place, secure the secret, then prune.
@@ -244,8 +246,10 @@ func (s *session) apply(ctx context.Context, p plan) error {
 		}
 	}
 	sub.Status.EndpointID = keep.ID
-	if err := s.r.markCurrent(ctx, sub, keep.ID); err != nil {
-		return err
+	if keep.ID != s.current {
+		if err := s.r.markCurrent(ctx, sub, keep.ID); err != nil {
+			return err
+		}
 	}
 	if err := s.prune(ctx, p.Prune); err != nil {
 		return err
@@ -419,14 +423,17 @@ func (r *Reconciler) maxListAge(sub *hookv1.WebhookSubscription) time.Duration {
 	return min(r.ListTTL, resyncInterval(sub)/2)
 }
 
-// nextResync aligns the next resync with the account's list: every subscription of an account
-// comes back at fetchedAt+interval (plus a little jitter), the first one re-lists, and the rest
-// reuse that list. So the number of list calls per wave stays one, however many subscriptions.
-func (r *Reconciler) nextResync(sub *hookv1.WebhookSubscription, fetchedAt time.Time) time.Duration {
+// nextResync puts every subscription of an account on one grid: the next multiple of the
+// resync interval counted from the account's first list (plus a little jitter). The first
+// subscription to wake at a grid point re-lists, the rest reuse that list, so list calls per
+// wave stay at one however many subscriptions there are. A wave that runs long (more
+// subscriptions than maxListAge can serve) costs a second list in that wave only: the grid, not
+// the time of the list each subscription happened to see, decides the next wave.
+func (r *Reconciler) nextResync(sub *hookv1.WebhookSubscription, epoch time.Time) time.Duration {
 	interval := resyncInterval(sub)
-	next := fetchedAt.Add(interval).Sub(r.Now())
-	if next <= 0 || next > interval {
-		next = interval
+	next := interval
+	if elapsed := r.Now().Sub(epoch); !epoch.IsZero() && elapsed >= 0 {
+		next = interval - elapsed%interval
 	}
 	spread := min(interval/20, r.maxListAge(sub)/2)
 	if spread > 0 {
