@@ -109,8 +109,9 @@ var _ = AfterSuite(func() {
 type managerOptions struct {
 	afterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
 	listTTL     time.Duration
-	// onStop is called when afterCreate asks the manager to die.
-	qps float64
+	qps         float64
+	// leaderElection runs the manager as one replica of several (a short lease, released on stop).
+	leaderElection bool
 }
 
 // runningManager is one manager process, as far as the cluster and the provider can tell:
@@ -137,11 +138,17 @@ func (m *runningManager) Stopped() bool {
 
 func startManager(o managerOptions) *runningManager {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                o.leaderElection,
+		LeaderElectionID:              "hookwarden-envtest.hookwarden.io",
+		LeaderElectionNamespace:       "default",
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(4 * time.Second),
+		RenewDeadline:                 ptr.To(3 * time.Second),
+		RetryPeriod:                   ptr.To(500 * time.Millisecond),
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	qps := o.qps

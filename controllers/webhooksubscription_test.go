@@ -392,6 +392,35 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		expectReady(s)
 	})
 
+	It("n: two replicas with leader election register once, and the standby takes over", func() {
+		t := newTenant()
+		mgr.Stop()
+		defer func() { mgr = startManager(managerOptions{}) }()
+		replicas := []*runningManager{
+			startManager(managerOptions{leaderElection: true}),
+			startManager(managerOptions{leaderElection: true}),
+		}
+		s := t.sub("orders", "https://hooks.example.com/replicas")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		id := expectReady(s).Status.EndpointID
+		Expect(t.endpoints()).To(HaveLen(1))
+		Consistently(t.creates).WithTimeout(3 * time.Second).Should(Equal(1), "the standby does not reconcile")
+
+		// The first replica goes away (the leader or not); the survivor serves the next change.
+		replicas[0].Stop()
+		Eventually(func(g Gomega) {
+			cur := get(g, s)
+			cur.Spec.Description = "served by the survivor"
+			g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(t.endpoints()).To(ConsistOf(And(HaveField("ID", id), HaveField("Description", "served by the survivor"))))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		expectReady(s)
+		Expect(t.creates()).To(Equal(1))
+		replicas[1].Stop()
+	})
+
 	It("creates a disabled registration disabled, and toggles it in place", func() {
 		t := newTenant()
 		s := t.sub("paused", "https://hooks.example.com/paused")
