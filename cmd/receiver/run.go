@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -212,20 +211,8 @@ func run(ctx context.Context, o options) error {
 	}); err != nil {
 		return err
 	}
-	log.Info("starting receiver", "bind", o.bindAddr, "store", redactDSN(o.storeDSN))
+	log.Info("starting receiver", "bind", o.bindAddr, "store", store.Redact(o.storeDSN))
 	return mgr.Start(ctx)
-}
-
-// redactDSN hides a password in a store DSN before it is logged.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "REDACTED")
-	}
-	return u.String()
 }
 
 // sinkResolver gives the delivery pool each subscription's current sink.

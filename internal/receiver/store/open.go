@@ -84,7 +84,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*SQL, error) {
 	case strings.HasPrefix(dsn, "sqlite://"):
 		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite://"), opts)
 	case strings.Contains(dsn, "://"):
-		return nil, fmt.Errorf("store: unsupported DSN scheme in %q (want postgres://, postgresql:// or sqlite://)", redact(dsn))
+		return nil, fmt.Errorf("store: unsupported DSN scheme in %q (want postgres://, postgresql:// or sqlite://)", Redact(dsn))
 	default:
 		return openSQLite(ctx, dsn, opts)
 	}
@@ -136,7 +136,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error)
 	o := buildOptions(opts)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", Redact(dsn), err)
 	}
 	db.SetMaxOpenConns(o.maxConns)
 	db.SetMaxIdleConns(o.maxConns)
@@ -144,7 +144,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error)
 	s := newSQL(db, dialectPostgres, o)
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", Redact(dsn), err)
 	}
 	return s, nil
 }
@@ -214,8 +214,8 @@ func (s *SQL) migrate(ctx context.Context) error {
 	return nil
 }
 
-// redact drops the password from a URL-shaped DSN so it can appear in errors.
-func redact(dsn string) string {
+// Redact drops the password from a URL-shaped DSN so it can appear in logs and errors.
+func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil || u.User == nil {
 		if err != nil {
