@@ -404,7 +404,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 		id := expectReady(s).Status.EndpointID
 		Expect(t.endpoints()).To(HaveLen(1))
-		Consistently(t.creates).WithTimeout(3 * time.Second).Should(Equal(1), "the standby does not reconcile")
+		Consistently(t.creates).WithTimeout(3*time.Second).Should(Equal(1), "the standby does not reconcile")
 
 		// The first replica goes away (the leader or not); the survivor serves the next change.
 		replicas[0].Stop()
