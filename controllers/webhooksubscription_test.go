@@ -591,7 +591,8 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			return perWave
 		}
 		perWaveMany, perWaveOne := report(many, 50), report(one, 1)
-		Expect(perWaveMany).To(BeNumerically("<=", perWaveOne+0.5), "list calls must not grow with the number of subscriptions")
+		// The window's edges may cut a wave on either account: allow one list each way.
+		Expect(perWaveMany*waves).To(BeNumerically("<=", perWaveOne*waves+2), "list calls must not grow with the number of subscriptions")
 		Expect(perWaveMany).To(BeNumerically(">=", 0.5), "the account is still re-read every wave")
 	})
 
