@@ -58,9 +58,15 @@ test: verify-generated vet control-plane stripe-mock ## Run every test (unit, fu
 bench-receiver: ## Measure the receiver's ack path against a no-op handler and PostgreSQL's insert rate (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
+FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
+	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader \
+	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader
+
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
-	go test ./internal/matching/ -run '^$$' -fuzz FuzzCanonical -fuzztime $${FUZZTIME:-30s}
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seed corpora also run in make test.
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "== $$fn ($$pkg) for $${FUZZTIME:-30s}"; \
+	  go test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $${FUZZTIME:-30s} || exit 1; done
 
 ##@ Build
 .PHONY: build
