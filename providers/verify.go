@@ -1,7 +1,9 @@
 package providers
 
 import (
+	"crypto/hmac"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -35,3 +37,31 @@ var (
 	ErrTooNew       = errors.New("timestamp outside the tolerance (in the future)")
 	ErrNoEventID    = errors.New("delivery carries no event id")
 )
+
+// MatchAny reports whether sign(secret), for any non-empty secret, equals any of the
+// signatures, comparing in constant time; usable counts the secrets tried. Every pair is
+// compared, with no early exit, so timing does not tell which secret or signature matched.
+// All verifiers share it: it is where rotation overlap (several secrets) and several
+// signatures per header are honoured.
+func MatchAny(secrets [][]byte, sign func(secret []byte) []byte, signatures ...[]byte) (matched bool, usable int) {
+	for _, secret := range secrets {
+		if len(secret) == 0 {
+			continue
+		}
+		usable++
+		want := sign(secret)
+		for _, got := range signatures {
+			if hmac.Equal(want, got) {
+				matched = true
+			}
+		}
+	}
+	return matched, usable
+}
+
+// VerifyError wraps a verification sentinel, prefixed with the provider's name. Callers pass
+// only counts, durations, header names and fixed text, never header values, so no signature or
+// secret can leak into logs.
+func VerifyError(provider string, sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %s", provider, sentinel, fmt.Sprintf(format, args...))
+}

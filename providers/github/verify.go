@@ -11,7 +11,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 
 	"github.com/hookwarden/hookwarden/providers"
@@ -83,46 +82,36 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 	values := d.Header.Values(SignatureHeader)
 	if len(values) == 0 || values[0] == "" {
 		if d.Header.Get(legacySignatureHeader) != "" {
-			return providers.Verified{}, verifyError(providers.ErrNoSignature,
+			return providers.Verified{}, providers.VerifyError("github", providers.ErrNoSignature,
 				"only the SHA-1 %s header is present; %s is required", legacySignatureHeader, SignatureHeader)
 		}
-		return providers.Verified{}, verifyError(providers.ErrNoSignature, "the %s header is missing", SignatureHeader)
+		return providers.Verified{}, providers.VerifyError("github", providers.ErrNoSignature, "the %s header is missing", SignatureHeader)
 	}
 	if len(values) > 1 {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "%d %s headers, want one", len(values), SignatureHeader)
+		return providers.Verified{}, providers.VerifyError("github", providers.ErrMalformed, "%d %s headers, want one", len(values), SignatureHeader)
 	}
 	hexSig, ok := strings.CutPrefix(values[0], signaturePrefix)
 	if !ok {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s value does not start with %q", SignatureHeader, signaturePrefix)
+		return providers.Verified{}, providers.VerifyError("github", providers.ErrMalformed, "the %s value does not start with %q", SignatureHeader, signaturePrefix)
 	}
 	got, err := hex.DecodeString(hexSig)
 	if err != nil || len(got) != sha256.Size {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s value is not %q and 64 hex digits", SignatureHeader, signaturePrefix)
+		return providers.Verified{}, providers.VerifyError("github", providers.ErrMalformed, "the %s value is not %q and 64 hex digits", SignatureHeader, signaturePrefix)
 	}
 
-	matched := false
-	usable := 0
-	for _, secret := range secrets {
-		if len(secret) == 0 {
-			continue
-		}
-		usable++
-		if hmac.Equal(mac(secret, d.Body), got) {
-			matched = true
-		}
-	}
+	matched, usable := providers.MatchAny(secrets, func(secret []byte) []byte { return mac(secret, d.Body) }, got)
 	if !matched {
-		return providers.Verified{}, verifyError(providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
+		return providers.Verified{}, providers.VerifyError("github", providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
 	}
 
 	id := d.Header.Get(DeliveryHeader)
 	if id == "" {
-		return providers.Verified{}, verifyError(providers.ErrNoEventID, "the %s header is missing", DeliveryHeader)
+		return providers.Verified{}, providers.VerifyError("github", providers.ErrNoEventID, "the %s header is missing", DeliveryHeader)
 	}
 	if v.perHook {
 		hook := d.Header.Get(HookIDHeader)
 		if hook == "" {
-			return providers.Verified{}, verifyError(providers.ErrNoEventID, "the %s header is missing", HookIDHeader)
+			return providers.Verified{}, providers.VerifyError("github", providers.ErrNoEventID, "the %s header is missing", HookIDHeader)
 		}
 		id = hook + "/" + id
 	}
@@ -133,10 +122,4 @@ func mac(secret, body []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return m.Sum(nil)
-}
-
-// verifyError wraps a verification sentinel. Callers pass only counts, header names and fixed
-// text, never header values, so no signature or secret can leak into logs.
-func verifyError(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("github: %w: %s", sentinel, fmt.Sprintf(format, args...))
 }

@@ -144,33 +144,23 @@ func (v *Verifier) Sign(secret, body []byte) string {
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
 	values := d.Header.Values(v.cfg.Header)
 	if len(values) == 0 || values[0] == "" {
-		return providers.Verified{}, verifyError(providers.ErrNoSignature, "the %s header is missing", v.cfg.Header)
+		return providers.Verified{}, providers.VerifyError("rest", providers.ErrNoSignature, "the %s header is missing", v.cfg.Header)
 	}
 	if len(values) > 1 {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "%d %s headers, want one", len(values), v.cfg.Header)
+		return providers.Verified{}, providers.VerifyError("rest", providers.ErrMalformed, "%d %s headers, want one", len(values), v.cfg.Header)
 	}
 	encoded, ok := strings.CutPrefix(values[0], v.cfg.Prefix)
 	if !ok {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s value does not start with %q", v.cfg.Header, v.cfg.Prefix)
+		return providers.Verified{}, providers.VerifyError("rest", providers.ErrMalformed, "the %s value does not start with %q", v.cfg.Header, v.cfg.Prefix)
 	}
 	got, err := v.decode(encoded)
 	if err != nil || len(got) != v.size {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s value is not a %s %s digest", v.cfg.Header, v.cfg.Encoding, v.cfg.Algorithm)
+		return providers.Verified{}, providers.VerifyError("rest", providers.ErrMalformed, "the %s value is not a %s %s digest", v.cfg.Header, v.cfg.Encoding, v.cfg.Algorithm)
 	}
 
-	matched := false
-	usable := 0
-	for _, secret := range secrets {
-		if len(secret) == 0 {
-			continue
-		}
-		usable++
-		if hmac.Equal(v.mac(secret, d.Body), got) {
-			matched = true
-		}
-	}
+	matched, usable := providers.MatchAny(secrets, func(secret []byte) []byte { return v.mac(secret, d.Body) }, got)
 	if !matched {
-		return providers.Verified{}, verifyError(providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
+		return providers.Verified{}, providers.VerifyError("rest", providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
 	}
 
 	if v.cfg.EventIDHeader != "" {
@@ -233,11 +223,4 @@ func isToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// verifyError wraps a verification sentinel. Callers pass only counts, header names, the
-// configured prefix and fixed text, never header values, so no signature or secret can leak
-// into logs.
-func verifyError(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("rest: %w: %s", sentinel, fmt.Sprintf(format, args...))
 }

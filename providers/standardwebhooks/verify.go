@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -105,52 +104,47 @@ func Sign(key []byte, id string, ts time.Time, body []byte) string {
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
 	sigHeader := d.Header.Get(HeaderSignature)
 	if sigHeader == "" {
-		return providers.Verified{}, verifyError(providers.ErrNoSignature, "the %s header is missing", HeaderSignature)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrNoSignature, "the %s header is missing", HeaderSignature)
 	}
 	id := d.Header.Get(HeaderID)
 	if id == "" {
-		return providers.Verified{}, verifyError(providers.ErrNoEventID, "the %s header is missing", HeaderID)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrNoEventID, "the %s header is missing", HeaderID)
 	}
 	ts := d.Header.Get(HeaderTimestamp)
 	if ts == "" {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "the %s header is missing", HeaderTimestamp)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "the %s header is missing", HeaderTimestamp)
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || strconv.FormatInt(unix, 10) != ts {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "%s is not unix seconds", HeaderTimestamp)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "%s is not unix seconds", HeaderTimestamp)
 	}
 
-	var sigs []string
+	var sigs [][]byte
 	for entry := range strings.SplitSeq(sigHeader, " ") {
 		if version, sig, ok := strings.Cut(entry, ","); ok && version == "v1" {
-			sigs = append(sigs, sig)
+			sigs = append(sigs, []byte(sig))
 		}
 	}
 	if len(sigs) == 0 {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "%s has no v1 entry", HeaderSignature)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "%s has no v1 entry", HeaderSignature)
 	}
 
-	matched := false
-	usable, undecodable := 0, 0
+	// The HMAC key is the base64-decoded secret; a secret that does not decode is skipped.
+	keys := make([][]byte, 0, len(secrets))
+	undecodable := 0
 	for _, secret := range secrets {
 		key, err := DecodeSecret(secret)
 		if err != nil {
 			undecodable++
 			continue
 		}
-		if len(key) == 0 {
-			continue
-		}
-		usable++
-		want := []byte(base64.StdEncoding.EncodeToString(mac(key, id, ts, d.Body)))
-		for _, sig := range sigs {
-			if hmac.Equal(want, []byte(sig)) {
-				matched = true
-			}
-		}
+		keys = append(keys, key)
 	}
+	matched, usable := providers.MatchAny(keys, func(key []byte) []byte {
+		return []byte(base64.StdEncoding.EncodeToString(mac(key, id, ts, d.Body)))
+	}, sigs...)
 	if !matched {
-		return providers.Verified{}, verifyError(providers.ErrBadSignature,
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrBadSignature,
 			"none of %d v1 signatures matches any of %d secrets (%d more secrets are not base64)", len(sigs), usable, undecodable)
 	}
 
@@ -163,9 +157,9 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 	age := now.Sub(time.Unix(min(max(unix, -maxTimestamp), maxTimestamp), 0))
 	switch {
 	case age > v.tolerance:
-		return providers.Verified{}, verifyError(providers.ErrTooOld, "signed %s before the receiver's clock, tolerance %s", age, v.tolerance)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrTooOld, "signed %s before the receiver's clock, tolerance %s", age, v.tolerance)
 	case -age > v.tolerance:
-		return providers.Verified{}, verifyError(providers.ErrTooNew, "signed %s after the receiver's clock, tolerance %s", -age, v.tolerance)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrTooNew, "signed %s after the receiver's clock, tolerance %s", -age, v.tolerance)
 	}
 
 	return providers.Verified{EventID: id, EventType: eventType(d.Body)}, nil
@@ -194,10 +188,4 @@ func eventType(body []byte) string {
 		return ""
 	}
 	return typ
-}
-
-// verifyError wraps a verification sentinel. Callers pass only counts, durations, header names
-// and fixed text, never header values, so no signature or secret can leak into logs.
-func verifyError(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("standardwebhooks: %w: %s", sentinel, fmt.Sprintf(format, args...))
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -95,32 +94,19 @@ func SignHeader(secret string, t time.Time, body []byte) string {
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
 	values := d.Header.Values(SignatureHeader)
 	if len(values) == 0 || values[0] == "" {
-		return providers.Verified{}, verifyError(providers.ErrNoSignature, "the %s header is missing", SignatureHeader)
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoSignature, "the %s header is missing", SignatureHeader)
 	}
 	if len(values) > 1 {
-		return providers.Verified{}, verifyError(providers.ErrMalformed, "%d %s headers, want one", len(values), SignatureHeader)
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrMalformed, "%d %s headers, want one", len(values), SignatureHeader)
 	}
 	h, err := parseSignatureHeader(values[0])
 	if err != nil {
 		return providers.Verified{}, err
 	}
 
-	matched := false
-	usable := 0
-	for _, secret := range secrets {
-		if len(secret) == 0 {
-			continue
-		}
-		usable++
-		want := signature(secret, h.timestamp, d.Body)
-		for _, got := range h.signatures {
-			if hmac.Equal(want, got) {
-				matched = true
-			}
-		}
-	}
+	matched, usable := providers.MatchAny(secrets, func(secret []byte) []byte { return signature(secret, h.timestamp, d.Body) }, h.signatures...)
 	if !matched {
-		return providers.Verified{}, verifyError(providers.ErrBadSignature,
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrBadSignature,
 			"none of %d v1 signatures matches any of %d secrets", len(h.signatures), usable)
 	}
 
@@ -133,9 +119,9 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 	age := now.Sub(time.Unix(h.unix, 0))
 	switch {
 	case age > v.tolerance:
-		return providers.Verified{}, verifyError(providers.ErrTooOld, "signed %s before the receiver's clock, tolerance %s", age, v.tolerance)
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrTooOld, "signed %s before the receiver's clock, tolerance %s", age, v.tolerance)
 	case -age > v.futureSkew:
-		return providers.Verified{}, verifyError(providers.ErrTooNew, "signed %s after the receiver's clock, allowed skew %s", -age, v.futureSkew)
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrTooNew, "signed %s after the receiver's clock, allowed skew %s", -age, v.futureSkew)
 	}
 
 	return eventFields(d.Body)
@@ -160,16 +146,16 @@ func parseSignatureHeader(s string) (signedHeader, error) {
 	for element := range strings.SplitSeq(s, ",") {
 		key, value, ok := strings.Cut(element, "=")
 		if !ok || strings.Contains(value, "=") {
-			return h, verifyError(providers.ErrMalformed, "an element is not key=value")
+			return h, providers.VerifyError("stripe", providers.ErrMalformed, "an element is not key=value")
 		}
 		switch key {
 		case "t":
 			if haveT {
-				return h, verifyError(providers.ErrMalformed, "more than one t")
+				return h, providers.VerifyError("stripe", providers.ErrMalformed, "more than one t")
 			}
 			n, err := strconv.ParseInt(value, 10, 64)
 			if err != nil || strconv.FormatInt(n, 10) != value {
-				return h, verifyError(providers.ErrMalformed, "t is not a unix timestamp")
+				return h, providers.VerifyError("stripe", providers.ErrMalformed, "t is not a unix timestamp")
 			}
 			haveT = true
 			h.timestamp = value
@@ -189,13 +175,13 @@ func parseSignatureHeader(s string) (signedHeader, error) {
 	}
 	switch {
 	case !haveT:
-		return h, verifyError(providers.ErrMalformed, "no t element")
+		return h, providers.VerifyError("stripe", providers.ErrMalformed, "no t element")
 	case v1 == 0 && spacedV1:
-		return h, verifyError(providers.ErrMalformed, "no v1 element (elements must not be separated by whitespace)")
+		return h, providers.VerifyError("stripe", providers.ErrMalformed, "no v1 element (elements must not be separated by whitespace)")
 	case v1 == 0:
-		return h, verifyError(providers.ErrMalformed, "no v1 element")
+		return h, providers.VerifyError("stripe", providers.ErrMalformed, "no v1 element")
 	case len(h.signatures) == 0:
-		return h, verifyError(providers.ErrMalformed, "no v1 value is 64 hex digits")
+		return h, providers.VerifyError("stripe", providers.ErrMalformed, "no v1 value is 64 hex digits")
 	}
 	return h, nil
 }
@@ -215,10 +201,10 @@ func signature(secret []byte, timestamp string, body []byte) []byte {
 func eventFields(body []byte) (providers.Verified, error) {
 	id, typ, ok := topLevelStrings(body)
 	if !ok {
-		return providers.Verified{}, verifyError(providers.ErrNoEventID, "the body is not a JSON object")
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoEventID, "the body is not a JSON object")
 	}
 	if id == "" {
-		return providers.Verified{}, verifyError(providers.ErrNoEventID, `the body has no non-empty string "id"`)
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoEventID, `the body has no non-empty string "id"`)
 	}
 	return providers.Verified{EventID: id, EventType: typ}, nil
 }
@@ -267,10 +253,4 @@ func topLevelStrings(body []byte) (id, typ string, ok bool) {
 		}
 	}
 	return id, typ, true
-}
-
-// verifyError wraps a verification sentinel. Callers pass only counts, durations and fixed
-// text, never header values, so no signature or secret can leak into logs.
-func verifyError(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("stripe: %w: %s", sentinel, fmt.Sprintf(format, args...))
 }
