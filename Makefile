@@ -40,6 +40,12 @@ vet: ## go vet.
 verify-generated: ## Fail when generated files are stale.
 	@hack/verify-generated.sh
 
+.PHONY: verify-manifests
+verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
+	@for d in config/crd config/rbac config/manager config/receiver config/samples config/default; do \
+	  $(BIN)/kustomize build $$d >/dev/null || { echo "kustomize build $$d failed"; exit 1; }; done
+	@echo "kustomize overlays build"
+
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
 	@hack/control-plane.sh >/dev/null
@@ -49,7 +55,7 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-generated vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite and PostgreSQL).
+test: verify-generated verify-manifests vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite and PostgreSQL).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
@@ -84,7 +90,7 @@ run: manifests ## Run the manager against the cluster in KUBECONFIG (leader elec
 ##@ Deployment
 .PHONY: kustomize
 kustomize:
-	@test -x $(BIN)/kustomize || GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	@test -x $(BIN)/kustomize || { echo "== installing kustomize $(KUSTOMIZE_VERSION)"; GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION); }
 
 KUBECTL ?= kubectl
 

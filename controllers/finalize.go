@@ -56,7 +56,10 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	}
 	o, unlock := acct.Lock()
 	defer unlock()
-	observed, err := o.List(ctx, 0)
+	// The shared list serves deletions too (our own writes are in it, and a registration gone
+	// meanwhile deletes as a 404): deleting a namespace of subscriptions costs one list, not one
+	// per subscription.
+	observed, err := o.List(ctx, r.maxListAge(sub))
 	if err != nil {
 		return fromProvider("listing registrations", err)
 	}

@@ -268,7 +268,6 @@ func (s *session) create(ctx context.Context, d providers.Desired, key string) (
 			if serr := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); serr != nil {
 				return reg, errors.Join(fromProvider("creating registration", err), serr)
 			}
-			s.ops.Remember(reg)
 		}
 		return reg, fromProvider("creating registration", err)
 	}
