@@ -355,7 +355,7 @@ func (s *session) prune(ctx context.Context, actions []pruneAction) error {
 
 func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {
 	if len(p.NearTwins) == 0 && len(p.KeptTwins) == 0 {
-		meta.RemoveStatusCondition(&sub.Status.Conditions, ConditionTwins)
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionTwinsFound)
 		return
 	}
 	msg := ""
@@ -368,16 +368,13 @@ func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {
 		}
 		msg += "twins kept by policies.twins=Keep: " + registrationIDs(p.KeptTwins)
 	}
-	if c := meta.FindStatusCondition(sub.Status.Conditions, ConditionTwins); c == nil || c.Message != msg {
+	if c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionTwinsFound); c == nil || c.Message != msg {
 		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonNearTwinFound, "Reconcile", "%s", msg)
 	}
 	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
-		Type: ConditionTwins, Status: metav1.ConditionTrue, Reason: hookv1.ReasonNearTwinFound, Message: msg, ObservedGeneration: sub.Generation,
+		Type: hookv1.ConditionTwinsFound, Status: metav1.ConditionTrue, Reason: hookv1.ReasonNearTwinFound, Message: msg, ObservedGeneration: sub.Generation,
 	})
 }
-
-// ConditionTwins reports registrations that look like this subscription's but are left alone.
-const ConditionTwins = hookv1.ConditionTwinsFound
 
 func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
 	return providers.Owner{Cluster: r.ClusterName, Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID)}
