@@ -66,7 +66,8 @@ bench-receiver: ## Measure the receiver's ack path against a no-op handler and P
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader \
-	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader
+	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader \
+	./internal/jsonscan:FuzzTopLevelStrings
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seed corpora also run in make test.

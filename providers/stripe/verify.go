@@ -1,15 +1,14 @@
 package stripe
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/jsonscan"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -209,48 +208,11 @@ func eventFields(body []byte) (providers.Verified, error) {
 	return providers.Verified{EventID: id, EventType: typ}, nil
 }
 
-// skipValue consumes a JSON value without keeping it.
-type skipValue struct{}
-
-func (*skipValue) UnmarshalJSON([]byte) error { return nil }
-
 // topLevelStrings returns the top-level "id" and "type" string members of a JSON object, with
-// keys matched exactly (encoding/json's struct matching ignores case). It skips every other
-// member without building it: this parse is on the receiver's hot path. A member that is not a
-// string reads as "".
+// keys matched exactly (encoding/json's struct matching ignores case). It scans rather than
+// decodes because it is on the receiver's hot path. A member that is not a string reads as "".
 func topLevelStrings(body []byte) (id, typ string, ok bool) {
-	if !json.Valid(body) {
-		return "", "", false
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", "", false
-	}
-	var skip skipValue
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", "", false
-		}
-		var target any = &skip
-		var s string
-		switch t {
-		case "id", "type":
-			target = &s
-		}
-		if err := dec.Decode(target); err != nil {
-			// A non-string id or type: keep scanning, it reads as "".
-			if _, isString := target.(*string); !isString {
-				return "", "", false
-			}
-			s = ""
-		}
-		switch t {
-		case "id":
-			id = s
-		case "type":
-			typ = s
-		}
-	}
-	return id, typ, true
+	var v [2]string
+	ok = jsonscan.TopLevelStrings(body, v[:], "id", "type")
+	return v[0], v[1], ok
 }

@@ -321,6 +321,27 @@ func TestVerify(t *testing.T) {
 			wantErr: providers.ErrNoEventID,
 		},
 		{
+			name:    "authentic, id only in a nested object",
+			reason:  "only the event's own top-level id is the dedupe key",
+			header:  sigHeader(stripeGoHeader(sigSecret, sigNow, []byte(`{"data":{"object":{"id":"pi_1"}}}`))),
+			body:    []byte(`{"data":{"object":{"id":"pi_1"}}}`),
+			wantErr: providers.ErrNoEventID,
+		},
+		{
+			name:    "authentic, top-level array",
+			reason:  "a body that is not a JSON object has no id",
+			header:  sigHeader(stripeGoHeader(sigSecret, sigNow, []byte(`[{"id":"evt_1"}]`))),
+			body:    []byte(`[{"id":"evt_1"}]`),
+			wantErr: providers.ErrNoEventID,
+		},
+		{
+			name:   "authentic, escaped and repeated keys",
+			reason: "keys match after unescaping and the last duplicate wins, as encoding/json decodes them",
+			header: sigHeader(stripeGoHeader(sigSecret, sigNow, []byte(`{"id":"evt_1","\u0069d":"evt_\u0032","type":"a"}`))),
+			body:   []byte(`{"id":"evt_1","\u0069d":"evt_\u0032","type":"a"}`),
+			want:   providers.Verified{EventID: "evt_2", EventType: "a"},
+		},
+		{
 			name:   "authentic, id without evt_ prefix",
 			reason: "the prefix is Stripe's convention, not something the dedupe key needs",
 			header: sigHeader(stripeGoHeader(sigSecret, sigNow, []byte(`{"id":"ev_other"}`))),
