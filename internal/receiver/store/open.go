@@ -110,7 +110,6 @@ func openSQLite(ctx context.Context, path string, opts []Option) (*SQL, error) {
 	o := buildOptions(opts)
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)") // other processes on the same file
-	q.Add("_pragma", "foreign_keys(1)")     // ON DELETE CASCADE from events to jobs
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)") // WAL + FULL: fsync the WAL on every commit
 	q.Set("_txlock", "immediate")         // take the write lock at BEGIN, not at the first write
@@ -158,8 +157,13 @@ func newSQL(db *sql.DB, d dialect, o options) *SQL {
 }
 
 // migrate creates the schema if it is missing. Every statement is idempotent.
+//
+// One table is both the dedupe ledger and the delivery queue: an event row carries its job's
+// state. A claim is then one insert into one table with two indexes (the unique key and the
+// due-job index), which is most of what an acknowledgement costs on SQLite. The small, hot
+// columns come first and the payload last, so reading a row's state does not walk the payload.
 func (s *SQL) migrate(ctx context.Context) error {
-	id, blob := "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB" // AUTOINCREMENT: never reuse a swept id
+	id, blob := "INTEGER PRIMARY KEY", "BLOB" // AUTOINCREMENT: never reuse a swept id
 	if s.dialect == dialectPostgres {
 		id, blob = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA"
 	}
@@ -168,28 +172,22 @@ func (s *SQL) migrate(ctx context.Context) error {
 	id ` + id + `,
 	subscription TEXT NOT NULL,
 	event_id TEXT NOT NULL,
-	subscription_uid TEXT NOT NULL DEFAULT '',
-	event_type TEXT NOT NULL DEFAULT '',
-	content_type TEXT NOT NULL DEFAULT '',
-	payload ` + blob + ` NOT NULL,
-	received_at BIGINT NOT NULL,
-	UNIQUE (subscription, event_id)
-)`,
-		`CREATE INDEX IF NOT EXISTS hw_events_received_at ON hw_events (received_at)`,
-		// event_ref is UNIQUE (one job per event), which also indexes the cascade from events.
-		`CREATE TABLE IF NOT EXISTS hw_jobs (
-	id ` + id + `,
-	event_ref BIGINT NOT NULL UNIQUE REFERENCES hw_events (id) ON DELETE CASCADE,
 	state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'retryable', 'completed', 'dead')),
 	attempts INTEGER NOT NULL DEFAULT 0,
 	max_attempts INTEGER NOT NULL,
 	run_at BIGINT NOT NULL,
 	lease_until BIGINT NOT NULL DEFAULT 0,
+	updated_at BIGINT NOT NULL,
+	received_at BIGINT NOT NULL,
+	subscription_uid TEXT NOT NULL DEFAULT '',
+	event_type TEXT NOT NULL DEFAULT '',
+	content_type TEXT NOT NULL DEFAULT '',
 	last_error TEXT NOT NULL DEFAULT '',
-	updated_at BIGINT NOT NULL
+	payload ` + blob + ` NOT NULL,
+	UNIQUE (subscription, event_id)
 )`,
-		// Due jobs: state = pending/retryable by run_at, and the few running ones by lease.
-		`CREATE INDEX IF NOT EXISTS hw_jobs_due ON hw_jobs (state, run_at)`,
+		// Due jobs by state and run_at; Sweep finds completed and dead rows through it too.
+		`CREATE INDEX IF NOT EXISTS hw_events_due ON hw_events (state, run_at)`,
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -203,6 +201,9 @@ func (s *SQL) migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate: lock: %w", err)
 		}
 	}
+	if err := checkNoLegacySchema(ctx, tx, s.dialect); err != nil {
+		return err
+	}
 	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -210,6 +211,24 @@ func (s *SQL) migrate(ctx context.Context) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// checkNoLegacySchema refuses a database written by a development build that kept jobs in a
+// separate hw_jobs table: its pending deliveries would otherwise be silently ignored.
+func checkNoLegacySchema(ctx context.Context, tx *sql.Tx, d dialect) error {
+	q := `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'hw_jobs'`
+	if d == dialectPostgres {
+		q = `SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = 'hw_jobs'`
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if n > 0 {
+		return errors.New("migrate: the database has the hw_events/hw_jobs schema of an earlier development build; " +
+			"drain its queue with that build, or remove the database, then start again")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,9 +24,14 @@ type SQL struct {
 	now       func() time.Time
 	maxParams int
 
-	// afterEvents, when set (tests only), runs inside ClaimBatch between the event and the job
-	// inserts, to inject a failure half-way through the transaction.
-	afterEvents func(ctx context.Context, tx *sql.Tx) error
+	// claimStmts caches the SQLite claim statement by row count (see claimStmt).
+	claimMu    sync.Mutex
+	claimStmts map[int]*sql.Stmt
+
+	// beforeCommit, when set (tests only), runs inside ClaimBatch after the insert and before
+	// the commit, to inject a failure half-way through the transaction. It sends PostgreSQL
+	// through the explicit transaction too.
+	beforeCommit func(ctx context.Context, tx *sql.Tx) error
 }
 
 var _ Store = (*SQL)(nil)
@@ -42,13 +48,21 @@ func (s *SQL) Writers() int {
 }
 
 // Close closes the database.
-func (s *SQL) Close() error { return s.db.Close() }
+func (s *SQL) Close() error {
+	s.claimMu.Lock()
+	for _, st := range s.claimStmts {
+		_ = st.Close()
+	}
+	s.claimStmts = nil
+	s.claimMu.Unlock()
+	return s.db.Close()
+}
 
 type eventKey struct{ subscription, eventID string }
 
-// ClaimBatch implements Store. In one transaction it inserts the events with ON CONFLICT DO
-// NOTHING RETURNING (the unique constraint decides between concurrent claims, also across
-// processes) and then one pending job per returned row.
+// ClaimBatch implements Store. One INSERT ... ON CONFLICT DO NOTHING RETURNING records the
+// batch: the unique constraint decides between concurrent claims, also across processes, and
+// each inserted row is its event's pending job.
 func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	dup := make([]bool, len(events))
 	if len(events) == 0 {
@@ -77,31 +91,89 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 			cmp.Compare(events[a].EventID, events[b].EventID))
 	})
 
-	if s.dialect == dialectPostgres && s.afterEvents == nil {
-		return s.claimPostgres(ctx, events, dup, uniq, now)
+	var fresh map[eventKey]bool
+	var err error
+	if s.dialect == dialectPostgres && s.beforeCommit == nil {
+		fresh, err = s.claimPostgres(ctx, events, uniq, now)
+	} else {
+		fresh, err = s.claimTx(ctx, events, uniq, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range uniq {
+		dup[i] = !fresh[eventKey{events[i].Subscription, events[i].EventID}]
+	}
+	return dup, nil
+}
+
+// claimCols is the number of placeholders per row of claimSQL.
+const claimCols = 10
+
+// claimSQL is the claim insert for n rows, with $N placeholders.
+func claimSQL(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, run_at, updated_at, state) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		p := i * claimCols
+		writePlaceholders(&q, p, claimCols, `'`+StatePending+`'`)
+	}
+	q.WriteString(` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING subscription, event_id`)
+	return q.String()
+}
+
+// maxCachedClaim bounds the row counts whose SQLite statement is kept prepared: the Batcher's
+// batches (256 by default) reuse them; larger ones are prepared per call.
+const maxCachedClaim = 256
+
+// claimStmt returns the prepared SQLite claim statement for n rows, preparing it on first use.
+// It must run outside a transaction: SQLite has one connection, which the transaction holds.
+// Parsing a multi-row INSERT costs more than running it, so each batch size is parsed once.
+func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	if s.dialect != dialectSQLite || n > maxCachedClaim {
+		return nil, nil
+	}
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	if st := s.claimStmts[n]; st != nil {
+		return st, nil
+	}
+	q, _ := s.bind(claimSQL(n))
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if s.claimStmts == nil {
+		s.claimStmts = map[int]*sql.Stmt{}
+	}
+	s.claimStmts[n] = st
+	return st, nil
+}
+
+// claimTx records the batch in an explicit transaction, in chunks that fit the parameter limit.
+func (s *SQL) claimTx(ctx context.Context, events []Event, uniq []int, now time.Time) (map[eventKey]bool, error) {
+	chunks := slices.Collect(slices.Chunk(uniq, s.maxParams/claimCols))
+	stmts := make([]*sql.Stmt, len(chunks))
+	for c, chunk := range chunks {
+		st, err := s.claimStmt(ctx, len(chunk))
+		if err != nil {
+			return nil, fmt.Errorf("store: claim: prepare: %w", err)
+		}
+		stmts[c] = st
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: claim: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-
-	type inserted struct {
-		ref   int64
-		event int // index into events
-	}
-	var fresh []inserted
-	const eventCols = 7
-	for chunk := range slices.Chunk(uniq, s.maxParams/eventCols) {
-		var q strings.Builder
-		q.WriteString(`INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at) VALUES `)
-		args := make([]any, 0, len(chunk)*eventCols)
-		for n, i := range chunk {
+	fresh := make(map[eventKey]bool, len(uniq))
+	for c, chunk := range chunks {
+		args := make([]any, 0, len(chunk)*claimCols)
+		for _, i := range chunk {
 			e := events[i]
-			if n > 0 {
-				q.WriteByte(',')
-			}
-			writePlaceholders(&q, len(args), eventCols)
 			payload := e.Payload
 			if payload == nil {
 				payload = []byte{}
@@ -110,98 +182,64 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 			if received.IsZero() {
 				received = now
 			}
-			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, received.UnixMicro())
+			at := received.UnixMicro()
+			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, at, int64(e.MaxAttempts), at, at)
 		}
-		q.WriteString(` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING id, subscription, event_id`)
-		rows, err := s.query(ctx, tx, q.String(), args...)
+		var rows *sql.Rows
+		if st := stmts[c]; st != nil {
+			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		} else {
+			rows, err = s.query(ctx, tx, claimSQL(len(chunk)), args...)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("store: claim: insert events: %w", err)
+			return nil, fmt.Errorf("store: claim: %w", err)
 		}
-		for rows.Next() {
-			var ref int64
-			var k eventKey
-			if err := rows.Scan(&ref, &k.subscription, &k.eventID); err != nil {
-				_ = rows.Close()
-				return nil, fmt.Errorf("store: claim: insert events: %w", err)
-			}
-			i, ok := first[k]
-			if !ok {
-				_ = rows.Close()
-				return nil, fmt.Errorf("store: claim: insert events: unexpected row %d", ref)
-			}
-			fresh = append(fresh, inserted{ref: ref, event: i})
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("store: claim: insert events: %w", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("store: claim: insert events: %w", err)
-		}
-	}
-	if s.afterEvents != nil {
-		if err := s.afterEvents(ctx, tx); err != nil {
+		if err := scanClaimed(rows, fresh); err != nil {
 			return nil, fmt.Errorf("store: claim: %w", err)
 		}
 	}
-
-	const jobCols = 4 // placeholders per row: SQLite counts a repeated one again
-	for chunk := range slices.Chunk(fresh, s.maxParams/jobCols) {
-		var q strings.Builder
-		q.WriteString(`INSERT INTO hw_jobs (event_ref, state, attempts, max_attempts, run_at, updated_at) VALUES `)
-		args := make([]any, 0, len(chunk)*jobCols)
-		for n, f := range chunk {
-			e := events[f.event]
-			if n > 0 {
-				q.WriteByte(',')
-			}
-			runAt := e.ReceivedAt
-			if runAt.IsZero() {
-				runAt = now
-			}
-			p := len(args)
-			fmt.Fprintf(&q, "($%d, '%s', 0, $%d, $%d, $%d)", p+1, StatePending, p+2, p+3, p+4)
-			args = append(args, f.ref, int64(e.MaxAttempts), runAt.UnixMicro(), runAt.UnixMicro())
-		}
-		if _, err := s.exec(ctx, tx, q.String(), args...); err != nil {
-			return nil, fmt.Errorf("store: claim: insert jobs: %w", err)
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(ctx, tx); err != nil {
+			return nil, fmt.Errorf("store: claim: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store: claim: commit: %w", err)
 	}
-	accepted := make([]bool, len(events))
-	for _, f := range fresh {
-		accepted[f.event] = true
-	}
-	for _, i := range uniq {
-		dup[i] = !accepted[i]
-	}
-	return dup, nil
+	return fresh, nil
 }
 
-// claimPostgresSQL records a batch in ONE statement: the events insert and the jobs insert are
-// data-modifying CTEs over the same arrays, so the batch costs one round trip and one
-// implicit transaction, and the text never changes with the batch size (pgx prepares it once
-// per connection). Rows go in key order, so overlapping batches take the unique-index locks in
-// the same order and cannot deadlock.
-const claimPostgresSQL = `
-WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bigint[], $8::int[])
-		AS t(subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
-), ins AS (
-	INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at)
-	SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at
-	FROM input ORDER BY subscription, event_id
-	ON CONFLICT (subscription, event_id) DO NOTHING
-	RETURNING id, subscription, event_id, received_at
-), jobs AS (
-	INSERT INTO hw_jobs (event_ref, state, attempts, max_attempts, run_at, updated_at)
-	SELECT ins.id, 'pending', 0, input.max_attempts, ins.received_at, ins.received_at
-	FROM ins JOIN input USING (subscription, event_id)
-)
-SELECT subscription, event_id FROM ins`
+// scanClaimed adds the (subscription, event_id) rows to fresh and closes rows.
+func scanClaimed(rows *sql.Rows, fresh map[eventKey]bool) (err error) {
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for rows.Next() {
+		var k eventKey
+		if err := rows.Scan(&k.subscription, &k.eventID); err != nil {
+			return err
+		}
+		fresh[k] = true
+	}
+	return rows.Err()
+}
 
-func (s *SQL) claimPostgres(ctx context.Context, events []Event, dup []bool, uniq []int, now time.Time) ([]bool, error) {
+// claimPostgresSQL records a batch in ONE statement over arrays, so the batch costs one round
+// trip and one implicit transaction, and the text never changes with the batch size (pgx
+// prepares it once per connection). Rows go in key order, so overlapping batches take the
+// unique-index locks in the same order and cannot deadlock.
+const claimPostgresSQL = `
+INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, run_at, updated_at, state)
+SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, received_at, received_at, 'pending'
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bigint[], $8::int[])
+	AS t(subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
+ORDER BY subscription, event_id
+ON CONFLICT (subscription, event_id) DO NOTHING
+RETURNING subscription, event_id`
+
+func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now time.Time) (map[eventKey]bool, error) {
 	n := len(uniq)
 	subs, ids, uids, types, ctypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads, received, attempts := make([][]byte, n), make([]int64, n), make([]int32, n)
@@ -223,24 +261,10 @@ func (s *SQL) claimPostgres(ctx context.Context, events []Event, dup []bool, uni
 		return nil, fmt.Errorf("store: claim: %w", err)
 	}
 	fresh := make(map[eventKey]bool, n)
-	for rows.Next() {
-		var k eventKey
-		if err := rows.Scan(&k.subscription, &k.eventID); err != nil {
-			_ = rows.Close()
-			return nil, fmt.Errorf("store: claim: %w", err)
-		}
-		fresh[k] = true
-	}
-	if err := rows.Close(); err != nil {
+	if err := scanClaimed(rows, fresh); err != nil {
 		return nil, fmt.Errorf("store: claim: %w", err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: claim: %w", err)
-	}
-	for _, i := range uniq {
-		dup[i] = !fresh[eventKey{events[i].Subscription, events[i].EventID}]
-	}
-	return dup, nil
+	return fresh, nil
 }
 
 // bind adapts a query written with PostgreSQL's $N placeholders to the dialect. For SQLite it
@@ -292,8 +316,8 @@ func (s *SQL) exec(ctx context.Context, db querier, q string, args ...any) (sql.
 	return db.ExecContext(ctx, q, args...)
 }
 
-// writePlaceholders writes "($p+1, ..., $p+n)".
-func writePlaceholders(b *strings.Builder, p, n int) {
+// writePlaceholders writes "($p+1, ..., $p+n, literals...)".
+func writePlaceholders(b *strings.Builder, p, n int, literals ...string) {
 	b.WriteByte('(')
 	for i := 1; i <= n; i++ {
 		if i > 1 {
@@ -302,15 +326,21 @@ func writePlaceholders(b *strings.Builder, p, n int) {
 		b.WriteByte('$')
 		b.WriteString(strconv.Itoa(p + i))
 	}
+	for _, l := range literals {
+		b.WriteString(", ")
+		b.WriteString(l)
+	}
 	b.WriteByte(')')
 }
 
 // dueJobs selects the jobs Lease may take, oldest first. $1 is now, $3 the limit.
-const dueJobs = `SELECT id FROM hw_jobs
+const dueJobs = `SELECT id FROM hw_events
 	WHERE (state IN ('pending', 'retryable') AND run_at <= $1) OR (state = 'running' AND lease_until < $1)
 	ORDER BY run_at, id LIMIT $3`
 
-const jobColumns = `id, event_ref, state, attempts, max_attempts, run_at, lease_until, last_error`
+// jobColumns are the columns scanJobs reads, in its order.
+const jobColumns = `id, state, attempts, max_attempts, run_at, lease_until, last_error,
+	subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
 
 // Lease implements Store. On PostgreSQL concurrent leases skip each other's locked rows; the
 // MATERIALIZED CTE makes the locking subselect run once, so LIMIT holds.
@@ -318,44 +348,22 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 	if n <= 0 {
 		return nil, nil
 	}
-	var q string
-	if s.dialect == dialectPostgres {
-		q = `WITH due AS MATERIALIZED (` + dueJobs + ` FOR UPDATE SKIP LOCKED)
-	UPDATE hw_jobs j SET state = 'running', attempts = j.attempts + 1, lease_until = $2, updated_at = $1
-	FROM due WHERE j.id = due.id
-	RETURNING j.id, j.event_ref, j.state, j.attempts, j.max_attempts, j.run_at, j.lease_until, j.last_error`
-	} else {
-		q = `UPDATE hw_jobs SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+	q := `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
 	WHERE id IN (` + dueJobs + `)
 	RETURNING ` + jobColumns
+	if s.dialect == dialectPostgres {
+		q = `WITH due AS MATERIALIZED (` + dueJobs + ` FOR UPDATE SKIP LOCKED)
+	UPDATE hw_events SET state = 'running', attempts = hw_events.attempts + 1, lease_until = $2, updated_at = $1
+	FROM due WHERE hw_events.id = due.id
+	RETURNING ` + qualify("hw_events", jobColumns)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("store: lease: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := s.query(ctx, tx, q, now.UnixMicro(), now.Add(lease).UnixMicro(), n)
-	if err != nil {
-		return nil, fmt.Errorf("store: lease: %w", err)
-	}
-	jobs, refs, err := scanJobs(rows, false)
+	rows, err := s.query(ctx, s.db, q, now.UnixMicro(), now.Add(lease).UnixMicro(), n)
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
 	}
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	events, err := s.loadEvents(ctx, tx, refs)
+	jobs, err := scanJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
-	}
-	for i := range jobs {
-		maxAttempts := jobs[i].Event.MaxAttempts
-		jobs[i].Event = events[refs[i]]
-		jobs[i].Event.MaxAttempts = maxAttempts
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("store: lease: commit: %w", err)
 	}
 	// RETURNING has no order.
 	slices.SortFunc(jobs, func(a, b Job) int {
@@ -364,9 +372,17 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 	return jobs, nil
 }
 
-// scanJobs reads rows of jobColumns (plus the event columns when withEvent) and closes rows.
-// refs[i] is the event id of jobs[i].
-func scanJobs(rows *sql.Rows, withEvent bool) (jobs []Job, refs []int64, err error) {
+// qualify prefixes each of the comma-separated columns with table.
+func qualify(table, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// scanJobs reads rows of jobColumns and closes rows.
+func scanJobs(rows *sql.Rows) (jobs []Job, err error) {
 	defer func() {
 		if cerr := rows.Close(); err == nil {
 			err = cerr
@@ -374,93 +390,45 @@ func scanJobs(rows *sql.Rows, withEvent bool) (jobs []Job, refs []int64, err err
 	}()
 	for rows.Next() {
 		var j Job
-		var ref, runAt, leaseUntil int64
-		var maxAttempts int64
-		dest := []any{&j.ID, &ref, &j.State, &j.Attempt, &maxAttempts, &runAt, &leaseUntil, &j.LastError}
-		var received int64
-		if withEvent {
-			e := &j.Event
-			dest = append(dest, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Payload, &received)
+		var runAt, leaseUntil, received, maxAttempts int64
+		e := &j.Event
+		if err := rows.Scan(&j.ID, &j.State, &j.Attempt, &maxAttempts, &runAt, &leaseUntil, &j.LastError,
+			&e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Payload, &received); err != nil {
+			return nil, err
 		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, nil, err
-		}
-		j.Event.MaxAttempts = int(maxAttempts)
+		e.MaxAttempts = int(maxAttempts)
+		e.ReceivedAt = fromMicros(received)
 		j.RunAt = fromMicros(runAt)
 		j.LeaseUntil = fromMicros(leaseUntil)
-		if withEvent {
-			j.Event.ReceivedAt = fromMicros(received)
-		}
 		jobs = append(jobs, j)
-		refs = append(refs, ref)
 	}
-	return jobs, refs, rows.Err()
-}
-
-// loadEvents reads the events with the given ids, keyed by id.
-func (s *SQL) loadEvents(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]Event, error) {
-	out := make(map[int64]Event, len(ids))
-	for chunk := range slices.Chunk(ids, 1000) {
-		var q strings.Builder
-		q.WriteString(`SELECT id, subscription, event_id, subscription_uid, event_type, content_type, payload, received_at FROM hw_events WHERE id IN `)
-		writePlaceholders(&q, 0, len(chunk))
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		rows, err := s.query(ctx, tx, q.String(), args...)
-		if err != nil {
-			return nil, fmt.Errorf("load events: %w", err)
-		}
-		for rows.Next() {
-			var id, received int64
-			var e Event
-			if err := rows.Scan(&id, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Payload, &received); err != nil {
-				_ = rows.Close()
-				return nil, fmt.Errorf("load events: %w", err)
-			}
-			e.ReceivedAt = fromMicros(received)
-			out[id] = e
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("load events: %w", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("load events: %w", err)
-		}
-	}
-	for _, id := range ids {
-		if _, ok := out[id]; !ok {
-			return nil, fmt.Errorf("load events: event %d of a leased job is missing", id)
-		}
-	}
-	return out, nil
+	return jobs, rows.Err()
 }
 
 // Complete implements Store.
 func (s *SQL) Complete(ctx context.Context, j Job, now time.Time) error {
 	return s.report(ctx, "complete", j,
-		`UPDATE hw_jobs SET state = 'completed', lease_until = 0, updated_at = $4`+fenced, now.UnixMicro())
+		`UPDATE hw_events SET state = 'completed', lease_until = 0, updated_at = $4`+fenced, now.UnixMicro())
 }
 
 // Retry implements Store.
 func (s *SQL) Retry(ctx context.Context, j Job, at time.Time, lastErr string) error {
 	return s.report(ctx, "retry", j,
-		`UPDATE hw_jobs SET state = 'retryable', run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
+		`UPDATE hw_events SET state = 'retryable', run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
 		at.UnixMicro(), lastErr, s.now().UnixMicro())
 }
 
 // Release implements Store.
 func (s *SQL) Release(ctx context.Context, j Job, at time.Time, reason string) error {
 	return s.report(ctx, "release", j,
-		`UPDATE hw_jobs SET state = 'retryable', attempts = attempts - 1, run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
+		`UPDATE hw_events SET state = 'retryable', attempts = attempts - 1, run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
 		at.UnixMicro(), reason, s.now().UnixMicro())
 }
 
 // Dead implements Store.
 func (s *SQL) Dead(ctx context.Context, j Job, lastErr string) error {
 	return s.report(ctx, "dead", j,
-		`UPDATE hw_jobs SET state = 'dead', last_error = $4, lease_until = 0, updated_at = $5`+fenced,
+		`UPDATE hw_events SET state = 'dead', last_error = $4, lease_until = 0, updated_at = $5`+fenced,
 		lastErr, s.now().UnixMicro())
 }
 
@@ -490,14 +458,12 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.query(ctx, s.db, `SELECT j.id, j.event_ref, j.state, j.attempts, j.max_attempts, j.run_at, j.lease_until, j.last_error,
-	e.subscription, e.event_id, e.subscription_uid, e.event_type, e.content_type, e.payload, e.received_at
-	FROM hw_jobs j JOIN hw_events e ON e.id = j.event_ref
-	WHERE j.state = 'dead' ORDER BY j.updated_at, j.id LIMIT $1`, limit)
+	rows, err := s.query(ctx, s.db, `SELECT `+jobColumns+` FROM hw_events
+	WHERE state = 'dead' ORDER BY updated_at, id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
 	}
-	jobs, _, err := scanJobs(rows, true)
+	jobs, err := scanJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
 	}
@@ -506,7 +472,7 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 
 // Replay implements Store. It returns ErrNotDead when the job is not dead-lettered.
 func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
-	res, err := s.exec(ctx, s.db, `UPDATE hw_jobs SET state = 'pending', attempts = 0, run_at = $2, lease_until = 0, updated_at = $2
+	res, err := s.exec(ctx, s.db, `UPDATE hw_events SET state = 'pending', attempts = 0, run_at = $2, lease_until = 0, updated_at = $2
 	WHERE id = $1 AND state = 'dead'`, jobID, now.UnixMicro())
 	if err != nil {
 		return fmt.Errorf("store: replay job %d: %w", jobID, err)
@@ -526,15 +492,17 @@ func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
 const sweepBatch = 1000
 
 // Sweep implements Store. A dead job's event goes only once the job also died before cutoff,
-// so a dead letter stays replayable for the whole retention window.
+// so a dead letter stays replayable for the whole retention window. The due-job index finds
+// the candidates: a completed job ran at or after it was received (run_at >= received_at), so
+// run_at < cutoff narrows the scan without changing the answer.
 func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
-	// FOR UPDATE OF j makes PostgreSQL re-check the job's state after a concurrent Replay.
+	// FOR UPDATE makes PostgreSQL re-check the row's state after a concurrent Replay.
 	lock := ""
 	if s.dialect == dialectPostgres {
-		lock = " FOR UPDATE OF j SKIP LOCKED"
+		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	q := `DELETE FROM hw_events WHERE id IN (SELECT e.id FROM hw_events e JOIN hw_jobs j ON j.event_ref = e.id
-	WHERE e.received_at < $1 AND (j.state = 'completed' OR (j.state = 'dead' AND j.updated_at < $1))
+	q := `DELETE FROM hw_events WHERE id IN (SELECT id FROM hw_events
+	WHERE received_at < $1 AND ((state = 'completed' AND run_at < $1) OR (state = 'dead' AND updated_at < $1))
 	LIMIT $2` + lock + `)`
 	total := 0
 	for {
@@ -556,7 +524,7 @@ func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 // Depth implements Store.
 func (s *SQL) Depth(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_jobs WHERE state IN ('pending', 'running', 'retryable')`).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_events WHERE state IN ('pending', 'running', 'retryable')`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("store: depth: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -405,12 +407,12 @@ func TestSweep(t *testing.T) {
 		if n != 2 {
 			t.Errorf("Sweep removed %d events, want 2", n)
 		}
-		var jobs int
-		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_jobs`).Scan(&jobs); err != nil {
+		var rows int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_events`).Scan(&rows); err != nil {
 			t.Fatal(err)
 		}
-		if jobs != len(cases)-2 {
-			t.Errorf("%d jobs left, want %d: a swept event's job goes with it", jobs, len(cases)-2)
+		if rows != len(cases)-2 {
+			t.Errorf("%d events left, want %d", rows, len(cases)-2)
 		}
 		if got := mustDepth(t, s); got != 3 {
 			t.Errorf("Depth after Sweep = %d, want 3 (running, retryable, pending)", got)
@@ -440,9 +442,9 @@ func TestClaimFailureRecordsNothing(t *testing.T) {
 			t.Errorf("ClaimBatch on a closed store succeeded, want an error")
 		}
 
-		// The database fails after the events are inserted and before the jobs are.
+		// The database fails after the insert and before the commit.
 		broken := e.open(t)
-		broken.afterEvents = func(ctx context.Context, tx *sql.Tx) error {
+		broken.beforeCommit = func(ctx context.Context, tx *sql.Tx) error {
 			if e.kind == "sqlite" {
 				return errors.New("injected failure")
 			}
@@ -456,7 +458,7 @@ func TestClaimFailureRecordsNothing(t *testing.T) {
 		if _, err := broken.ClaimBatch(ctx, []Event{event("ns/a", "evt_broken", t0), event("ns/a", "evt_broken_2", t0)}); err == nil {
 			t.Errorf("ClaimBatch with a failing database succeeded, want an error")
 		}
-		broken.afterEvents = nil
+		broken.beforeCommit = nil
 
 		if got := mustDepth(t, e.s); got != 0 {
 			t.Errorf("Depth after failed claims = %d, want 0", got)
@@ -481,7 +483,6 @@ func TestSQLiteIsDurable(t *testing.T) {
 	}{
 		{"journal_mode", "wal", "readers do not block the writer"},
 		{"synchronous", "2", "FULL: every commit is fsynced, an acknowledged claim survives a power cut"},
-		{"foreign_keys", "1", "Sweep's event deletion cascades to the jobs"},
 		{"busy_timeout", "10000", "another process holding the write lock is waited for"},
 	} {
 		var got string
@@ -637,4 +638,48 @@ func TestOverlappingBatchesDoNotDeadlock(t *testing.T) {
 			t.Errorf("Depth = %d, want %d", got, rounds*events)
 		}
 	})
+}
+
+func TestOpenRefusesTheTwoTableSchema(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		// A database from a development build that kept jobs in hw_jobs: its pending jobs
+		// would be silently ignored by this schema, so Open must say so instead.
+		if _, err := e.s.db.ExecContext(testCtx(t), `CREATE TABLE hw_jobs (id BIGINT PRIMARY KEY)`); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(testCtx(t), e.dsn)
+		if err == nil || !strings.Contains(err.Error(), "hw_jobs") {
+			t.Fatalf("Open on a database with hw_jobs: err = %v, want one naming hw_jobs", err)
+		}
+	})
+}
+
+func TestSQLiteClaimStatementsArePreparedOncePerBatchSize(t *testing.T) {
+	s, err := OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	next := 0
+	for range 5 {
+		for _, n := range []int{1, 3, 3, 7} {
+			var batch []Event
+			for range n {
+				next++
+				batch = append(batch, event("ns/a", fmt.Sprintf("evt_%d", next), t0))
+			}
+			if dup := mustClaim(t, s, batch...); slices.Contains(dup, true) {
+				t.Fatalf("fresh batch of %d answered duplicates %v", n, dup)
+			}
+		}
+	}
+	s.claimMu.Lock()
+	sizes := slices.Sorted(maps.Keys(s.claimStmts))
+	s.claimMu.Unlock()
+	if diff := cmp.Diff([]int{1, 3, 7}, sizes); diff != "" {
+		t.Errorf("prepared claim statements by row count (-want +got):\n%s", diff)
+	}
+	if got := mustDepth(t, s); got != 5*(1+3+3+7) {
+		t.Errorf("Depth = %d, want %d", got, 5*(1+3+3+7))
+	}
 }

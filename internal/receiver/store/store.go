@@ -1,9 +1,9 @@
 // Package store is the receiver's durable ledger and delivery queue.
 //
-// Two tables: hw_events is the dedupe ledger (unique on subscription + event id, kept for the
-// dedupe window) and hw_jobs is the delivery queue (one job per accepted event). A claim inserts
-// both in one transaction, and the receiver acknowledges a delivery only after that commit. Many
-// concurrent claims are group-committed: one transaction, one multi-row statement per table.
+// One table, hw_events, is both the dedupe ledger (unique on subscription + event id, kept for
+// the dedupe window) and the delivery queue: each event row carries the state of its one job.
+// A claim is therefore a single insert, and the receiver acknowledges a delivery only after its
+// commit. Many concurrent claims are group-committed: one transaction, one multi-row statement.
 //
 // Implementations: SQLite (embedded default, pure Go) and PostgreSQL (several receivers).
 package store
