@@ -338,6 +338,17 @@ const dueJobs = `SELECT id FROM hw_events
 	WHERE (state IN ('pending', 'retryable') AND run_at <= $1) OR (state = 'running' AND lease_until < $1)
 	ORDER BY run_at, id LIMIT $3`
 
+// dueJobsSQLite is dueJobs for SQLite. With one condition per state each branch reads its first
+// rows straight from the (state, run_at) index, in order, and stops at the limit: the OR form
+// made SQLite sort the whole backlog on every Lease (a sink outage's backlog, on every poll).
+const dueJobsSQLite = `SELECT id FROM (
+	SELECT * FROM (SELECT id, run_at FROM hw_events WHERE state = 'pending' AND run_at <= $1 ORDER BY run_at, id LIMIT $3)
+	UNION ALL
+	SELECT * FROM (SELECT id, run_at FROM hw_events WHERE state = 'retryable' AND run_at <= $1 ORDER BY run_at, id LIMIT $3)
+	UNION ALL
+	SELECT * FROM (SELECT id, run_at FROM hw_events WHERE state = 'running' AND lease_until < $1 ORDER BY run_at, id LIMIT $3)
+	) ORDER BY run_at, id LIMIT $3`
+
 // jobColumns are the columns scanJobs reads, in its order.
 const jobColumns = `id, state, attempts, max_attempts, run_at, lease_until, last_error,
 	subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
@@ -349,7 +360,7 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 		return nil, nil
 	}
 	q := `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
-	WHERE id IN (` + dueJobs + `)
+	WHERE id IN (` + dueJobsSQLite + `)
 	RETURNING ` + jobColumns
 	if s.dialect == dialectPostgres {
 		q = `WITH due AS MATERIALIZED (` + dueJobs + ` FOR UPDATE SKIP LOCKED)
