@@ -75,7 +75,10 @@ var _ = BeforeSuite(func() {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		// Build (or find) kube-apiserver, etcd and kubectl the same way `make test` does.
-		out, err := exec.Command(filepath.Join("..", "hack", "control-plane.sh"), "--print-dir").Output()
+		// Its progress lines (a cold build takes minutes) go to stderr, shown with -v.
+		cp := exec.Command(filepath.Join("..", "hack", "control-plane.sh"), "--print-dir")
+		cp.Stderr = os.Stderr
+		out, err := cp.Output()
 		Expect(err).NotTo(HaveOccurred(), "hack/control-plane.sh failed")
 		assets = strings.TrimSpace(string(out))
 	}

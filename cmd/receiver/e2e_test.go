@@ -71,7 +71,10 @@ func runMain(m *testing.M) int {
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		out, err := exec.Command(filepath.Join("..", "..", "hack", "control-plane.sh"), "--print-dir").Output()
+		// Its progress lines (a cold build takes minutes) go to stderr, shown with -v.
+		cp := exec.Command(filepath.Join("..", "..", "hack", "control-plane.sh"), "--print-dir")
+		cp.Stderr = os.Stderr
+		out, err := cp.Output()
 		if err != nil {
 			return fail("hack/control-plane.sh --print-dir: %v", err)
 		}
