@@ -59,6 +59,30 @@ func MatchAny(secrets [][]byte, sign func(secret []byte) []byte, signatures ...[
 	return matched, usable
 }
 
+// maxTimestamp keeps time.Unix away from int64 overflow; anything beyond it (about 34,000 years
+// from 1970) is far outside every tolerance either way.
+const maxTimestamp = 1 << 40
+
+// CheckAge returns nil when the signed unix time lies at most maxAge before now and at most
+// maxAhead after it, and otherwise ErrTooOld or ErrTooNew (through VerifyError). A zero now means
+// time.Now. Verifiers call it after the signature matched, so those two errors always describe
+// an authentic delivery: a clock problem or a replay, never a forgery.
+func CheckAge(provider string, now time.Time, signed int64, maxAge, maxAhead time.Duration) error {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	// Compared as times: a duration saturates about 292 years out, and negating the saturated
+	// minimum would let a far-future timestamp through.
+	at := time.Unix(min(max(signed, -maxTimestamp), maxTimestamp), 0)
+	switch {
+	case at.Before(now.Add(-maxAge)):
+		return VerifyError(provider, ErrTooOld, "signed %s before the receiver's clock, tolerance %s", now.Sub(at), maxAge)
+	case at.After(now.Add(maxAhead)):
+		return VerifyError(provider, ErrTooNew, "signed %s after the receiver's clock, tolerance %s", at.Sub(now), maxAhead)
+	}
+	return nil
+}
+
 // VerifyError wraps a verification sentinel, prefixed with the provider's name. Callers pass
 // only counts, durations, header names and fixed text, never header values, so no signature or
 // secret can leak into logs.

@@ -3,8 +3,10 @@ package providers_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -40,5 +42,30 @@ func TestVerifyErrorWrapsTheSentinel(t *testing.T) {
 	}
 	if got := err.Error(); !strings.HasPrefix(got, "stripe: ") || !bytes.Contains([]byte(got), []byte("6m0s")) {
 		t.Errorf("message %q: want the provider prefix and the detail", got)
+	}
+}
+
+func TestCheckAge(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	cases := []struct {
+		reason  string
+		now     time.Time
+		signed  int64
+		wantErr error
+	}{
+		{"exactly maxAge old", now, now.Unix() - 300, nil},
+		{"one second older than maxAge", now, now.Unix() - 301, providers.ErrTooOld},
+		{"exactly maxAhead ahead", now, now.Unix() + 60, nil},
+		{"one second beyond maxAhead", now, now.Unix() + 61, providers.ErrTooNew},
+		{"300 years ahead: past where a time.Duration saturates", now, now.AddDate(300, 0, 0).Unix(), providers.ErrTooNew},
+		{"the largest int64 is clamped, not overflowed", now, math.MaxInt64, providers.ErrTooNew},
+		{"the smallest int64 is clamped, not overflowed", now, math.MinInt64, providers.ErrTooOld},
+		{"a zero now is the wall clock", time.Time{}, time.Now().Unix(), nil},
+	}
+	for _, c := range cases {
+		err := providers.CheckAge("test", c.now, c.signed, 300*time.Second, 60*time.Second)
+		if !errors.Is(err, c.wantErr) {
+			t.Errorf("%s: CheckAge = %v, want %v", c.reason, err, c.wantErr)
+		}
 	}
 }

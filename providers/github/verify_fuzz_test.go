@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 )
 
 // FuzzGitHubHeader checks that, for any signature header, body and delivery GUID, Verify does
@@ -37,12 +38,7 @@ func FuzzGitHubHeader(f *testing.F) {
 				t.Fatalf("EventID = %q, want the delivery GUID %q", got.EventID, delivery)
 			}
 		} else {
-			if !isSentinel(err) {
-				t.Fatalf("error %v wraps no verification sentinel", err)
-			}
-			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), otherSecret) {
-				t.Fatalf("error %q contains a secret", err)
-			}
+			providerstest.CheckRefusal(t, err, secrets)
 		}
 
 		// A correctly signed delivery always verifies (or lacks only its GUID).
@@ -68,16 +64,6 @@ func isHMAC(sig string, secrets [][]byte, payload []byte) bool {
 		m := hmac.New(sha256.New, s)
 		m.Write(payload)
 		if strings.EqualFold(hexSig, hex.EncodeToString(m.Sum(nil))) {
-			return true
-		}
-	}
-	return false
-}
-
-func isSentinel(err error) bool {
-	for _, s := range []error{providers.ErrNoSignature, providers.ErrBadSignature, providers.ErrMalformed,
-		providers.ErrTooOld, providers.ErrTooNew, providers.ErrNoEventID} {
-		if errors.Is(err, s) {
 			return true
 		}
 	}

@@ -1,16 +1,14 @@
 package github_test
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 )
 
 // The published example from GitHub's "Validating webhook deliveries".
@@ -34,16 +32,7 @@ func TestSignPublishedVector(t *testing.T) {
 	}
 }
 
-// headers builds a delivery's headers; key/value pairs with an empty value are left out.
-func headers(kv ...string) http.Header {
-	h := http.Header{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] != "" {
-			h.Add(kv[i], kv[i+1])
-		}
-	}
-	return h
-}
+var headers = providerstest.Headers
 
 func TestVerify(t *testing.T) {
 	good := github.Sign([]byte(secret), body)
@@ -229,32 +218,16 @@ func TestVerify(t *testing.T) {
 			if b == nil {
 				b = body
 			}
-			secrets := [][]byte{[]byte(secret)}
+			secrets := providerstest.Secrets(secret)
 			if tc.secrets != nil {
-				secrets = nil
-				for _, s := range tc.secrets {
-					secrets = append(secrets, []byte(s))
-				}
+				secrets = providerstest.Secrets(tc.secrets...)
 			}
 
 			got, err := v.Verify(providers.Delivery{Header: tc.header, Body: b, Now: time.Unix(1_700_000_000, 0)}, secrets)
 
-			if !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {
-				t.Fatalf("%s\nVerify() error = %v, want %v", tc.reason, err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("%s\nVerify() mismatch (-want +got):\n%s", tc.reason, diff)
-			}
+			providerstest.CheckVerify(t, tc.reason, got, err, tc.want, tc.wantErr)
 			if err != nil {
-				msg := err.Error()
-				for _, s := range secrets {
-					if len(s) > 0 && strings.Contains(msg, string(s)) {
-						t.Errorf("error %q contains a secret", msg)
-					}
-				}
-				if sig := tc.header.Get(github.SignatureHeader); len(sig) > 8 && strings.Contains(msg, sig[7:]) {
-					t.Errorf("error %q contains the signature", msg)
-				}
+				providerstest.CheckRefusal(t, err, secrets, tc.header.Values(github.SignatureHeader)...)
 			}
 		})
 	}

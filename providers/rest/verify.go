@@ -19,6 +19,8 @@ import (
 	"hash"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -76,10 +78,10 @@ var (
 // Verifier. The error names the offending field; cfg holds no secret.
 func NewVerifier(cfg Config) (*Verifier, error) {
 	v := &Verifier{cfg: cfg}
-	if !isToken(cfg.Header) {
+	if !httpguts.ValidHeaderFieldName(cfg.Header) {
 		return nil, fmt.Errorf("rest: header %q is not a valid HTTP header name", cfg.Header)
 	}
-	if cfg.EventIDHeader != "" && !isToken(cfg.EventIDHeader) {
+	if cfg.EventIDHeader != "" && !httpguts.ValidHeaderFieldName(cfg.EventIDHeader) {
 		return nil, fmt.Errorf("rest: event id header %q is not a valid HTTP header name", cfg.EventIDHeader)
 	}
 
@@ -210,17 +212,4 @@ func field(body []byte, path []string) (string, bool) {
 		return x.String(), true
 	}
 	return "", false
-}
-
-// isToken reports whether s is a non-empty RFC 9110 token, the syntax of a header name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }

@@ -8,13 +8,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"hash"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 	"github.com/hookwarden/hookwarden/providers/rest"
 )
 
@@ -66,12 +66,7 @@ func FuzzRESTHeader(f *testing.F) {
 				t.Fatalf("accepted with an empty EventID")
 			}
 		} else {
-			if !isSentinel(err) {
-				t.Fatalf("error %v wraps no verification sentinel", err)
-			}
-			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), otherSecret) {
-				t.Fatalf("error %q contains a secret", err)
-			}
+			providerstest.CheckRefusal(t, err, secrets)
 		}
 
 		// A correctly signed delivery always verifies, with an id.
@@ -96,13 +91,7 @@ func FuzzRESTHeader(f *testing.F) {
 	})
 }
 
-func sigHeaders(v string) http.Header {
-	h := http.Header{}
-	if v != "" {
-		h.Set("X-Signature", v)
-	}
-	return h
-}
+func sigHeaders(v string) http.Header { return providerstest.Headers("X-Signature", v) }
 
 // encodesHMAC is an oracle independent of the verifier: header is prefix followed by the HMAC of
 // payload under one of the secrets, as hex in either case or as base64 with or without padding
@@ -122,16 +111,6 @@ func encodesHMAC(header, prefix string, newHash func() hash.Hash, isBase64 bool,
 				return true
 			}
 		} else if strings.EqualFold(enc, hex.EncodeToString(sum)) {
-			return true
-		}
-	}
-	return false
-}
-
-func isSentinel(err error) bool {
-	for _, s := range []error{providers.ErrNoSignature, providers.ErrBadSignature, providers.ErrMalformed,
-		providers.ErrTooOld, providers.ErrTooNew, providers.ErrNoEventID} {
-		if errors.Is(err, s) {
 			return true
 		}
 	}

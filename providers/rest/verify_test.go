@@ -3,14 +3,12 @@ package rest_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 	"github.com/hookwarden/hookwarden/providers/rest"
 )
 
@@ -260,32 +258,16 @@ func TestVerify(t *testing.T) {
 			if b == nil {
 				b = body
 			}
-			secrets := [][]byte{[]byte(secret)}
+			secrets := providerstest.Secrets(secret)
 			if tc.secrets != nil {
-				secrets = nil
-				for _, s := range tc.secrets {
-					secrets = append(secrets, []byte(s))
-				}
+				secrets = providerstest.Secrets(tc.secrets...)
 			}
 
 			got, err := mustVerifier(t, tc.cfg).Verify(providers.Delivery{Header: tc.header, Body: b}, secrets)
 
-			if !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {
-				t.Fatalf("%s\nVerify() error = %v, want %v", tc.reason, err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("%s\nVerify() mismatch (-want +got):\n%s", tc.reason, diff)
-			}
+			providerstest.CheckVerify(t, tc.reason, got, err, tc.want, tc.wantErr)
 			if err != nil {
-				msg := err.Error()
-				for _, s := range secrets {
-					if len(s) > 0 && strings.Contains(msg, string(s)) {
-						t.Errorf("error %q contains a secret", msg)
-					}
-				}
-				if sig := strings.TrimPrefix(tc.header.Get("X-Signature"), tc.cfg.Prefix); len(sig) >= 16 && strings.Contains(msg, sig) {
-					t.Errorf("error %q contains the signature", msg)
-				}
+				providerstest.CheckRefusal(t, err, secrets, tc.header.Values("X-Signature")...)
 			}
 		})
 	}

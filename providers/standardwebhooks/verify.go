@@ -10,12 +10,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/jsonscan"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -32,10 +32,6 @@ const DefaultTolerance = 5 * time.Minute
 
 // SecretPrefix marks a symmetric Standard Webhooks secret.
 const SecretPrefix = "whsec_"
-
-// maxTimestamp keeps time.Unix away from int64 overflow; anything beyond it (about 34,000 years
-// from 1970) is far outside every tolerance either way.
-const maxTimestamp = 1 << 40
 
 // Verifier checks v1 (HMAC-SHA256) signatures. Other versions, such as v1a (ed25519), are
 // ignored.
@@ -148,20 +144,9 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 			"none of %d v1 signatures matches any of %d secrets (%d more secrets are not base64)", len(sigs), usable, undecodable)
 	}
 
-	// Checked after the signature, so ErrTooOld and ErrTooNew always describe an authentic
-	// delivery: a clock problem or a replay, never a forgery.
-	now := d.Now
-	if now.IsZero() {
-		now = time.Now()
+	if err := providers.CheckAge("standardwebhooks", d.Now, unix, v.tolerance, v.tolerance); err != nil {
+		return providers.Verified{}, err
 	}
-	age := now.Sub(time.Unix(min(max(unix, -maxTimestamp), maxTimestamp), 0))
-	switch {
-	case age > v.tolerance:
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrTooOld, "signed %s before the receiver's clock, tolerance %s", age, v.tolerance)
-	case -age > v.tolerance:
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrTooNew, "signed %s after the receiver's clock, tolerance %s", -age, v.tolerance)
-	}
-
 	return providers.Verified{EventID: id, EventType: eventType(d.Body)}, nil
 }
 
@@ -179,13 +164,7 @@ func mac(key []byte, id, timestamp string, body []byte) []byte {
 // eventType reads the spec's recommended top-level "type"; it is informational, so anything
 // else yields "".
 func eventType(body []byte) string {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return ""
-	}
-	var typ string
-	if json.Unmarshal(top["type"], &typ) != nil {
-		return ""
-	}
-	return typ
+	var typ [1]string
+	jsonscan.TopLevelStrings(body, typ[:], "type")
+	return typ[0]
 }

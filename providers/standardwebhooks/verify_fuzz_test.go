@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 	"github.com/hookwarden/hookwarden/providers/standardwebhooks"
 )
 
@@ -51,12 +52,7 @@ func FuzzStandardWebhooksHeader(f *testing.F) {
 				t.Fatalf("EventID = %q, want webhook-id %q", got.EventID, id)
 			}
 		} else {
-			if !isSentinel(err) {
-				t.Fatalf("error %v wraps no verification sentinel", err)
-			}
-			if strings.Contains(err.Error(), strings.TrimPrefix(vecSecret, "whsec_")) || strings.Contains(err.Error(), strings.TrimPrefix(otherSecret, "whsec_")) {
-				t.Fatalf("error %q contains a secret", err)
-			}
+			providerstest.CheckRefusal(t, err, secrets)
 		}
 
 		// A correctly signed message inside the tolerance always verifies (or lacks only its id).
@@ -85,16 +81,6 @@ func listsHMAC(sigHeader string, keys [][]byte, id, ts string, body []byte) bool
 			if entry == want {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-func isSentinel(err error) bool {
-	for _, s := range []error{providers.ErrNoSignature, providers.ErrBadSignature, providers.ErrMalformed,
-		providers.ErrTooOld, providers.ErrTooNew, providers.ErrNoEventID} {
-		if errors.Is(err, s) {
-			return true
 		}
 	}
 	return false
