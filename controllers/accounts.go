@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -59,7 +60,7 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	}
 	return &Accounts{
 		registry: registry, limit: rate.Limit(o.QPS), burst: o.Burst, timeout: o.RequestTimeout, now: o.Now,
-		metrics: newProviderMetrics(defaultRegisterer()), m: map[string]*account{},
+		metrics: newProviderMetrics(metrics.Registry), m: map[string]*account{},
 	}
 }
 

@@ -36,7 +36,6 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 	var se *stallError
 	if errors.As(err, &se) && se.reason == hookv1.ReasonCredentialsNotFound {
 		se.msg = "cannot delete the registration at the provider: " + se.msg + "; restore it, or set spec.policies.deletion to Orphan to release the subscription"
-		se.reason = hookv1.ReasonCredentialsNotFound
 	}
 	res, err := r.record(sub, ctrl.Result{}, err)
 	if errors.As(err, &se) {
@@ -65,7 +64,7 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	}
 	me := r.owner(sub)
 	for _, reg := range observed {
-		if !isOurs(reg, me, sub.Status.EndpointID) {
+		if !owns(reg, me, sub.Status.EndpointID) {
 			continue
 		}
 		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {
@@ -73,11 +72,6 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 		}
 	}
 	return nil
-}
-
-// isOurs is the proof of ownership used for deletion: our marker, or the id we recorded.
-func isOurs(reg providers.Registration, me providers.Owner, recordedID string) bool {
-	return (reg.Owner.UID != "" && reg.Owner.UID == me.UID && reg.Owner.Cluster == me.Cluster) || (recordedID != "" && reg.ID == recordedID)
 }
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {

@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -40,14 +39,9 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 func (m *providerMetrics) observe(provider, op string, err error) {
-	if m == nil {
-		return
-	}
 	outcome := "ok"
 	if err != nil {
 		outcome = providers.KindOf(err).String()
 	}
 	m.requests.WithLabelValues(provider, op, outcome).Inc()
 }
-
-func defaultRegisterer() prometheus.Registerer { return metrics.Registry }

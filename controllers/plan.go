@@ -70,11 +70,7 @@ const (
 )
 
 func classify(in planInput, r providers.Registration, desiredLoose string) relation {
-	ours := r.Owner.UID != "" && r.Owner.UID == in.Desired.Owner.UID && r.Owner.Cluster == in.Desired.Owner.Cluster
-	if !ours && in.RecordedID != "" && r.ID == in.RecordedID && (r.Owner.IsZero() || sameName(r.Owner, in.Desired.Owner)) {
-		// The recorded id is weaker proof than a marker: it never overrides another owner's.
-		ours = true
-	}
+	ours := owns(r, in.Desired.Owner, in.RecordedID)
 	canonical, err := matching.Canonical(r.URL)
 	sameTarget := err == nil && canonical == in.Desired.URL
 	switch {
@@ -91,6 +87,18 @@ func classify(in planInput, r providers.Registration, desiredLoose string) relat
 		return nearTwin
 	}
 	return foreign
+}
+
+// marked reports whether r carries this subscription's ownership marker.
+func marked(r providers.Registration, me providers.Owner) bool {
+	return r.Owner.UID != "" && r.Owner.UID == me.UID && r.Owner.Cluster == me.Cluster
+}
+
+// owns is the proof of ownership that lets reconcile and deletion change or delete r: our
+// marker, or the id we recorded. The recorded id is weaker proof than a marker: it never
+// overrides another owner's.
+func owns(r providers.Registration, me providers.Owner, recordedID string) bool {
+	return marked(r, me) || (recordedID != "" && r.ID == recordedID && (r.Owner.IsZero() || sameName(r.Owner, me)))
 }
 
 // adoptable reports whether a registration that is not provably ours may be taken over: it must
@@ -165,7 +173,7 @@ func pickKeeper(in planInput, cs []providers.Registration) providers.Registratio
 		if r.ID == in.RecordedID {
 			s += 4
 		}
-		if r.Owner.UID == in.Desired.Owner.UID && r.Owner.UID != "" {
+		if marked(r, in.Desired.Owner) {
 			s += 2
 		}
 		return s

@@ -541,6 +541,32 @@ func TestPlanInvariants(t *testing.T) {
 	}
 }
 
+// TestPlanOwns: the proof of ownership that both reconcile (classify) and deletion
+// (deleteRegistrations) act on.
+func TestPlanOwns(t *testing.T) {
+	cases := []struct {
+		reason   string
+		r        providers.Registration
+		recorded string
+		want     bool
+	}{
+		{"our marker", reg("we_1", 0), "", true},
+		{"our marker, another id recorded", reg("we_1", 0), "we_2", true},
+		{"our UID in another cluster's marker is not ours", reg("we_1", 0, withOwner(providers.Owner{Cluster: "staging", Namespace: "shop", Name: "orders", UID: planMe.UID})), "", false},
+		{"unmarked and not recorded", reg("we_1", 0, unmarked), "", false},
+		{"unmarked but recorded", reg("we_1", 0, unmarked), "we_1", true},
+		{"an earlier incarnation's marker, recorded", reg("we_1", 0, withOwner(planEarlierMe)), "we_1", true},
+		{"an earlier incarnation's marker, not recorded", reg("we_1", 0, withOwner(planEarlierMe)), "", false},
+		{"recorded, but another subscription's marker: the marker wins", reg("we_1", 0, withOwner(planOtherSub)), "we_1", false},
+		{"recorded, but another cluster's marker: the marker wins", reg("we_1", 0, withOwner(planOtherClustr)), "we_1", false},
+	}
+	for _, c := range cases {
+		if got := owns(c.r, planMe, c.recorded); got != c.want {
+			t.Errorf("owns(%s, owner %+v, recorded %q) = %v; want %v (%s)", c.r.ID, c.r.Owner, c.recorded, got, c.want, c.reason)
+		}
+	}
+}
+
 func keySub(uid string, generation int64, endpointID string) *hookv1.WebhookSubscription {
 	sub := &hookv1.WebhookSubscription{}
 	sub.UID = types.UID(uid)

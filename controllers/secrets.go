@@ -24,20 +24,32 @@ func (r *Reconciler) signingSecretKey(sub *hookv1.WebhookSubscription) types.Nam
 	return types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}
 }
 
+// signingSecret reads the signing Secret through the API reader (nil when it does not exist
+// yet): the cache may not have seen a Secret written moments ago, and acting on that stale view
+// would look like a lost secret, try to create it twice or drop a key. A Secret this
+// subscription does not control is a conflict.
+func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubscription) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, r.signingSecretKey(sub), sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
+	}
+	if !metav1.IsControlledBy(sec, sub) {
+		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
+	}
+	return sec, nil
+}
+
 // heldSecrets returns the ids of the registrations whose secret the signing Secret holds, and
 // the id whose secret is current there ("" when none is, or the Secret is inconsistent).
 func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscription) (map[string]bool, string, error) {
-	var sec corev1.Secret
+	sec, err := r.signingSecret(ctx, sub)
+	if err != nil || sec == nil {
+		return map[string]bool{}, "", err
+	}
 	held := map[string]bool{}
-	if err := r.APIReader.Get(ctx, r.signingSecretKey(sub), &sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			return held, "", nil
-		}
-		return nil, "", fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
-	}
-	if !metav1.IsControlledBy(&sec, sub) {
-		return nil, "", stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
-	}
 	for k, v := range sec.Data {
 		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
 			held[id] = true
@@ -50,21 +62,16 @@ func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscri
 	return held, current, nil
 }
 
-// mutateSigningSecret creates or updates the signing Secret with fn applied to its data. It
-// reads through the API reader: the cache may not have seen a Secret written moments ago, and
-// acting on that stale view would try to create it twice or drop a key.
+// mutateSigningSecret creates or updates the signing Secret with fn applied to its data.
 func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.WebhookSubscription, fn func(sec *corev1.Secret)) error {
-	key := r.signingSecretKey(sub)
-	sec := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, key, sec)
-	exists := err == nil
-	switch {
-	case apierrors.IsNotFound(err):
+	sec, err := r.signingSecret(ctx, sub)
+	if err != nil {
+		return err
+	}
+	exists := sec != nil
+	if !exists {
+		key := r.signingSecretKey(sub)
 		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	case err != nil:
-		return fmt.Errorf("reading signing Secret %s: %w", key.Name, err)
-	case !metav1.IsControlledBy(sec, sub):
-		return stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription", sec.Namespace, sec.Name)
 	}
 	base := sec.DeepCopy()
 	if sec.Labels == nil {
@@ -87,7 +94,7 @@ func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.Webhoo
 		err = r.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	}
 	if err != nil {
-		return fmt.Errorf("writing signing Secret %s: %w", key.Name, err)
+		return fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
 	}
 	return nil
 }

@@ -258,16 +258,19 @@ func (t *tenant) creates() int {
 	return n
 }
 
-// lists counts list calls (first pages only) for this tenant.
-func (t *tenant) lists() int {
-	n := 0
+// listCalls returns this tenant's list calls (first pages only).
+func (t *tenant) listCalls() []fake.Request {
+	var out []fake.Request
 	for _, r := range t.requests("GET", "/v1/webhook_endpoints") {
 		if r.Path == "/v1/webhook_endpoints" && r.Query.Get("starting_after") == "" {
-			n++
+			out = append(out, r)
 		}
 	}
-	return n
+	return out
 }
+
+// lists counts list calls (first pages only) for this tenant.
+func (t *tenant) lists() int { return len(t.listCalls()) }
 
 func get(g Gomega, s *hookv1.WebhookSubscription) *hookv1.WebhookSubscription {
 	out := &hookv1.WebhookSubscription{}

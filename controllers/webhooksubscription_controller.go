@@ -147,7 +147,6 @@ type session struct {
 	sub     *hookv1.WebhookSubscription
 	ops     ops
 	desired providers.Desired
-	held    map[string]bool
 	// current is the registration whose secret the Secret holds as current.
 	current string
 }
@@ -177,7 +176,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, fromProvider("listing registrations", err)
 	}
-	s := &session{r: r, sub: sub, ops: o, held: held, current: current, desired: providers.Desired{
+	s := &session{r: r, sub: sub, ops: o, current: current, desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,
@@ -282,7 +281,6 @@ func (s *session) create(ctx context.Context, d providers.Desired, key string) (
 	if err := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); err != nil {
 		return reg, err
 	}
-	s.held[reg.ID] = true
 	return reg, nil
 }
 
@@ -301,7 +299,6 @@ func (s *session) recoverSecret(ctx context.Context, keep providers.Registration
 			if err := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); err != nil {
 				return keep, err
 			}
-			s.held[reg.ID] = true
 			if reg.ID == keep.ID {
 				s.ops.Remember(keep) // the replayed body is the original; keep the current view
 				s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRecovered, "RecoverSecret", "recovered the signing secret of %s by replaying its create", keep.ID)

@@ -579,12 +579,10 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 
 		report := func(t *tenant, n int) float64 {
 			var at []string
-			for _, r := range t.requests("GET", "/v1/webhook_endpoints") {
-				if r.Path == "/v1/webhook_endpoints" && r.Query.Get("starting_after") == "" {
-					at = append(at, r.Time.Format("05.000"))
-				}
+			for _, r := range t.listCalls() {
+				at = append(at, r.Time.Format("05.000"))
 			}
-			lists, pages := t.lists(), len(t.requests("GET", "/v1/webhook_endpoints"))
+			lists, pages := len(at), len(t.requests("GET", "/v1/webhook_endpoints"))
 			perWave := float64(lists) / waves
 			fmt.Printf("\nREPORT m: %2d subscription(s) on one account, %d waves of %s: %d list calls (%.2f per wave, %d page(s) each) at s.ms %v\n",
 				n, waves, interval, lists, perWave, pages/max(lists, 1), at)
