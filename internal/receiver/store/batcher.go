@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,7 @@ type BatcherOptions struct {
 	// MaxBatch bounds the claims in one transaction (default 256).
 	MaxBatch int
 	// Committers is the number of transactions in flight at once. Default: the store's
-	// Writers() when it has that method (1 for SQLite, 4 for PostgreSQL), else 1.
+	// Writers() when it has that method (1 for SQLite, 2 for PostgreSQL), else 1.
 	Committers int
 	// CommitTimeout bounds one ClaimBatch (default 10s). Commits do not use the callers'
 	// contexts: one caller giving up must not fail the others' claims.
@@ -40,9 +41,7 @@ type Batcher struct {
 	mu      sync.RWMutex
 	closed  bool
 	senders sync.WaitGroup // Claim calls between the closed check and their enqueue
-	stop    chan struct{}
 	running sync.WaitGroup // committers
-	once    sync.Once
 }
 
 type claim struct {
@@ -75,7 +74,6 @@ func NewBatcher(s Store, opts BatcherOptions) *Batcher {
 		opts:      opts,
 		queue:     make(chan *claim, opts.MaxBatch*opts.Committers),
 		committed: make(chan struct{}, 1),
-		stop:      make(chan struct{}),
 	}
 	b.running.Add(opts.Committers)
 	for range opts.Committers {
@@ -125,35 +123,25 @@ func (b *Batcher) Commits() int64 { return b.commits.Load() }
 // Close stops accepting claims, commits the ones already queued and returns when the
 // committers have exited.
 func (b *Batcher) Close() {
-	b.once.Do(func() {
-		b.mu.Lock()
-		b.closed = true
-		b.mu.Unlock()
+	b.mu.Lock()
+	first := !b.closed
+	b.closed = true
+	b.mu.Unlock()
+	if first {
 		// After this no claim can enter the queue; the committers are still draining it, so
-		// blocked senders get through.
+		// blocked senders get through. Then the committers empty the closed queue and exit.
 		b.senders.Wait()
-		close(b.stop)
-	})
+		close(b.queue)
+	}
 	b.running.Wait()
 }
 
 func (b *Batcher) run() {
 	defer b.running.Done()
 	batch := make([]*claim, 0, b.opts.MaxBatch)
-	for {
-		select {
-		case c := <-b.queue:
-			batch = b.drain(append(batch[:0], c))
-			b.commit(batch)
-		case <-b.stop:
-			for {
-				batch = b.drain(batch[:0])
-				if len(batch) == 0 {
-					return
-				}
-				b.commit(batch)
-			}
-		}
+	for c := range b.queue {
+		batch = b.drain(append(batch[:0], c))
+		b.commit(batch)
 	}
 }
 
@@ -161,7 +149,10 @@ func (b *Batcher) run() {
 func (b *Batcher) drain(batch []*claim) []*claim {
 	for len(batch) < b.opts.MaxBatch {
 		select {
-		case c := <-b.queue:
+		case c, ok := <-b.queue:
+			if !ok {
+				return batch
+			}
 			batch = append(batch, c)
 		default:
 			return batch
@@ -198,11 +189,7 @@ func (b *Batcher) commit(batch []*claim) {
 		}
 		return
 	}
-	fresh := false
-	for _, d := range dup {
-		fresh = fresh || !d
-	}
-	if fresh {
+	if slices.Contains(dup, false) {
 		// Before answering, so that a caller who saw its claim accepted also finds the signal.
 		select {
 		case b.committed <- struct{}{}:

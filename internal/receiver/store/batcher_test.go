@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,27 +59,9 @@ func TestBatcherSameEventAcceptedOnce(t *testing.T) {
 		const claims = 200
 		b := NewBatcher(e.s, BatcherOptions{})
 		defer b.Close()
-		var accepted, duplicates atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range claims {
-			wg.Go(func() {
-				<-start
-				dup, err := b.Claim(testCtx(t), event("ns/a", "evt_same", t0))
-				switch {
-				case err != nil:
-					t.Errorf("Claim: %v", err)
-				case dup:
-					duplicates.Add(1)
-				default:
-					accepted.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if accepted.Load() != 1 || duplicates.Load() != claims-1 {
-			t.Errorf("accepted %d, duplicates %d; want 1 and %d", accepted.Load(), duplicates.Load(), claims-1)
+		// Every claim that did not fail and was not accepted was answered duplicate.
+		if got := claimAtOnce(t, []*Batcher{b}, slices.Repeat([]string{"evt_same"}, claims)); got["evt_same"] != 1 {
+			t.Errorf("accepted %d of %d concurrent claims of one event, want 1 (the others duplicates)", got["evt_same"], claims)
 		}
 		if got := mustDepth(t, e.s); got != 1 {
 			t.Errorf("Depth = %d, want 1 job", got)
@@ -96,30 +79,13 @@ func TestBatcherConcurrentClaims(t *testing.T) {
 		const distinct, repeated = 200, 100
 		b := NewBatcher(e.s, BatcherOptions{})
 		defer b.Close()
-		var mu sync.Mutex
-		accepted := map[string]int{}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
+		var ids []string
 		for i := range distinct + repeated {
-			id := fmt.Sprintf("evt_%d", i%distinct)
-			wg.Go(func() {
-				<-start
-				dup, err := b.Claim(testCtx(t), event("ns/a", id, t0))
-				if err != nil {
-					t.Errorf("Claim %s: %v", id, err)
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if !dup {
-					accepted[id]++
-				}
-			})
+			ids = append(ids, fmt.Sprintf("evt_%d", i%distinct))
 		}
-		close(start)
-		wg.Wait()
-		for i := range distinct {
-			if id := fmt.Sprintf("evt_%d", i); accepted[id] != 1 {
+		accepted := claimAtOnce(t, []*Batcher{b}, ids)
+		for _, id := range ids[:distinct] {
+			if accepted[id] != 1 {
 				t.Errorf("%s accepted %d times, want once", id, accepted[id])
 			}
 		}
@@ -130,15 +96,9 @@ func TestBatcherConcurrentClaims(t *testing.T) {
 		t.Logf("%s: %d concurrent claims in %d commits (%d committers)", e.kind, distinct+repeated, commits, b.opts.Committers)
 
 		// Claimed again, every one is a duplicate, each waiter told so.
-		for i := range distinct {
-			wg.Go(func() {
-				dup, err := b.Claim(testCtx(t), event("ns/a", fmt.Sprintf("evt_%d", i), t0))
-				if err != nil || !dup {
-					t.Errorf("second claim of evt_%d = %t, %v; want duplicate", i, dup, err)
-				}
-			})
+		if again := claimAtOnce(t, []*Batcher{b}, ids[:distinct]); len(again) != 0 {
+			t.Errorf("second claims accepted %v, want every one a duplicate", again)
 		}
-		wg.Wait()
 		if got := mustDepth(t, e.s); got != distinct {
 			t.Errorf("Depth = %d, want %d", got, distinct)
 		}

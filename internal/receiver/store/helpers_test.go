@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 )
@@ -15,29 +16,11 @@ import (
 // t0 is the tests' "now"; every timestamp is derived from it.
 var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 
-// testClock is the store's injected clock (updated_at of Retry and Dead).
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // env is one test's database: a store on it and a way to open more stores on it.
 type env struct {
 	kind  string // "sqlite" or "postgres"
 	dsn   string
-	clock *testClock
+	clock *clocktesting.FakePassiveClock // the stores' clock (updated_at of Retry and Dead)
 	s     *SQL
 }
 
@@ -59,7 +42,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
-			e := &env{kind: kind, clock: &testClock{now: t0}}
+			e := &env{kind: kind, clock: clocktesting.NewFakePassiveClock(t0)}
 			if kind == "sqlite" {
 				e.dsn = "sqlite://" + storetest.SQLitePath(t)
 			} else {
@@ -136,6 +119,36 @@ func mustDepth(t *testing.T, s Store) int {
 		t.Fatalf("Depth: %v", err)
 	}
 	return n
+}
+
+// claimAtOnce claims the event ("ns/a", id) for each of ids through each of batchers, all claims
+// released together, and counts per id the claims that were accepted (not duplicates).
+func claimAtOnce(t *testing.T, batchers []*Batcher, ids []string) map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	accepted := map[string]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, b := range batchers {
+		for _, id := range ids {
+			wg.Go(func() {
+				<-start
+				dup, err := b.Claim(testCtx(t), event("ns/a", id, t0))
+				if err != nil {
+					t.Errorf("Claim %s: %v", id, err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !dup {
+					accepted[id]++
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	return accepted
 }
 
 // eventually polls cond until it holds or 10 s have passed.

@@ -29,12 +29,8 @@ func (d dialect) String() string {
 	return "sqlite"
 }
 
-// Bound parameters per statement: SQLite's SQLITE_MAX_VARIABLE_NUMBER and PostgreSQL's
-// protocol limit (a 16-bit parameter count).
-const (
-	sqliteMaxParams   = 32766
-	postgresMaxParams = 65535
-)
+// sqliteMaxParams is SQLite's SQLITE_MAX_VARIABLE_NUMBER: bound parameters per statement.
+const sqliteMaxParams = 32766
 
 // migrationLock is the pg_advisory_xact_lock key that serialises schema migrations of
 // receivers starting together ("hookwrdn" in ASCII).
@@ -149,11 +145,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error)
 }
 
 func newSQL(db *sql.DB, d dialect, o options) *SQL {
-	s := &SQL{db: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
-	if d == dialectPostgres {
-		s.maxParams = postgresMaxParams
-	}
-	return s
+	return &SQL{db: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
 }
 
 // migrate creates the schema if it is missing. Every statement is idempotent.
@@ -239,14 +231,11 @@ func checkNoLegacySchema(ctx context.Context, tx *sql.Tx, d dialect) error {
 // Redact drops the password from a URL-shaped DSN so it can appear in logs and errors.
 func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		if err != nil {
-			return "<unparsable DSN>"
-		}
+	if err != nil {
+		return "<unparsable DSN>"
+	}
+	if _, ok := u.User.Password(); !ok {
 		return dsn
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
+	return u.Redacted()
 }

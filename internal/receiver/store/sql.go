@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,21 +16,18 @@ import (
 var ErrNotDead = errors.New("job is not dead-lettered")
 
 // SQL is the Store on SQLite or PostgreSQL. Times are stored as unix microseconds so that both
-// databases compare and round them the same way.
+// databases compare and round them the same way. Queries use PostgreSQL's $N placeholders, which
+// the SQLite driver binds by number too.
 type SQL struct {
-	db        *sql.DB
-	dialect   dialect
-	now       func() time.Time
+	db      *sql.DB
+	dialect dialect
+	now     func() time.Time
+	// maxParams bounds the parameters of one SQLite claim statement.
 	maxParams int
 
 	// claimStmts caches the SQLite claim statement by row count (see claimStmt).
 	claimMu    sync.Mutex
 	claimStmts map[int]*sql.Stmt
-
-	// beforeCommit, when set (tests only), runs inside ClaimBatch after the insert and before
-	// the commit, to inject a failure half-way through the transaction. It sends PostgreSQL
-	// through the explicit transaction too.
-	beforeCommit func(ctx context.Context, tx *sql.Tx) error
 }
 
 var _ Store = (*SQL)(nil)
@@ -68,72 +64,56 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	if len(events) == 0 {
 		return dup, nil
 	}
-	now := s.now()
-	// First occurrence wins within the batch; later ones are duplicates without asking the
-	// database. Inserting in key order makes concurrent PostgreSQL transactions take the
-	// unique-index locks in the same order, so two overlapping batches cannot deadlock.
+	// Every event is a duplicate until the database returns its row as inserted. The first
+	// occurrence in the batch is the one offered to the database; later ones stay duplicates.
 	first := make(map[eventKey]int, len(events))
 	uniq := make([]int, 0, len(events))
 	for i, e := range events {
 		if e.Subscription == "" || e.EventID == "" {
 			return nil, fmt.Errorf("store: claim: event %d has an empty subscription or event id", i)
 		}
+		dup[i] = true
 		k := eventKey{e.Subscription, e.EventID}
-		if _, ok := first[k]; ok {
-			dup[i] = true
-			continue
+		if _, ok := first[k]; !ok {
+			first[k] = i
+			uniq = append(uniq, i)
 		}
-		first[k] = i
-		uniq = append(uniq, i)
 	}
-	slices.SortFunc(uniq, func(a, b int) int {
-		return cmp.Or(cmp.Compare(events[a].Subscription, events[b].Subscription),
-			cmp.Compare(events[a].EventID, events[b].EventID))
-	})
-
-	var fresh map[eventKey]bool
-	var err error
-	if s.dialect == dialectPostgres && s.beforeCommit == nil {
-		fresh, err = s.claimPostgres(ctx, events, uniq, now)
-	} else {
-		fresh, err = s.claimTx(ctx, events, uniq, now)
+	claim := s.claimSQLite
+	if s.dialect == dialectPostgres {
+		claim = s.claimPostgres
 	}
+	err := claim(ctx, events, uniq, s.now(), func(k eventKey) { dup[first[k]] = false })
 	if err != nil {
 		return nil, err
-	}
-	for _, i := range uniq {
-		dup[i] = !fresh[eventKey{events[i].Subscription, events[i].EventID}]
 	}
 	return dup, nil
 }
 
-// claimCols is the number of placeholders per row of claimSQL.
+// claimCols is the number of placeholders in claimRow.
 const claimCols = 10
 
-// claimSQL is the claim insert for n rows, with $N placeholders.
+const claimRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '` + StatePending + `')`
+
+// claimSQL is the SQLite claim insert for n rows. Anonymous ? placeholders: SQLite resolves a
+// $N or ?N through a list searched linearly per parameter, so an insert with thousands of them
+// took seconds instead of milliseconds.
 func claimSQL(n int) string {
-	var q strings.Builder
-	q.WriteString(`INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, run_at, updated_at, state) VALUES `)
-	for i := range n {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		p := i * claimCols
-		writePlaceholders(&q, p, claimCols, `'`+StatePending+`'`)
-	}
-	q.WriteString(` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING subscription, event_id`)
-	return q.String()
+	return `INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, run_at, updated_at, state) VALUES ` +
+		strings.Repeat(claimRow+",", n-1) + claimRow +
+		` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING subscription, event_id`
 }
 
 // maxCachedClaim bounds the row counts whose SQLite statement is kept prepared: the Batcher's
 // batches (256 by default) reuse them; larger ones are prepared per call.
 const maxCachedClaim = 256
 
-// claimStmt returns the prepared SQLite claim statement for n rows, preparing it on first use.
-// It must run outside a transaction: SQLite has one connection, which the transaction holds.
-// Parsing a multi-row INSERT costs more than running it, so each batch size is parsed once.
+// claimStmt returns the prepared SQLite claim statement for n rows, preparing it on first use,
+// or nil for more than maxCachedClaim rows. It must run outside a transaction: SQLite has one
+// connection, which the transaction holds. Parsing a multi-row INSERT costs more than running
+// it, so each batch size is parsed once.
 func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
-	if s.dialect != dialectSQLite || n > maxCachedClaim {
+	if n > maxCachedClaim {
 		return nil, nil
 	}
 	s.claimMu.Lock()
@@ -141,8 +121,7 @@ func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 	if st := s.claimStmts[n]; st != nil {
 		return st, nil
 	}
-	q, _ := s.bind(claimSQL(n))
-	st, err := s.db.PrepareContext(ctx, q)
+	st, err := s.db.PrepareContext(ctx, claimSQL(n))
 	if err != nil {
 		return nil, err
 	}
@@ -153,23 +132,23 @@ func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// claimTx records the batch in an explicit transaction, in chunks that fit the parameter limit.
-func (s *SQL) claimTx(ctx context.Context, events []Event, uniq []int, now time.Time) (map[eventKey]bool, error) {
+// claimSQLite records the batch in one transaction, in chunks that fit the parameter limit, and
+// calls inserted for each newly recorded event.
+func (s *SQL) claimSQLite(ctx context.Context, events []Event, uniq []int, now time.Time, inserted func(eventKey)) error {
 	chunks := slices.Collect(slices.Chunk(uniq, s.maxParams/claimCols))
 	stmts := make([]*sql.Stmt, len(chunks))
 	for c, chunk := range chunks {
 		st, err := s.claimStmt(ctx, len(chunk))
 		if err != nil {
-			return nil, fmt.Errorf("store: claim: prepare: %w", err)
+			return fmt.Errorf("store: claim: prepare: %w", err)
 		}
 		stmts[c] = st
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("store: claim: begin: %w", err)
+		return fmt.Errorf("store: claim: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	fresh := make(map[eventKey]bool, len(uniq))
 	for c, chunk := range chunks {
 		args := make([]any, 0, len(chunk)*claimCols)
 		for _, i := range chunk {
@@ -189,28 +168,23 @@ func (s *SQL) claimTx(ctx context.Context, events []Event, uniq []int, now time.
 		if st := stmts[c]; st != nil {
 			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		} else {
-			rows, err = s.query(ctx, tx, claimSQL(len(chunk)), args...)
+			rows, err = tx.QueryContext(ctx, claimSQL(len(chunk)), args...)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: claim: %w", err)
+			return fmt.Errorf("store: claim: %w", err)
 		}
-		if err := scanClaimed(rows, fresh); err != nil {
-			return nil, fmt.Errorf("store: claim: %w", err)
-		}
-	}
-	if s.beforeCommit != nil {
-		if err := s.beforeCommit(ctx, tx); err != nil {
-			return nil, fmt.Errorf("store: claim: %w", err)
+		if err := scanClaimed(rows, inserted); err != nil {
+			return fmt.Errorf("store: claim: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("store: claim: commit: %w", err)
+		return fmt.Errorf("store: claim: commit: %w", err)
 	}
-	return fresh, nil
+	return nil
 }
 
-// scanClaimed adds the (subscription, event_id) rows to fresh and closes rows.
-func scanClaimed(rows *sql.Rows, fresh map[eventKey]bool) (err error) {
+// scanClaimed calls inserted for each (subscription, event_id) row and closes rows.
+func scanClaimed(rows *sql.Rows, inserted func(eventKey)) (err error) {
 	defer func() {
 		if cerr := rows.Close(); err == nil {
 			err = cerr
@@ -221,7 +195,7 @@ func scanClaimed(rows *sql.Rows, fresh map[eventKey]bool) (err error) {
 		if err := rows.Scan(&k.subscription, &k.eventID); err != nil {
 			return err
 		}
-		fresh[k] = true
+		inserted(k)
 	}
 	return rows.Err()
 }
@@ -239,7 +213,7 @@ ORDER BY subscription, event_id
 ON CONFLICT (subscription, event_id) DO NOTHING
 RETURNING subscription, event_id`
 
-func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now time.Time) (map[eventKey]bool, error) {
+func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now time.Time, inserted func(eventKey)) error {
 	n := len(uniq)
 	subs, ids, uids, types, ctypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads, received, attempts := make([][]byte, n), make([]int64, n), make([]int32, n)
@@ -258,79 +232,12 @@ func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now
 	}
 	rows, err := s.db.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts)
 	if err != nil {
-		return nil, fmt.Errorf("store: claim: %w", err)
+		return fmt.Errorf("store: claim: %w", err)
 	}
-	fresh := make(map[eventKey]bool, n)
-	if err := scanClaimed(rows, fresh); err != nil {
-		return nil, fmt.Errorf("store: claim: %w", err)
+	if err := scanClaimed(rows, inserted); err != nil {
+		return fmt.Errorf("store: claim: %w", err)
 	}
-	return fresh, nil
-}
-
-// bind adapts a query written with PostgreSQL's $N placeholders to the dialect. For SQLite it
-// rewrites each $N to an anonymous ? and lays the arguments out in order of appearance (a
-// repeated $N repeats its argument). SQLite accepts $N and ?N too, but resolves both through a
-// list searched linearly per parameter, so an insert with thousands of parameters took seconds
-// instead of milliseconds.
-func (s *SQL) bind(q string, args ...any) (string, []any) {
-	if s.dialect != dialectSQLite {
-		return q, args
-	}
-	var b strings.Builder
-	b.Grow(len(q))
-	out := make([]any, 0, len(args))
-	for {
-		i := strings.IndexByte(q, '$')
-		if i < 0 {
-			b.WriteString(q)
-			return b.String(), out
-		}
-		j := i + 1
-		n := 0
-		for j < len(q) && q[j] >= '0' && q[j] <= '9' {
-			n = n*10 + int(q[j]-'0')
-			j++
-		}
-		b.WriteString(q[:i])
-		b.WriteByte('?')
-		if n >= 1 && n <= len(args) {
-			out = append(out, args[n-1])
-		}
-		q = q[j:]
-	}
-}
-
-// querier is a *sql.DB or a *sql.Tx.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-func (s *SQL) query(ctx context.Context, db querier, q string, args ...any) (*sql.Rows, error) {
-	q, args = s.bind(q, args...)
-	return db.QueryContext(ctx, q, args...)
-}
-
-func (s *SQL) exec(ctx context.Context, db querier, q string, args ...any) (sql.Result, error) {
-	q, args = s.bind(q, args...)
-	return db.ExecContext(ctx, q, args...)
-}
-
-// writePlaceholders writes "($p+1, ..., $p+n, literals...)".
-func writePlaceholders(b *strings.Builder, p, n int, literals ...string) {
-	b.WriteByte('(')
-	for i := 1; i <= n; i++ {
-		if i > 1 {
-			b.WriteString(", ")
-		}
-		b.WriteByte('$')
-		b.WriteString(strconv.Itoa(p + i))
-	}
-	for _, l := range literals {
-		b.WriteString(", ")
-		b.WriteString(l)
-	}
-	b.WriteByte(')')
+	return nil
 }
 
 // dueJobs selects the jobs Lease may take, oldest first. $1 is now, $3 the limit.
@@ -353,22 +260,29 @@ const dueJobsSQLite = `SELECT id FROM (
 const jobColumns = `id, state, attempts, max_attempts, run_at, lease_until, last_error,
 	subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
 
-// Lease implements Store. On PostgreSQL concurrent leases skip each other's locked rows; the
-// MATERIALIZED CTE makes the locking subselect run once, so LIMIT holds.
+// leaseSQLite and leasePostgres mark the due jobs running: $1 is now, $2 the lease deadline, $3
+// the limit. On PostgreSQL concurrent leases skip each other's locked rows; the MATERIALIZED CTE
+// makes the locking subselect run once, so LIMIT holds.
+const (
+	leaseSQLite = `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+	WHERE id IN (` + dueJobsSQLite + `)
+	RETURNING ` + jobColumns
+	leasePostgres = `WITH due AS MATERIALIZED (` + dueJobs + ` FOR UPDATE SKIP LOCKED)
+	UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+	WHERE id IN (SELECT id FROM due)
+	RETURNING ` + jobColumns
+)
+
+// Lease implements Store.
 func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]Job, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	q := `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
-	WHERE id IN (` + dueJobsSQLite + `)
-	RETURNING ` + jobColumns
+	q := leaseSQLite
 	if s.dialect == dialectPostgres {
-		q = `WITH due AS MATERIALIZED (` + dueJobs + ` FOR UPDATE SKIP LOCKED)
-	UPDATE hw_events SET state = 'running', attempts = hw_events.attempts + 1, lease_until = $2, updated_at = $1
-	FROM due WHERE hw_events.id = due.id
-	RETURNING ` + qualify("hw_events", jobColumns)
+		q = leasePostgres
 	}
-	rows, err := s.query(ctx, s.db, q, now.UnixMicro(), now.Add(lease).UnixMicro(), n)
+	rows, err := s.db.QueryContext(ctx, q, now.UnixMicro(), now.Add(lease).UnixMicro(), n)
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
 	}
@@ -381,15 +295,6 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 		return cmp.Or(a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, nil
-}
-
-// qualify prefixes each of the comma-separated columns with table.
-func qualify(table, columns string) string {
-	cols := strings.Split(columns, ",")
-	for i, c := range cols {
-		cols[i] = table + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
 }
 
 // scanJobs reads rows of jobColumns and closes rows.
@@ -450,7 +355,7 @@ const fenced = ` WHERE id = $1 AND state = 'running' AND attempts = $2 AND lease
 
 func (s *SQL) report(ctx context.Context, op string, j Job, q string, args ...any) error {
 	args = append([]any{j.ID, int64(j.Attempt), j.LeaseUntil.UnixMicro()}, args...)
-	res, err := s.exec(ctx, s.db, q, args...)
+	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("store: %s job %d: %w", op, j.ID, err)
 	}
@@ -469,7 +374,7 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.query(ctx, s.db, `SELECT `+jobColumns+` FROM hw_events
+	rows, err := s.db.QueryContext(ctx, `SELECT `+jobColumns+` FROM hw_events
 	WHERE state = 'dead' ORDER BY updated_at, id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
@@ -483,7 +388,7 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 
 // Replay implements Store. It returns ErrNotDead when the job is not dead-lettered.
 func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
-	res, err := s.exec(ctx, s.db, `UPDATE hw_events SET state = 'pending', attempts = 0, run_at = $2, lease_until = 0, updated_at = $2
+	res, err := s.db.ExecContext(ctx, `UPDATE hw_events SET state = 'pending', attempts = 0, run_at = $2, lease_until = 0, updated_at = $2
 	WHERE id = $1 AND state = 'dead'`, jobID, now.UnixMicro())
 	if err != nil {
 		return fmt.Errorf("store: replay job %d: %w", jobID, err)
@@ -517,7 +422,7 @@ func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	LIMIT $2` + lock + `)`
 	total := 0
 	for {
-		res, err := s.exec(ctx, s.db, q, cutoff.UnixMicro(), sweepBatch)
+		res, err := s.db.ExecContext(ctx, q, cutoff.UnixMicro(), sweepBatch)
 		if err != nil {
 			return total, fmt.Errorf("store: sweep: %w", err)
 		}

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -379,12 +377,12 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustClaim(t, s, event("ns/a", "old-dead-long-ago", old))
-		e.clock.Set(t0.Add(-90 * time.Hour))
+		e.clock.SetTime(t0.Add(-90 * time.Hour))
 		if err := s.Dead(ctx, leaseOne(t, s, old, time.Minute, "old-dead-long-ago"), "400"); err != nil {
 			t.Fatal(err)
 		}
 		mustClaim(t, s, event("ns/a", "old-dead-lately", old))
-		e.clock.Set(t0.Add(-time.Hour))
+		e.clock.SetTime(t0.Add(-time.Hour))
 		if err := s.Dead(ctx, leaseOne(t, s, old, time.Minute, "old-dead-lately"), "400"); err != nil {
 			t.Fatal(err)
 		}
@@ -442,23 +440,31 @@ func TestClaimFailureRecordsNothing(t *testing.T) {
 			t.Errorf("ClaimBatch on a closed store succeeded, want an error")
 		}
 
-		// The database fails after the insert and before the commit.
+		// The database fails on the batch's second row, after the first one was inserted. On
+		// SQLite each row is its own statement of the claim's transaction.
 		broken := e.open(t)
-		broken.beforeCommit = func(ctx context.Context, tx *sql.Tx) error {
-			if e.kind == "sqlite" {
-				return errors.New("injected failure")
+		broken.maxParams = claimCols
+		fail := []string{`CREATE TRIGGER hw_fail BEFORE INSERT ON hw_events WHEN NEW.event_id = 'evt_broken_2'
+			BEGIN SELECT RAISE(ABORT, 'injected failure'); END`}
+		unfail := `DROP TRIGGER hw_fail`
+		if e.kind == "postgres" {
+			fail = []string{
+				`CREATE FUNCTION hw_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$`,
+				`CREATE TRIGGER hw_fail BEFORE INSERT ON hw_events FOR EACH ROW WHEN (NEW.event_id = 'evt_broken_2') EXECUTE FUNCTION hw_fail()`,
 			}
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				return err
+			unfail = `DROP TRIGGER hw_fail ON hw_events`
+		}
+		for _, q := range fail {
+			if _, err := e.s.db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
 			}
-			_, err := e.s.db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid)
-			return err // nil: the next statement runs on the killed connection
 		}
 		if _, err := broken.ClaimBatch(ctx, []Event{event("ns/a", "evt_broken", t0), event("ns/a", "evt_broken_2", t0)}); err == nil {
 			t.Errorf("ClaimBatch with a failing database succeeded, want an error")
 		}
-		broken.beforeCommit = nil
+		if _, err := e.s.db.ExecContext(ctx, unfail); err != nil {
+			t.Fatal(err)
+		}
 
 		if got := mustDepth(t, e.s); got != 0 {
 			t.Errorf("Depth after failed claims = %d, want 0", got)
@@ -525,6 +531,20 @@ func TestOpen(t *testing.T) {
 	}
 }
 
+func TestRedact(t *testing.T) {
+	cases := []struct{ dsn, want, reason string }{
+		{"postgres://hw:s3cret@db:5432/hw?sslmode=disable", "postgres://hw:xxxxx@db:5432/hw?sslmode=disable", "the password never reaches logs or errors"},
+		{"postgres://hw@db/hw", "postgres://hw@db/hw", "nothing to hide"},
+		{"/var/lib/hookwarden/receiver.db", "/var/lib/hookwarden/receiver.db", "a SQLite path is shown as given"},
+		{"postgres://hw:s3cret@db:%zz/hw", "<unparsable DSN>", "an unparsable DSN may hold a password where the parser cannot find it"},
+	}
+	for _, tc := range cases {
+		if got := Redact(tc.dsn); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q: %s", tc.dsn, got, tc.want, tc.reason)
+		}
+	}
+}
+
 func TestPostgresProcessesClaimEachEventOnce(t *testing.T) {
 	dsn := storetest.PostgresDSN(t)
 	const processes, events = 3, 50
@@ -550,60 +570,24 @@ func TestPostgresProcessesClaimEachEventOnce(t *testing.T) {
 		defer s.Close()
 	}
 
-	var mu sync.Mutex
-	accepted := map[string]int{}
+	var batchers []*Batcher
 	for _, s := range stores {
 		b := NewBatcher(s, BatcherOptions{})
 		defer b.Close()
-		for i := range events {
-			wg.Go(func() {
-				id := fmt.Sprintf("evt_%d", i)
-				dup, err := b.Claim(testCtx(t), event("ns/a", id, t0))
-				if err != nil {
-					t.Errorf("Claim %s: %v", id, err)
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if !dup {
-					accepted[id]++
-				}
-			})
-		}
+		batchers = append(batchers, b)
 	}
-	wg.Wait()
+	var ids []string
 	for i := range events {
-		if id := fmt.Sprintf("evt_%d", i); accepted[id] != 1 {
+		ids = append(ids, fmt.Sprintf("evt_%d", i))
+	}
+	accepted := claimAtOnce(t, batchers, ids)
+	for _, id := range ids {
+		if accepted[id] != 1 {
 			t.Errorf("%s accepted %d times across %d processes, want exactly once", id, accepted[id], processes)
 		}
 	}
 	if got := mustDepth(t, stores[0]); got != events {
 		t.Errorf("Depth = %d, want %d (one job per event)", got, events)
-	}
-}
-
-func TestBindForSQLite(t *testing.T) {
-	s := &SQL{dialect: dialectSQLite}
-	cases := []struct {
-		name, q  string
-		args     []any
-		wantQ    string
-		wantArgs []any
-		reason   string
-	}{
-		{name: "in order", q: "a = $1 AND b = $2", args: []any{1, 2}, wantQ: "a = ? AND b = ?", wantArgs: []any{1, 2}, reason: "anonymous parameters keep their order"},
-		{name: "reused", q: "x = $2, y = $1, z = $2", args: []any{"one", "two"}, wantQ: "x = ?, y = ?, z = ?", wantArgs: []any{"two", "one", "two"}, reason: "a repeated $N repeats its argument"},
-		{name: "multi-digit", q: "($10, $1)", args: []any{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, wantQ: "(?, ?)", wantArgs: []any{10, 1}, reason: "$10 is not $1 followed by 0"},
-		{name: "none", q: "SELECT 1", wantQ: "SELECT 1", wantArgs: []any{}, reason: "no placeholders"},
-	}
-	for _, tc := range cases {
-		q, args := s.bind(tc.q, tc.args...)
-		if diff := cmp.Diff(tc.wantQ, q); diff != "" {
-			t.Errorf("%s: %s: query (-want +got):\n%s", tc.name, tc.reason, diff)
-		}
-		if diff := cmp.Diff(tc.wantArgs, args); diff != "" {
-			t.Errorf("%s: %s: args (-want +got):\n%s", tc.name, tc.reason, diff)
-		}
 	}
 }
 
