@@ -170,9 +170,7 @@ type receiverProc struct {
 	logPath string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // exit error of the last run
+	proc *child // the last run
 	runs int
 }
 
@@ -225,65 +223,38 @@ func startReceiver(t testing.TB, name string, c receiverConfig, sub subscription
 
 func (r *receiverProc) URL() string { return "http://" + r.Bind }
 
-// Start runs the receiver process (in its own process group).
+// Start runs the receiver process.
 func (r *receiverProc) Start() {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd != nil {
-		select {
-		case <-r.done:
-		default:
-			r.t.Fatalf("%s: already running", r.name)
-		}
-	}
-	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		r.t.Fatalf("%s: log file: %v", r.name, err)
+	if r.proc != nil && !r.proc.exited() {
+		r.t.Fatalf("%s: already running", r.name)
 	}
 	r.runs++
-	fmt.Fprintf(logf, "=== run %d: %s\n", r.runs, strings.Join(r.args, " "))
 	cmd := exec.Command(receiverBin, r.args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
+	proc, err := startChild(cmd, r.logPath, fmt.Sprintf("=== run %d: %s", r.runs, strings.Join(r.args, " ")))
+	if err != nil {
 		r.t.Fatalf("%s: starting: %v", r.name, err)
 	}
-	done := make(chan struct{})
-	r.cmd, r.done = cmd, done
-	go func() {
-		err := cmd.Wait()
-		_ = logf.Close()
-		r.mu.Lock()
-		r.err = err
-		r.mu.Unlock()
-		close(done)
-	}()
+	r.proc = proc
 }
 
-func (r *receiverProc) running() (*exec.Cmd, chan struct{}) {
+func (r *receiverProc) running() *child {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cmd, r.done
+	return r.proc
 }
 
 // Kill sends SIGKILL to the receiver's process group and waits for it to exit.
 func (r *receiverProc) Kill() {
-	cmd, done := r.running()
-	if cmd == nil {
+	p := r.running()
+	if p == nil || p.exited() {
 		return
 	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
+	p.killGroup()
+	if !p.wait(10 * time.Second) {
 		r.t.Errorf("%s: still running 10s after SIGKILL", r.name)
 	}
 }
@@ -291,11 +262,11 @@ func (r *receiverProc) Kill() {
 // Signal sends sig to the receiver process.
 func (r *receiverProc) Signal(sig syscall.Signal) {
 	r.t.Helper()
-	cmd, _ := r.running()
-	if cmd == nil {
+	p := r.running()
+	if p == nil {
 		r.t.Fatalf("%s: not started", r.name)
 	}
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := p.cmd.Process.Signal(sig); err != nil {
 		r.t.Fatalf("%s: signal %v: %v", r.name, sig, err)
 	}
 }
@@ -303,26 +274,14 @@ func (r *receiverProc) Signal(sig syscall.Signal) {
 // Wait waits up to timeout for the process to exit and returns its exit error.
 func (r *receiverProc) Wait(timeout time.Duration) error {
 	r.t.Helper()
-	_, done := r.running()
-	select {
-	case <-done:
-	case <-time.After(timeout):
+	p := r.running()
+	if !p.wait(timeout) {
 		r.t.Fatalf("%s: did not exit within %s", r.name, timeout)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.err
+	return p.err
 }
 
-func (r *receiverProc) exited() bool {
-	_, done := r.running()
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
+func (r *receiverProc) exited() bool { return r.running().exited() }
 
 // WaitReady waits for /readyz.
 func (r *receiverProc) WaitReady() {
@@ -330,7 +289,7 @@ func (r *receiverProc) WaitReady() {
 	c := &http.Client{Timeout: time.Second}
 	eventually(r.t, 30*time.Second, r.name+" /readyz", func() (bool, string) {
 		if r.exited() {
-			r.t.Fatalf("%s exited while starting: %v", r.name, r.err)
+			r.t.Fatalf("%s exited while starting: %v", r.name, r.running().err)
 		}
 		resp, err := c.Get("http://" + r.Probe + "/readyz")
 		if err != nil {
@@ -349,7 +308,7 @@ func (r *receiverProc) WaitRoute(sub subscription, secret string) {
 	cl := newClient(r.URL())
 	eventually(r.t, 30*time.Second, r.name+" routing "+sub.path(), func() (bool, string) {
 		if r.exited() {
-			r.t.Fatalf("%s exited while starting: %v", r.name, r.err)
+			r.t.Fatalf("%s exited while starting: %v", r.name, r.running().err)
 		}
 		status, err := cl.Post(sub, stripeEvent(probePrefix+randHex(6)), secret)
 		if err != nil {
@@ -731,8 +690,7 @@ type privatePostgres struct {
 	cred      *syscall.Credential // the postgres user's, when the test runs as root
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *child // the postmaster
 }
 
 func (p *privatePostgres) DSN() string {
@@ -817,29 +775,18 @@ func versionOf(binDir string) int {
 
 // Start starts the server and waits until it accepts connections (crash recovery included).
 func (p *privatePostgres) Start() error {
-	logf, err := os.OpenFile(filepath.Join(p.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	// fsync=off: the test crashes the server process, not the machine, so what was written
 	// survives in the page cache either way.
 	cmd := exec.Command(filepath.Join(p.bin, "postgres"), "-D", p.data, "-p", strconv.Itoa(p.port),
 		"-c", "listen_addresses=127.0.0.1", "-k", p.dir, "-c", "fsync=off")
 	cmd.Dir = p.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	proc, err := startChild(cmd, filepath.Join(p.dir, "server.log"), "")
+	if err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logf.Close()
-		close(done)
-	}()
 	p.mu.Lock()
-	p.cmd, p.done = cmd, done
+	p.proc = proc
 	p.mu.Unlock()
 
 	db, err := sql.Open("pgx", p.DSN())
@@ -855,10 +802,8 @@ func (p *privatePostgres) Start() error {
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-done:
+		if proc.exited() {
 			return fmt.Errorf("postgres exited while starting (see %s/server.log): %v", p.dir, err)
-		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres did not accept connections within 60s: %v", err)
@@ -870,41 +815,94 @@ func (p *privatePostgres) Start() error {
 // StopImmediate stops the server the way `pg_ctl stop -m immediate` does (SIGQUIT to the
 // postmaster: no checkpoint, crash recovery at the next start) and waits for it to exit.
 func (p *privatePostgres) StopImmediate() error {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+	proc := p.running()
+	if err := proc.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
 		return fmt.Errorf("stopping postgres: %w", err)
 	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(30 * time.Second):
+	if !proc.wait(30 * time.Second) {
 		return errors.New("postgres did not exit within 30s of SIGQUIT")
 	}
+	return nil
 }
 
 // kill ends the server and its backends, if running.
 func (p *privatePostgres) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
+	proc := p.running()
+	if proc == nil || proc.exited() {
 		return
 	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+	_ = proc.cmd.Process.Signal(syscall.SIGQUIT)
+	if !proc.wait(10 * time.Second) {
+		proc.killGroup()
+		<-proc.done
 	}
 }
+
+func (p *privatePostgres) running() *child {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.proc
+}
+
+// --- child processes -------------------------------------------------------------------------
+
+// child is a started process. done is closed once it has exited, and err (its exit error) is
+// set before that.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startChild starts cmd in its own process group, killed if the test process dies, with its
+// output appended to logPath after header (unless empty).
+func startChild(cmd *exec.Cmd, logPath, header string) (*child, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if header != "" {
+		fmt.Fprintln(logf, header)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		_ = logf.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait tells whether the process exits within timeout.
+func (c *child) wait(timeout time.Duration) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// killGroup sends SIGKILL to the process's group.
+func (c *child) killGroup() { _ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
 
 // --- raw HTTP for in-flight requests -------------------------------------------------------------
 

@@ -67,21 +67,21 @@ func serve(args []string) error {
 	return run(ctrl.SetupSignalHandler(), o)
 }
 
-func openStore(fs *flag.FlagSet, args []string) (*store.SQL, *flag.FlagSet, error) {
+// openStore adds --store to fs, parses args and opens the store.
+func openStore(fs *flag.FlagSet, args []string) (*store.SQL, error) {
 	dsn := fs.String("store", defaultStore, "store DSN: sqlite:///path/file.db or postgres://...")
 	if err := fs.Parse(args); err != nil {
-		return nil, fs, err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, *dsn)
-	return s, fs, err
+	return store.Open(ctx, *dsn)
 }
 
 func deadLetters(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("dead-letters", flag.ContinueOnError)
 	limit := fs.Int("limit", 100, "most dead letters to list")
-	s, _, err := openStore(fs, args)
+	s, err := openStore(fs, args)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func deadLetters(args []string, out io.Writer) error {
 
 func replay(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	s, fs, err := openStore(fs, args)
+	s, err := openStore(fs, args)
 	if err != nil {
 		return err
 	}

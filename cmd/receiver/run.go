@@ -51,9 +51,9 @@ func defaultOptions() options {
 	return options{
 		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: defaultStore,
 		maxBody: 5 << 20, claimTimeout: 10 * time.Second, workers: deliver.DefaultWorkers,
-		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: 10 * time.Second,
-		retryBase: time.Second, retryMax: time.Hour, retention: receiver.DefaultDedupeWindow,
-		sweepInterval: 10 * time.Minute, shutdownGrace: 15 * time.Second,
+		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: deliver.DefaultTimeout,
+		retryBase: deliver.DefaultBackoffBase, retryMax: deliver.DefaultBackoffMax, retention: receiver.DefaultDedupeWindow,
+		sweepInterval: 10 * time.Minute, shutdownGrace: deliver.DefaultGrace,
 	}
 }
 
@@ -218,7 +218,7 @@ func run(ctx context.Context, o options) error {
 // sinkResolver gives the delivery pool each subscription's current sink.
 func sinkResolver(routes *receiver.Routes) func(string) (deliver.Sink, bool) {
 	return func(key string) (deliver.Sink, bool) {
-		ns, name, ok := splitKey(key)
+		ns, name, ok := strings.Cut(key, "/")
 		if !ok {
 			return deliver.Sink{}, false
 		}
@@ -228,10 +228,6 @@ func sinkResolver(routes *receiver.Routes) func(string) (deliver.Sink, bool) {
 		}
 		return deliver.Sink{URL: r.Sink, MaxAttempts: r.MaxAttempts}, true
 	}
-}
-
-func splitKey(key string) (string, string, bool) {
-	return strings.Cut(key, "/")
 }
 
 // httpServer runs srv until ctx ends, then shuts it down gracefully: requests in flight finish

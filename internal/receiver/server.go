@@ -94,8 +94,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		case errors.Is(err, providers.ErrNoEventID):
 			result = resultNoEventID
 		}
-		if l := log(); l.V(1).Enabled() {
-			l.V(1).Info("delivery refused", "reason", err.Error())
+		if h.Log.V(1).Enabled() {
+			log().V(1).Info("delivery refused", "reason", err.Error())
 		}
 		return result, http.StatusUnauthorized
 	}

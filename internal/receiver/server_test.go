@@ -60,15 +60,21 @@ func event(id string) []byte {
 // post sends body to path with a Stripe-Signature made with secret at time ts.
 func (h *harness) post(t *testing.T, path string, body []byte, secret string, ts time.Time) int {
 	t.Helper()
+	return h.send(t, path, body, stripe.SignHeader(secret, ts, body)).StatusCode
+}
+
+// send posts body to path with the given Stripe-Signature header.
+func (h *harness) send(t *testing.T, path string, body []byte, signature string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Stripe-Signature", stripe.SignHeader(secret, ts, body))
+	req.Header.Set("Stripe-Signature", signature)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp
 }
 
 func (h *harness) depth(t *testing.T) int {
@@ -103,26 +109,12 @@ func TestRefusedDeliveriesStoreNothing(t *testing.T) {
 		want   int
 	}{
 		{"bad signature", func() int {
-			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(body))
-			req.Header.Set("Stripe-Signature", fmt.Sprintf("t=%d,v1=%s", h.now.Unix(), strings.Repeat("ab", 32)))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode
+			return h.send(t, "/hooks/shop/orders", body, fmt.Sprintf("t=%d,v1=%s", h.now.Unix(), strings.Repeat("ab", 32))).StatusCode
 		}, 401},
 		{"expired timestamp (301 s old)", func() int { return h.post(t, "/hooks/shop/orders", body, oldSecret, h.now.Add(-301*time.Second)) }, 401},
 		{"future timestamp (10 min ahead)", func() int { return h.post(t, "/hooks/shop/orders", body, oldSecret, h.now.Add(10*time.Minute)) }, 401},
 		{"tampered body", func() int {
-			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(tampered))
-			req.Header.Set("Stripe-Signature", stripe.SignHeader(oldSecret, h.now, body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode
+			return h.send(t, "/hooks/shop/orders", tampered, stripe.SignHeader(oldSecret, h.now, body)).StatusCode
 		}, 401},
 		{"wrong secret", func() int { return h.post(t, "/hooks/shop/orders", body, "whsec_someone_else", h.now) }, 401},
 		{"unknown route", func() int { return h.post(t, "/hooks/shop/nope", body, oldSecret, h.now) }, 404},
@@ -171,13 +163,8 @@ func TestStoreFailureIsNotAcknowledged(t *testing.T) {
 	if err := h.st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(event("evt_down")))
-	req.Header.Set("Stripe-Signature", stripe.SignHeader(oldSecret, h.now, event("evt_down")))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	body := event("evt_down")
+	resp := h.send(t, "/hooks/shop/orders", body, stripe.SignHeader(oldSecret, h.now, body))
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d with the store down, want 503", resp.StatusCode)
 	}

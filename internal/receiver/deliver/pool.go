@@ -45,7 +45,7 @@ type Options struct {
 	// PollInterval is how often the queue is checked for due jobs (default 100 ms).
 	PollInterval time.Duration
 	// Wake, when set, makes the pool check the queue at once; the receiver signals it after
-	// committing new claims. Pool.Wake does the same.
+	// committing new claims.
 	Wake <-chan struct{}
 	// Grace is how long Run waits for in-flight deliveries when its context ends (default 15 s);
 	// after it they are cancelled and rescheduled.
@@ -64,7 +64,6 @@ type Pool struct {
 	resolve func(subscription string) (Sink, bool)
 	opts    Options
 	log     logr.Logger
-	wake    chan struct{}
 }
 
 // New returns a Pool. resolve looks up the current sink of a subscription ("namespace/name");
@@ -91,15 +90,6 @@ func New(st store.Store, sender *Sender, resolve func(subscription string) (Sink
 		resolve: resolve,
 		opts:    opts,
 		log:     opts.Logger,
-		wake:    make(chan struct{}, 1),
-	}
-}
-
-// Wake makes the pool check the queue now instead of at the next poll. It never blocks.
-func (p *Pool) Wake() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
 	}
 }
 
@@ -150,8 +140,6 @@ func (p *Pool) Run(ctx context.Context) error {
 			return nil
 		case <-done:
 			inflight--
-		case <-p.wake:
-			want = true
 		case <-p.opts.Wake:
 			want = true
 		case <-ticker.C:

@@ -18,27 +18,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
 )
-
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -126,7 +109,8 @@ func (b *logBuffer) contains(s string) bool {
 // harness runs a Pool against a memStore and a fake sink.
 type harness struct {
 	st     *memStore
-	clk    *clock
+	clk    *clocktesting.FakeClock
+	wake   chan struct{} // Options.Wake, unless the test brings its own
 	sink   *fakeSink
 	reg    *prometheus.Registry
 	logs   *logBuffer
@@ -144,7 +128,8 @@ func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
 	t.Helper()
 	h := &harness{
 		st:   newMemStore(),
-		clk:  &clock{t: t0},
+		clk:  clocktesting.NewFakeClock(t0),
+		wake: make(chan struct{}, 1),
 		sink: newFakeSink(t, script...),
 		reg:  prometheus.NewRegistry(),
 		logs: &logBuffer{},
@@ -164,6 +149,9 @@ func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
 	o.Now, o.Metrics, o.Logger = h.clk.Now, m, h.logs.logger()
 	if o.PollInterval == 0 {
 		o.PollInterval = time.Millisecond
+	}
+	if o.Wake == nil {
+		o.Wake = h.wake
 	}
 	if o.Backoff.Rand == nil {
 		// Retries are due at once unless the sink asks for more, so tests need no clock moves.
@@ -197,6 +185,14 @@ func (h *harness) stop(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// wakePool makes the pool check the queue now, as the receiver does after a commit.
+func (h *harness) wakePool() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -290,15 +286,15 @@ func TestPoolHonoursRetryAfter(t *testing.T) {
 	}
 
 	// Just before Retry-After the pool looks at the queue but leaves the sink alone.
-	h.clk.Advance(119 * time.Second)
-	h.pool.Wake()
+	h.clk.Step(119 * time.Second)
+	h.wakePool()
 	eventually(t, "the pool leases at +119s", func() bool { return h.st.leasedAtOrAfter(t0.Add(119 * time.Second)) })
 	if n := len(h.sink.received()); n != 1 {
 		t.Fatalf("sink received %d requests before Retry-After passed, want 1", n)
 	}
 
-	h.clk.Advance(time.Second)
-	h.pool.Wake()
+	h.clk.Step(time.Second)
+	h.wakePool()
 	got = h.waitState(t, id, store.StateCompleted)
 	h.stop(t)
 	if got.Attempt != 2 || len(h.sink.received()) != 2 {
@@ -421,15 +417,15 @@ func TestPoolRedeliversAfterCrashedWorker(t *testing.T) {
 	}
 	h.start(t)
 
-	h.clk.Advance(29 * time.Second)
-	h.pool.Wake()
+	h.clk.Step(29 * time.Second)
+	h.wakePool()
 	eventually(t, "the pool leases within the dead worker's lease", func() bool { return h.st.leasedAtOrAfter(t0.Add(29 * time.Second)) })
 	if n := len(h.sink.received()); n != 0 {
 		t.Fatalf("sink received %d requests while the lease held, want 0", n)
 	}
 
-	h.clk.Advance(2 * time.Second)
-	h.pool.Wake()
+	h.clk.Step(2 * time.Second)
+	h.wakePool()
 	got := h.waitState(t, id, store.StateCompleted)
 
 	// The dead worker's late report is fenced off.
@@ -452,7 +448,7 @@ func TestPoolIgnoresLostLease(t *testing.T) {
 	eventually(t, "the sink holds the first delivery", func() bool { return len(h.sink.received()) == 1 })
 
 	// The slow delivery outlives its lease and another worker takes the job.
-	h.clk.Advance(31 * time.Second)
+	h.clk.Step(31 * time.Second)
 	thief, err := h.st.Lease(context.Background(), 1, h.clk.Now(), 30*time.Second)
 	if err != nil || len(thief) != 1 {
 		t.Fatalf("Lease() = %v, %v", thief, err)
@@ -470,7 +466,7 @@ func TestPoolIgnoresLostLease(t *testing.T) {
 	next := testEvent()
 	next.EventID = "evt_2"
 	id2 := h.claim(t, next)
-	h.pool.Wake()
+	h.wakePool()
 	h.waitState(t, id2, store.StateCompleted)
 }
 
