@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -15,9 +14,6 @@ import (
 // clockTick is USER_HZ, the unit of /proc's CPU times (100 on every Linux architecture Go
 // supports).
 const clockTick = 100
-
-// pgDatabase is the scratch database whose backends count as this run's PostgreSQL CPU.
-var pgDatabase atomic.Pointer[string]
 
 // cpuSample is the machine's CPU time (/proc/stat), this process's (getrusage) and the
 // PostgreSQL server processes' (/proc/<pid>/stat of every process named postgres).
@@ -38,13 +34,15 @@ type cpuUsage struct {
 	ok     bool
 }
 
-func readCPU() cpuSample {
+// readCPU samples the CPU times; the backends connected to pgDatabase (the run's scratch
+// database, "" before it exists) count as this run's PostgreSQL.
+func readCPU(pgDatabase string) cpuSample {
 	s := cpuSample{at: time.Now()}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	s.pg = postgresCPU()
+	s.pg = postgresCPU(pgDatabase)
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return s
@@ -78,11 +76,7 @@ func readCPU() cpuSample {
 // backends connected to the scratch database and the server's auxiliary processes (WAL writer,
 // checkpointer, ...). Backends of other databases (other users of a shared server) are left to
 // "other". Ended backends are not counted.
-func postgresCPU() time.Duration {
-	db := ""
-	if p := pgDatabase.Load(); p != nil {
-		db = *p
-	}
+func postgresCPU(db string) time.Duration {
 	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var ticks int64
 	for _, p := range dirs {

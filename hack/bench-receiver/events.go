@@ -221,10 +221,7 @@ func (p *pool) take(buf *buffers) item {
 		i %= int64(p.n)
 	default:
 		p.inline.Add(1)
-		seq := p.gen.seq.Add(1)
-		buf.body = p.gen.body(buf.body[:0], seq)
-		buf.sig = p.gen.appendSig(buf.sig[:0], buf.body, time.Now())
-		return p.gen.build(buf, seq, buf.sig)
+		return p.gen.resign(buf, p.gen.seq.Add(1))
 	}
 	slot := p.arena[i*sigStride:]
 	return p.gen.build(buf, p.first+i, slot[1:1+int(slot[0])])

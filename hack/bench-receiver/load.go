@@ -135,6 +135,9 @@ type phaseSpec struct {
 	strict  bool
 	depth   func(context.Context) (int, error)
 	commits func() int64
+	// pgDatabase is the scratch database whose backends count as PostgreSQL's CPU ("" before
+	// the PostgreSQL phases).
+	pgDatabase string
 }
 
 // phaseResult is what one measurement found.
@@ -146,8 +149,7 @@ type phaseResult struct {
 	svcP99        time.Duration // paced: p99 from the request's actual send (excludes client queueing)
 	handedP99     time.Duration // paced: p99 from the pacer handing the arrival out (excludes the pacer's own lateness)
 	maxLag        time.Duration // paced: worst lateness of a send behind its scheduled arrival
-	samples       int
-	requests      int // all requests, warm-up and tail included
+	requests      int           // all requests, warm-up and tail included
 	status        map[int]int
 	transport     int
 	firstErr      error
@@ -170,27 +172,18 @@ type phaseResult struct {
 // slots is the number of sub-windows the measured window is cut into, to show the spread.
 const slots = 4
 
-func (r *phaseResult) non2xx() int {
-	n := 0
-	for s, c := range r.status {
-		if s < 200 || s > 299 {
-			n += c
-		}
-	}
-	return n
-}
-
 // checked reports whether every correctness check passed, and what failed.
 func (r *phaseResult) checked() (bool, string) {
-	var bad []string
-	if n := r.non2xx(); n > 0 {
-		var parts []string
-		for _, s := range slices.Sorted(maps.Keys(r.status)) {
-			if s < 200 || s > 299 {
-				parts = append(parts, fmt.Sprintf("%d×%d", r.status[s], s))
-			}
+	var bad, non2xx []string
+	n := 0
+	for _, s := range slices.Sorted(maps.Keys(r.status)) {
+		if s < 200 || s > 299 {
+			n += r.status[s]
+			non2xx = append(non2xx, fmt.Sprintf("%d×%d", r.status[s], s))
 		}
-		bad = append(bad, fmt.Sprintf("%d non-2xx (%s)", n, joinComma(parts)))
+	}
+	if n > 0 {
+		bad = append(bad, fmt.Sprintf("%d non-2xx (%s)", n, joinComma(non2xx)))
 	}
 	if r.transport > 0 {
 		bad = append(bad, fmt.Sprintf("%d transport errors (first: %v)", r.transport, r.firstErr))
@@ -375,9 +368,9 @@ func runPhase(ctx context.Context, cfg config, addr string, gen *generator, p *p
 		})
 	}
 	sleepUntil(ctx, warmEnd)
-	cpu0 := readCPU()
+	cpu0 := readCPU(spec.pgDatabase)
 	sleepUntil(ctx, end)
-	res.cpu = readCPU().since(cpu0)
+	res.cpu = readCPU(spec.pgDatabase).since(cpu0)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -413,7 +406,6 @@ func runPhase(ctx context.Context, cfg config, addr string, gen *generator, p *p
 		r := float64(n) / (spec.duration.Seconds() / slots)
 		res.slotMin, res.slotMax = min(res.slotMin, r), max(res.slotMax, r)
 	}
-	res.samples = len(lat)
 	res.rps = float64(len(lat)) / spec.duration.Seconds()
 	if spec.rate > 0 {
 		res.offered = res.rps // every arrival scheduled in the window is one sample (or dropped)

@@ -159,6 +159,7 @@ type bench struct {
 	insertCPU  cpuUsage
 	order      []*phaseResult
 	notes      []string
+	pgDatabase string // the scratch database, once created
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -280,7 +281,7 @@ func (b *bench) postgres(ctx context.Context, logger logr.Logger, add func(strin
 			b.notes = append(b.notes, "scratch database "+scratch.name+" dropped")
 		}
 	}()
-	pgDatabase.Store(&scratch.name)
+	b.pgDatabase = scratch.name
 	poolDesc, commDesc := "8 connections (default)", "store.Writers() (2 for PostgreSQL)"
 	if cfg.pgConns > 0 {
 		poolDesc = fmt.Sprintf("%d connections (-pg-conns)", cfg.pgConns)
@@ -295,9 +296,9 @@ func (b *bench) postgres(ctx context.Context, logger logr.Logger, add func(strin
 	cpuDone := make(chan cpuUsage, 1)
 	go func() {
 		sleepUntil(ctx, time.Now().Add(300*time.Millisecond))
-		cpu0 := readCPU()
+		cpu0 := readCPU(scratch.name)
 		sleepUntil(ctx, time.Now().Add(cfg.duration-500*time.Millisecond))
-		cpuDone <- readCPU().since(cpu0)
+		cpuDone <- readCPU(scratch.name).since(cpu0)
 	}()
 	b.insertRate, b.insertErr = store.InsertRateReference(ctx, scratch.dsn, cfg.concurrency, cfg.duration)
 	b.insertCPU = <-cpuDone
@@ -338,7 +339,7 @@ func (b *bench) target(ctx context.Context, key, label string, h http.Handler, s
 		return err
 	}
 	results := map[string]map[int]*phaseResult{"noop": b.noop, "sqlite": b.sqlite, "postgres": b.pg}[key]
-	spec := phaseSpec{key: key, conns: cfg.concurrency, warmup: cfg.warmup, duration: cfg.duration}
+	spec := phaseSpec{key: key, conns: cfg.concurrency, warmup: cfg.warmup, duration: cfg.duration, pgDatabase: b.pgDatabase}
 	if st != nil {
 		spec.strict, spec.depth, spec.commits = true, st.Depth, batcher.Commits
 	}

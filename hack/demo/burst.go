@@ -288,7 +288,7 @@ func (d *demo) waitRoutes(ctx context.Context, s *stripeSender, targets []*targe
 	started := time.Now()
 	probe := []byte(`{"object":"event","type":"demo.route_probe"}`)
 	err := poll(ctx, routeProbeWindow, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.receiverAlive(); err != nil {
+		if err := d.rcv.exited(); err != nil {
 			return false, fatal(err)
 		}
 		for _, t := range targets {
@@ -405,7 +405,7 @@ func (d *demo) checkSink(ctx context.Context, targets []*target, events []*burst
 	d.info("sink: waiting for all %d events (timeout %s) ...", len(want), sinkTimeout)
 	var v sinkView
 	err := poll(ctx, sinkTimeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.receiverAlive(); err != nil {
+		if err := d.rcv.exited(); err != nil {
 			return false, fatal(err)
 		}
 		v = d.sink.view()

@@ -8,10 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -171,15 +172,8 @@ func (d *demo) startFakeStripe(ctx context.Context) error {
 		return err
 	}
 	d.fake = newFakeAPI("http://" + addr)
-	err = poll(ctx, 20*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.fakeProc.exited(); err != nil {
-			return false, fatal(fmt.Errorf("%w; see its log:\n%s", err, tail(logPath, 10)))
-		}
-		_, err := d.fake.requests(ctx)
-		return err == nil, err
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the fake Stripe to answer: %w", err)
+	if err := d.fakeProc.waitReady(ctx, 20*time.Second, d.fake, "/_fake/requests"); err != nil {
+		return err
 	}
 	d.info("fake Stripe listening on %s (log: %s)", d.fake.base, logPath)
 	return nil
@@ -210,24 +204,10 @@ func (d *demo) startManager(ctx context.Context) error {
 		return err
 	}
 	started := time.Now()
-	readyz := newFakeAPI("http://" + addr) // any HTTP GET will do
-	err = poll(ctx, 60*time.Second, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.managerAlive(); err != nil {
-			return false, fatal(err)
-		}
-		return readyz.ok(ctx, "/readyz")
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the manager's /readyz: %w", err)
+	if err := d.mgr.waitReady(ctx, 60*time.Second, newFakeAPI("http://"+addr), "/readyz"); err != nil {
+		return err
 	}
 	d.info("manager (pid %d, --receiver-base-url=%s) ready in %s; logs: %s", d.mgr.pid(), d.receiverBase, time.Since(started).Round(100*time.Millisecond), d.managerLog)
-	return nil
-}
-
-func (d *demo) managerAlive() error {
-	if err := d.mgr.exited(); err != nil {
-		return fmt.Errorf("%w; last lines of %s:\n%s", err, d.managerLog, tail(d.managerLog, 10))
-	}
 	return nil
 }
 
@@ -290,7 +270,7 @@ func (d *demo) waitAllReady(ctx context.Context) error {
 	d.step("waiting until every sample is Ready (kubectl get whsub -o wide every %s, timeout %s)", pollInterval, d.opts.readyTimeout)
 	started := time.Now()
 	err := poll(ctx, d.opts.readyTimeout, pollInterval, func(ctx context.Context) (bool, error) {
-		if err := d.managerAlive(); err != nil {
+		if err := d.mgr.exited(); err != nil {
 			return false, fatal(err)
 		}
 		pending, err := d.notReady(ctx)
@@ -460,7 +440,7 @@ func (d *demo) checkSigningSecret(ctx context.Context, s subRef, ep fake.Endpoin
 
 func (d *demo) restartManager(ctx context.Context) error {
 	d.step("restarting the manager (SIGTERM, then start again): it must not register anything twice")
-	status, err := d.stopManager()
+	status, err := d.mgr.stop(stopTimeout)
 	if err != nil {
 		return err
 	}
@@ -497,17 +477,6 @@ func (d *demo) restartManager(ctx context.Context) error {
 	return d.printSubs(ctx, "")
 }
 
-func (d *demo) stopManager() (string, error) {
-	forced, err := d.mgr.stop(stopTimeout)
-	if err != nil {
-		return "", err
-	}
-	if forced {
-		return fmt.Sprintf("did not exit within %s of SIGTERM; killed", stopTimeout), nil
-	}
-	return d.mgr.exitStatus(), nil
-}
-
 func (d *demo) lastSyncTimes(ctx context.Context) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	for _, s := range d.subs {
@@ -527,7 +496,7 @@ func (d *demo) lastSyncTimes(ctx context.Context) (map[string]time.Time, error) 
 func (d *demo) waitResynced(ctx context.Context, from int, lastSync map[string]time.Time) ([]fake.Request, error) {
 	var after []fake.Request
 	err := poll(ctx, 60*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.managerAlive(); err != nil {
+		if err := d.mgr.exited(); err != nil {
 			return false, fatal(err)
 		}
 		reqs, err := d.ourRequests(ctx, from)
@@ -627,14 +596,10 @@ func (d *demo) cleanup() error {
 		if p == nil {
 			continue
 		}
-		forced, err := p.stop(stopTimeout)
-		switch {
-		case err != nil:
+		if status, err := p.stop(stopTimeout); err != nil {
 			errs = append(errs, err)
-		case forced:
-			d.info("%s did not exit within %s of SIGTERM; killed", p.name, stopTimeout)
-		default:
-			d.info("%s stopped (%s)", p.name, p.exitStatus())
+		} else {
+			d.info("%s stopped (%s)", p.name, status)
 		}
 	}
 	if d.sink != nil {
@@ -770,11 +735,4 @@ func randomKey() (string, error) {
 	return "sk_test_demo_" + hex.EncodeToString(b), nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -14,7 +14,8 @@ import (
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
-// fakeAPI reads the fake Stripe's debugging endpoints (and, for the manager, /readyz).
+// fakeAPI reads the fake Stripe's debugging endpoints (and the manager's and the receiver's
+// /readyz and /metrics).
 type fakeAPI struct {
 	base string
 	http *http.Client

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,9 +12,11 @@ import (
 	"time"
 )
 
-// proc is a child process the demo started and must stop: the manager or the fake Stripe.
+// proc is a child process the demo started and must stop: the manager, the receiver or the
+// fake Stripe.
 type proc struct {
 	name string
+	log  string // its stdout and stderr
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited and err is set
 	err  error         // cmd.Wait's result
@@ -35,7 +38,7 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = f.Close()
@@ -46,14 +49,29 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-// exited returns nil while the process runs, and an error saying how it ended otherwise.
+// exited returns nil while the process runs, and otherwise an error saying how it ended, with
+// the end of its log.
 func (p *proc) exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited unexpectedly (%s)", p.name, p.exitStatus())
+		return fmt.Errorf("%s exited unexpectedly (%s); last lines of %s:\n%s", p.name, p.exitStatus(), p.log, tail(p.log, 10))
 	default:
 		return nil
 	}
+}
+
+// waitReady polls GET path on api until it answers 200, giving up at once if the process exits.
+func (p *proc) waitReady(ctx context.Context, timeout time.Duration, api fakeAPI, path string) error {
+	err := poll(ctx, timeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := p.exited(); err != nil {
+			return false, fatal(err)
+		}
+		return api.ok(ctx, path)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the %s's GET %s: %w", p.name, path, err)
+	}
+	return nil
 }
 
 // exitStatus describes how the process ended; call it only after it has.
@@ -64,31 +82,31 @@ func (p *proc) exitStatus() string {
 	return p.err.Error()
 }
 
-// stop sends SIGTERM and waits up to timeout, then kills. forced reports the kill.
-func (p *proc) stop(timeout time.Duration) (forced bool, err error) {
+// stop sends SIGTERM and waits up to timeout, then kills. It says how the process ended.
+func (p *proc) stop(timeout time.Duration) (string, error) {
 	select {
 	case <-p.done:
-		return false, nil
+		return p.exitStatus(), nil
 	default:
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return false, fmt.Errorf("signalling %s: %w", p.name, err)
+		return "", fmt.Errorf("signalling %s: %w", p.name, err)
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-p.done:
-		return false, nil
+		return p.exitStatus(), nil
 	case <-t.C:
 	}
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return true, fmt.Errorf("killing %s (pid %d): %w", p.name, p.pid(), err)
+		return "", fmt.Errorf("killing %s (pid %d): %w", p.name, p.pid(), err)
 	}
 	select {
 	case <-p.done:
-		return true, nil
+		return fmt.Sprintf("did not exit within %s of SIGTERM; killed", timeout), nil
 	case <-time.After(5 * time.Second):
-		return true, fmt.Errorf("%s (pid %d) still running after SIGKILL", p.name, p.pid())
+		return "", fmt.Errorf("%s (pid %d) still running after SIGKILL", p.name, p.pid())
 	}
 }
 

@@ -55,28 +55,14 @@ func (d *demo) startReceiver(ctx context.Context) error {
 		return err
 	}
 	started := time.Now()
-	readyz := newFakeAPI("http://" + probe)
-	err = poll(ctx, 60*time.Second, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.receiverAlive(); err != nil {
-			return false, fatal(err)
-		}
-		return readyz.ok(ctx, "/readyz")
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the receiver's /readyz: %w", err)
+	if err := d.rcv.waitReady(ctx, 60*time.Second, newFakeAPI("http://"+probe), "/readyz"); err != nil {
+		return err
 	}
 	d.receiverBase = "http://" + bind
 	d.receiverMetrics = newFakeAPI("http://" + metricsAddr)
 	d.info("receiver (pid %d) ready in %s: deliveries on %s/hooks/<namespace>/<name>, metrics on %s/metrics",
 		d.rcv.pid(), time.Since(started).Round(100*time.Millisecond), d.receiverBase, d.receiverMetrics.base)
 	d.info("store: sqlite://%s; retry base 200ms; logs: %s", store, d.receiverLog)
-	return nil
-}
-
-func (d *demo) receiverAlive() error {
-	if err := d.rcv.exited(); err != nil {
-		return fmt.Errorf("%w; last lines of %s:\n%s", err, d.receiverLog, tail(d.receiverLog, 10))
-	}
 	return nil
 }
 
