@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -13,36 +15,49 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-// Accounts keeps one entry per provider account (type, API URL, credential). Each entry holds
-// the last full list of registrations, a rate limiter shared by every subscription on the
-// account, and a lock that serializes observe-plan-act on the account, so two subscriptions
-// never plan against each other's half-applied changes.
+// Accounts keeps one entry per provider account: whatever one list covers (a Stripe account, one
+// GitHub repository or organization). Each entry holds the last full list of registrations and
+// a lock that serializes observe-plan-act on the account, so two subscriptions never plan
+// against each other's half-applied changes.
+//
+// Rate limits are kept per credential, which is what providers limit (a Stripe key; a GitHub
+// token, across every repository it reaches): all accounts reached with one credential share
+// one token bucket and one rate-limit backoff.
 //
 // The list is shared: a subscription that reconciles within maxAge of the last list reuses it,
 // and our own writes are applied to the cached list in place. That is what keeps provider list
 // calls per resync wave constant in the number of subscriptions.
 type Accounts struct {
 	registry providers.Registry
-	limit    rate.Limit
-	burst    int
-	timeout  time.Duration
-	now      func() time.Time
+	opts     AccountOptions
 	metrics  *providerMetrics
 
-	mu sync.Mutex
-	m  map[string]*account
+	mu       sync.Mutex
+	m        map[string]*account
+	limiters map[string]*limiter
 }
 
 // AccountOptions tune the per-account client.
 type AccountOptions struct {
-	// QPS and Burst bound requests to one account (Stripe test mode allows 25/s).
+	// QPS and Burst bound requests made with one credential (Stripe test mode allows 25/s).
 	QPS   float64
 	Burst int
 	// RequestTimeout bounds one provider request.
 	RequestTimeout time.Duration
+	// RateLimitBackoff is the first wait after a rate limit that says nothing about how long to
+	// wait (no Retry-After); each further one in a row doubles it, up to MaxRateLimitBackoff,
+	// with jitter. A provider may ask for a longer first wait (providers.Error.Backoff).
+	RateLimitBackoff    time.Duration
+	MaxRateLimitBackoff time.Duration
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 }
+
+// Defaults of AccountOptions.
+const (
+	DefaultRateLimitBackoff    = time.Second
+	DefaultMaxRateLimitBackoff = 5 * time.Minute
+)
 
 // NewAccounts returns an empty account table over the given provider registry.
 func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
@@ -55,19 +70,40 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 20 * time.Second
 	}
+	if o.RateLimitBackoff <= 0 {
+		o.RateLimitBackoff = DefaultRateLimitBackoff
+	}
+	if o.MaxRateLimitBackoff <= 0 {
+		o.MaxRateLimitBackoff = DefaultMaxRateLimitBackoff
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return &Accounts{
-		registry: registry, limit: rate.Limit(o.QPS), burst: o.Burst, timeout: o.RequestTimeout, now: o.Now,
-		metrics: newProviderMetrics(metrics.Registry), m: map[string]*account{},
+		registry: registry, opts: o, metrics: newProviderMetrics(metrics.Registry),
+		m: map[string]*account{}, limiters: map[string]*limiter{},
 	}
 }
 
-// accountID names an account without keeping the credential itself.
-func accountID(providerType, apiURL, credential string) string {
-	h := sha256.Sum256([]byte(providerType + "\x00" + apiURL + "\x00" + credential))
-	return providerType + "/" + hex.EncodeToString(h[:8])
+// AccountKey names one provider account.
+type AccountKey struct {
+	Provider string
+	APIURL   string
+	// Target is what one list covers when a credential spans several (providers.Config.Target).
+	Target     string
+	Credential string
+}
+
+// id names the account without keeping the credential itself.
+func (k AccountKey) id() string {
+	h := sha256.Sum256([]byte(k.Provider + "\x00" + k.APIURL + "\x00" + k.Target + "\x00" + k.Credential))
+	return k.Provider + "/" + hex.EncodeToString(h[:8])
+}
+
+// limiterID names what the provider rate-limits: the credential at one API.
+func (k AccountKey) limiterID() string {
+	k.Target = ""
+	return k.id()
 }
 
 // errUnknownProvider is returned for a provider type main did not register.
@@ -75,26 +111,94 @@ type errUnknownProvider string
 
 func (e errUnknownProvider) Error() string { return "provider type " + string(e) + " is not supported" }
 
-// Get returns the account for the given provider type, API URL and credential, creating it
-// (and its client) on first use.
-func (a *Accounts) Get(providerType, apiURL, credential string) (*account, error) {
-	id := accountID(providerType, apiURL, credential)
+// Get returns the account for key, creating it (and its client) on first use.
+func (a *Accounts) Get(key AccountKey) (*account, error) {
+	id := key.id()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if acct, ok := a.m[id]; ok {
 		return acct, nil
 	}
-	f, ok := a.registry[providerType]
+	f, ok := a.registry[key.Provider]
 	if !ok {
-		return nil, errUnknownProvider(providerType)
+		return nil, errUnknownProvider(key.Provider)
 	}
-	c, err := f.New(providers.Config{APIURL: apiURL, Credential: credential, Timeout: a.timeout})
+	c, err := f.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Credential: key.Credential, Timeout: a.opts.RequestTimeout})
 	if err != nil {
 		return nil, err
 	}
-	acct := &account{id: id, provider: providerType, client: c, limiter: rate.NewLimiter(a.limit, a.burst), now: a.now, metrics: a.metrics}
+	lid := key.limiterID()
+	lim := a.limiters[lid]
+	if lim == nil {
+		lim = &limiter{bucket: rate.NewLimiter(rate.Limit(a.opts.QPS), a.opts.Burst), opts: &a.opts}
+		a.limiters[lid] = lim
+	}
+	acct := &account{id: id, provider: key.Provider, client: c, caps: c.Capabilities(), limiter: lim, now: a.opts.Now, metrics: a.metrics}
 	a.m[id] = acct
 	return acct, nil
+}
+
+// limiter paces the requests made with one credential: a token bucket, and after a rate-limit
+// answer a wait that every account using the credential honours (the provider limits the
+// credential, not the account).
+type limiter struct {
+	bucket *rate.Limiter
+	opts   *AccountOptions
+
+	mu sync.Mutex
+	// until is when the provider may be asked again; streak counts rate limits in a row.
+	until  time.Time
+	streak int
+}
+
+// wait blocks for the token bucket, or returns a RateLimited error at once while the
+// provider's last rate limit is still in force: asking again would only spend quota.
+func (l *limiter) wait(ctx context.Context) error {
+	l.mu.Lock()
+	left := l.until.Sub(l.opts.Now())
+	l.mu.Unlock()
+	if left > 0 {
+		return &providers.Error{Kind: providers.RateLimited, Message: "waiting out the provider's rate limit for this credential", RetryAfter: left}
+	}
+	return l.bucket.Wait(ctx)
+}
+
+// observe records the outcome of a request: a rate limit sets the credential's wait (what the
+// provider asked for, or a backoff that doubles with each rate limit in a row, jittered and
+// capped); anything else ends the streak. It returns err, with a RateLimited error's RetryAfter
+// set to the wait decided here.
+func (l *limiter) observe(err error) error {
+	var pe *providers.Error
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !errors.As(err, &pe) || pe.Kind != providers.RateLimited {
+		if err == nil {
+			l.streak = 0
+		}
+		return err
+	}
+	wait := pe.RetryAfter
+	if wait <= 0 {
+		wait = l.backoff(pe.Backoff)
+	}
+	l.streak++
+	l.until = l.opts.Now().Add(wait)
+	out := *pe
+	out.RetryAfter = wait
+	return &out
+}
+
+// backoff is the wait for the next rate limit of a streak: first (at least the option's first
+// wait) doubled per earlier rate limit in the streak, capped (never below first), plus up to a
+// quarter of jitter so subscriptions on many accounts do not come back in step.
+func (l *limiter) backoff(first time.Duration) time.Duration {
+	d := max(first, l.opts.RateLimitBackoff)
+	limit := max(l.opts.MaxRateLimitBackoff, d)
+	for i := 0; i < l.streak && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d + rand.N(d/4+1)
 }
 
 // account is one provider account. Callers hold Lock while they observe, plan and act.
@@ -102,7 +206,8 @@ type account struct {
 	id       string
 	provider string
 	client   providers.Client
-	limiter  *rate.Limiter
+	caps     providers.Capabilities
+	limiter  *limiter
 	now      func() time.Time
 	metrics  *providerMetrics
 
@@ -123,6 +228,9 @@ func (a *account) Lock() (ops, func()) {
 	return ops{a}, a.mu.Unlock
 }
 
+// Capabilities are the account's provider's.
+func (o ops) Capabilities() providers.Capabilities { return o.a.caps }
+
 // FetchedAt is when the cached list was read from the provider (zero when there is none).
 func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
 
@@ -130,17 +238,30 @@ func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
 // grid that keeps all its subscriptions in one wave.
 func (o ops) Epoch() time.Time { return o.a.epoch }
 
+// Invalidate makes the next List read the provider.
+func (o ops) Invalidate() { o.a.valid = false }
+
+// call runs one provider request under the credential's limiter and counts it.
+func (o ops) call(ctx context.Context, op string, fn func() error) error {
+	if err := o.a.limiter.wait(ctx); err != nil {
+		return err
+	}
+	err := o.a.limiter.observe(fn())
+	o.a.metrics.observe(o.a.provider, op, err)
+	return err
+}
+
 // List returns the account's registrations, from the cache when it is younger than maxAge.
 func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Registration, error) {
 	a := o.a
 	if a.valid && a.now().Sub(a.fetchedAt) < maxAge {
 		return append([]providers.Registration(nil), a.regs...), nil
 	}
-	if err := a.limiter.Wait(ctx); err != nil {
-		return nil, err
-	}
-	regs, err := a.client.List(ctx)
-	a.metrics.observe(a.provider, "list", err)
+	var regs []providers.Registration
+	err := o.call(ctx, "list", func() (err error) {
+		regs, err = a.client.List(ctx)
+		return err
+	})
 	if err != nil {
 		a.valid = false
 		return nil, err
@@ -154,11 +275,11 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 
 // Create registers a webhook and adds it to the cached list.
 func (o ops) Create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
-	if err := o.a.limiter.Wait(ctx); err != nil {
-		return providers.Registration{}, err
-	}
-	r, err := o.a.client.Create(ctx, d, key)
-	o.a.metrics.observe(o.a.provider, "create", err)
+	var r providers.Registration
+	err := o.call(ctx, "create", func() (err error) {
+		r, err = o.a.client.Create(ctx, d, key)
+		return err
+	})
 	if err != nil {
 		// The outcome is unknown (a timeout may have created it): read the account again next time.
 		o.a.valid = false
@@ -170,11 +291,11 @@ func (o ops) Create(ctx context.Context, d providers.Desired, key string) (provi
 
 // Update changes a registration in place and refreshes it in the cached list.
 func (o ops) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
-	if err := o.a.limiter.Wait(ctx); err != nil {
-		return providers.Registration{}, err
-	}
-	r, err := o.a.client.Update(ctx, id, d)
-	o.a.metrics.observe(o.a.provider, "update", err)
+	var r providers.Registration
+	err := o.call(ctx, "update", func() (err error) {
+		r, err = o.a.client.Update(ctx, id, d)
+		return err
+	})
 	if err != nil {
 		o.a.valid = false
 		return r, err
@@ -185,17 +306,23 @@ func (o ops) Update(ctx context.Context, id string, d providers.Desired) (provid
 
 // Delete removes a registration (gone already counts as removed) and drops it from the cache.
 func (o ops) Delete(ctx context.Context, id string) error {
-	if err := o.a.limiter.Wait(ctx); err != nil {
-		return err
-	}
-	err := o.a.client.Delete(ctx, id)
-	o.a.metrics.observe(o.a.provider, "delete", err)
+	err := o.call(ctx, "delete", func() error { return o.a.client.Delete(ctx, id) })
 	if err != nil {
 		o.a.valid = false
 		return err
 	}
 	o.a.remove(id)
 	return nil
+}
+
+// Ping asks the provider for a test delivery to registration id. ok is false when the provider
+// has no such request (not a providers.Pinger).
+func (o ops) Ping(ctx context.Context, id string) (ok bool, err error) {
+	p, ok := o.a.client.(providers.Pinger)
+	if !ok {
+		return false, nil
+	}
+	return true, o.call(ctx, "ping", func() error { return p.Ping(ctx, id) })
 }
 
 // Remember puts r into the cached list as the current view of that registration.

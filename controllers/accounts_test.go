@@ -30,6 +30,8 @@ func newFakeAccountClient(regs ...providers.Registration) *fakeAccountClient {
 
 var _ providers.Client = (*fakeAccountClient)(nil)
 
+func (f *fakeAccountClient) Capabilities() providers.Capabilities { return providers.Capabilities{Markers: true} }
+
 func (f *fakeAccountClient) fail(op string) error {
 	f.calls[op]++
 	if err, ok := f.failOn[op]; ok {
@@ -102,7 +104,7 @@ func newTestAccount(t *testing.T, client *fakeAccountClient) (ops, *accountsTest
 		return client, nil
 	})}
 	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now})
-	acct, err := accts.Get("stripe", "", "sk_test_one")
+	acct, err := accts.Get(AccountKey{Provider: "stripe", Credential: "sk_test_one"})
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -326,16 +328,17 @@ func TestAccountsWriteErrorInvalidatesCache(t *testing.T) {
 }
 
 func TestAccountsGet(t *testing.T) {
-	type key struct{ typ, apiURL, credential string }
-	base := key{"stripe", "", "sk_test_alpha_0123456789"}
+	type key = AccountKey
+	base := key{Provider: "stripe", Credential: "sk_test_alpha_0123456789"}
 	cases := []struct {
 		reason string
 		other  key
 		same   bool
 	}{
 		{"same type, API URL and credential: one shared account", base, true},
-		{"another credential is another account", key{"stripe", "", "sk_test_bravo_9876543210"}, false},
-		{"another API URL (stripe-mock) is another account", key{"stripe", "http://127.0.0.1:12111", base.credential}, false},
+		{"another credential is another account", key{Provider: "stripe", Credential: "sk_test_bravo_9876543210"}, false},
+		{"another API URL (stripe-mock) is another account", key{Provider: "stripe", APIURL: "http://127.0.0.1:12111", Credential: base.Credential}, false},
+		{"another target (a second repository on one token) is another account", key{Provider: "stripe", Target: "repos/acme/other", Credential: base.Credential}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
@@ -345,11 +348,11 @@ func TestAccountsGet(t *testing.T) {
 				return newFakeAccountClient(), nil
 			})}
 			accts := NewAccounts(registry, AccountOptions{RequestTimeout: 7 * time.Second})
-			a, err := accts.Get(base.typ, base.apiURL, base.credential)
+			a, err := accts.Get(base)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := accts.Get(c.other.typ, c.other.apiURL, c.other.credential)
+			b, err := accts.Get(c.other)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,11 +369,11 @@ func TestAccountsGet(t *testing.T) {
 			if len(configs) != wantClients {
 				t.Errorf("factory called %d times; want %d (%s)", len(configs), wantClients, c.reason)
 			}
-			if diff := cmp.Diff(providers.Config{APIURL: base.apiURL, Credential: base.credential, Timeout: 7 * time.Second}, configs[0]); diff != "" {
+			if diff := cmp.Diff(providers.Config{APIURL: base.APIURL, Credential: base.Credential, Timeout: 7 * time.Second}, configs[0]); diff != "" {
 				t.Errorf("factory config mismatch (-want +got):\n%s", diff)
 			}
 			for _, id := range []string{a.id, b.id} {
-				for _, cred := range []string{base.credential, c.other.credential} {
+				for _, cred := range []string{base.Credential, c.other.Credential} {
 					if strings.Contains(id, cred) || strings.Contains(id, cred[len("sk_test_"):]) {
 						t.Errorf("account id %q contains the credential (%s)", id, c.reason)
 					}
@@ -391,16 +394,106 @@ func TestAccountsGetErrors(t *testing.T) {
 	})}
 	accts := NewAccounts(registry, AccountOptions{})
 
-	if _, err := accts.Get("github", "", "ghp_x"); err == nil || !strings.Contains(err.Error(), "github") {
+	if _, err := accts.Get(AccountKey{Provider: "github", Credential: "ghp_x"}); err == nil || !strings.Contains(err.Error(), "github") {
 		t.Errorf("Get(unregistered type) error = %v; want one naming the type", err)
 	}
-	if _, err := accts.Get("stripe", "", "sk_test_x"); err == nil {
+	if _, err := accts.Get(AccountKey{Provider: "stripe", Credential: "sk_test_x"}); err == nil {
 		t.Errorf("Get with a failing factory returned no error")
 	}
-	if _, err := accts.Get("stripe", "", "sk_test_x"); err != nil {
+	if _, err := accts.Get(AccountKey{Provider: "stripe", Credential: "sk_test_x"}); err != nil {
 		t.Errorf("Get after a failed factory call = %v; want a fresh attempt, not a cached failure", err)
 	}
 	if calls != 2 {
 		t.Errorf("factory calls = %d; want 2", calls)
+	}
+}
+
+// TestAccountsRateLimitBackoff: a rate limit without Retry-After is waited out with a backoff
+// that grows per rate limit in a row, with jitter, capped, and reset by a success; one that says
+// how long is waited exactly. While the wait lasts no request reaches the provider, and the wait
+// holds for every account reached with the same credential (the provider limits the credential).
+func TestAccountsRateLimitBackoff(t *testing.T) {
+	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clients := map[string]*fakeAccountClient{}
+	registry := providers.Registry{"github": providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+		c := newFakeAccountClient()
+		clients[cfg.Target+"|"+cfg.Credential] = c
+		return c, nil
+	})}
+	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now, RateLimitBackoff: time.Second, MaxRateLimitBackoff: 10 * time.Second})
+	get := func(target, cred string) (ops, *fakeAccountClient) {
+		a, err := accts.Get(AccountKey{Provider: "github", Target: target, Credential: cred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, unlock := a.Lock()
+		t.Cleanup(unlock)
+		return o, clients[target+"|"+cred]
+	}
+	repoA, clientA := get("repos/acme/a", "tok-1")
+	repoB, clientB := get("repos/acme/b", "tok-1")
+	other, clientOther := get("repos/acme/a", "tok-2")
+	limited := func(after time.Duration) error {
+		return &providers.Error{Kind: providers.RateLimited, StatusCode: 429, RetryAfter: after}
+	}
+	ctx := context.Background()
+
+	var waits []time.Duration
+	for i := 0; i < 6; i++ {
+		clientA.failOn["List"] = limited(0)
+		_, err := repoA.List(ctx, 0)
+		if providers.KindOf(err) != providers.RateLimited {
+			t.Fatalf("List %d: error %v; want RateLimited", i, err)
+		}
+		w := providers.RetryAfter(err)
+		waits = append(waits, w)
+		// Meanwhile nothing reaches the provider with this token, on any of its repositories.
+		callsA, callsB := clientA.calls["List"], clientB.calls["List"]
+		if _, err := repoB.List(ctx, 0); providers.KindOf(err) != providers.RateLimited || providers.RetryAfter(err) > w {
+			t.Errorf("List on another repository of the same token during the wait: %v; want RateLimited within %s", err, w)
+		}
+		if clientA.calls["List"] != callsA || clientB.calls["List"] != callsB {
+			t.Errorf("a request reached the provider during the rate-limit wait")
+		}
+		clock.advance(w)
+	}
+	for i, w := range waits {
+		base := min(time.Second<<i, 10*time.Second)
+		if w < base || w > base+base/4 {
+			t.Errorf("wait %d = %s; want %s plus at most a quarter of jitter", i, w, base)
+		}
+	}
+	// Another token is limited on its own.
+	if _, err := other.List(ctx, 0); err != nil || clientOther.calls["List"] != 1 {
+		t.Errorf("another token's List = %v after %d calls; want it unaffected", err, clientOther.calls["List"])
+	}
+
+	// A success ends the streak: the next rate limit starts from the first wait again.
+	if _, err := repoA.List(ctx, 0); err != nil {
+		t.Fatalf("List after the wait: %v", err)
+	}
+	clientA.failOn["List"] = limited(0)
+	_, err := repoA.List(ctx, 0)
+	if w := providers.RetryAfter(err); w < time.Second || w > time.Second+time.Second/4 {
+		t.Errorf("first wait after a success = %s; want the backoff to restart at 1s", w)
+	}
+	clock.advance(providers.RetryAfter(err))
+
+	// Retry-After is honoured exactly, even past the cap (GitHub's primary limit resets hourly).
+	clientA.failOn["List"] = limited(40 * time.Minute)
+	_, err = repoA.List(ctx, 0)
+	if w := providers.RetryAfter(err); w != 40*time.Minute {
+		t.Errorf("wait with Retry-After 40m = %s; want exactly 40m", w)
+	}
+	clock.advance(39 * time.Minute)
+	if _, err := repoB.List(ctx, 0); providers.RetryAfter(err) != time.Minute {
+		t.Errorf("List a minute before the reset: %v; want RateLimited with 1m left", err)
+	}
+
+	// A provider may ask for a longer first wait (GitHub's secondary limit: one minute).
+	clock.advance(time.Minute)
+	clientB.failOn["List"] = &providers.Error{Kind: providers.RateLimited, Backoff: time.Minute}
+	if _, err := repoB.List(ctx, 0); providers.RetryAfter(err) < time.Minute {
+		t.Errorf("wait with a provider backoff of 1m = %s; want at least 1m", providers.RetryAfter(err))
 	}
 }

@@ -53,6 +53,10 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	if err != nil {
 		return err
 	}
+	signing, err := r.readSigningState(ctx, sub)
+	if err != nil {
+		return err
+	}
 	o, unlock := acct.Lock()
 	defer unlock()
 	// The shared list serves deletions too (our own writes are in it, and a registration gone
@@ -60,11 +64,12 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	// per subscription.
 	observed, err := o.List(ctx, r.maxListAge(sub))
 	if err != nil {
-		return fromProvider("listing registrations", err)
+		return fromList(err)
 	}
-	me := r.owner(sub)
+	// The same proof of ownership as reconcile: nothing unproven is deleted.
+	own := ownership{me: r.owner(sub), markers: o.Capabilities().Markers, recordedID: sub.Status.EndpointID, held: signing.held(), receiverURL: r.ownReceiverURL(sub)}
 	for _, reg := range observed {
-		if !owns(reg, me, sub.Status.EndpointID) {
+		if !own.owns(reg) {
 			continue
 		}
 		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {

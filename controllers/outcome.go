@@ -39,6 +39,16 @@ func wait(reason hookv1.Reason, after time.Duration, format string, args ...any)
 // defaultRateLimitWait is used when a provider asks us to slow down without saying how long.
 const defaultRateLimitWait = 5 * time.Second
 
+// fromList classifies a failed list: the account's target missing (or hidden from the
+// credential) stalls until the spec or the credentials change; anything else as fromProvider.
+func fromList(err error) error {
+	var pe *providers.Error
+	if errors.As(err, &pe) && pe.Kind == providers.NotFound {
+		return stall(hookv1.ReasonTargetNotFound, "listing registrations: %s", pe.Message)
+	}
+	return fromProvider("listing registrations", err)
+}
+
 // fromProvider turns a classified provider error into a stall, a wait or a transient error.
 func fromProvider(op string, err error) error {
 	var pe *providers.Error

@@ -16,10 +16,19 @@ type planInput struct {
 	Desired providers.Desired
 	// Observed is every registration on the account.
 	Observed []providers.Registration
+	// Caps is what the provider can promise: how ownership is proven, who holds the secret,
+	// which fields can drift.
+	Caps providers.Capabilities
 	// RecordedID is status.endpointID.
 	RecordedID string
 	// HeldSecrets are the registration ids whose signing secret the Secret holds.
 	HeldSecrets map[string]bool
+	// PendingSecret: the Secret holds a client-chosen secret the provider has not confirmed
+	// (a create or a secret change that may or may not have reached the provider).
+	PendingSecret bool
+	// ReceiverURL is the canonical bundled-receiver URL of this subscription ("" without a
+	// receiver base URL): on providers without markers, a registration for it is ours.
+	ReceiverURL string
 	Adoption    hookv1.AdoptionPolicy
 	Twins       hookv1.TwinsPolicy
 }
@@ -45,7 +54,9 @@ type plan struct {
 	Create bool
 	// Drift lists what Update must change on Keep (empty: up to date).
 	Drift []string
-	// RecoverSecret: the secret of Keep is not held; replay its create or rotate.
+	// RecoverSecret: the secret of Keep is not held (or a client-chosen one is pending): get it
+	// back by replaying the create, rotating, or setting a new secret on Keep, as the provider
+	// allows.
 	RecoverSecret bool
 	// Prune are registrations to delete once Keep's secret is stored.
 	Prune []pruneAction
@@ -54,6 +65,9 @@ type plan struct {
 	// NearTwins are foreign registrations that differ from the spec only by a trailing slash or
 	// the scheme: reported, never touched.
 	NearTwins []providers.Registration
+	// Unproven are registrations for the desired URL that cannot be proven ours on a provider
+	// without markers and are not adopted: reported, never changed or pruned.
+	Unproven []providers.Registration
 	// Conflict explains why neither creating nor adopting is safe.
 	Conflict string
 }
@@ -67,19 +81,66 @@ const (
 	stale                       // ours, for a URL the spec no longer names
 	nearTwin                    // foreign, same loose key: reported
 	conflicting                 // same target but provably someone else's (or adoption refused)
+	unproven                    // no markers: same URL and events, not provably ours
+	lookalike                   // no markers: same URL, other events, not provably ours
 )
 
-func classify(in planInput, r providers.Registration, desiredLoose string) relation {
-	ours := owns(r, in.Desired.Owner, in.RecordedID)
+// ownership is the evidence that decides whether a registration is this subscription's.
+type ownership struct {
+	me         providers.Owner
+	markers    bool
+	recordedID string
+	held       map[string]bool
+	// receiverURL is the canonical bundled-receiver URL that encodes this subscription.
+	receiverURL string
+}
+
+func (in planInput) ownership() ownership {
+	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL}
+}
+
+// owns is the proof of ownership that lets reconcile and deletion change or delete r.
+//
+// Where the provider stores markers, a marker decides: ours, or an earlier incarnation of this
+// subscription whose id we recorded; another owner's marker is never overridden. An unmarked
+// registration is ours only when we recorded its id.
+//
+// Where the provider cannot store a marker, r is ours when we recorded its id, when the signing
+// Secret (owned by the subscription, so this survives a wiped status) holds its secret, or when
+// its URL is the bundled receiver's URL for this subscription. Nothing else is proof.
+func (o ownership) owns(r providers.Registration) bool {
+	recorded := o.recordedID != "" && r.ID == o.recordedID
+	if o.markers {
+		if r.Owner.IsZero() {
+			return recorded
+		}
+		return marked(r, o.me) || (recorded && sameName(r.Owner, o.me))
+	}
+	if recorded || o.held[r.ID] {
+		return true
+	}
+	if o.receiverURL == "" {
+		return false
+	}
+	c, err := matching.Canonical(r.URL)
+	return err == nil && c == o.receiverURL
+}
+
+func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
+	ours := own.owns(r)
 	canonical, err := matching.Canonical(r.URL)
 	sameTarget := err == nil && canonical == in.Desired.URL
 	switch {
 	case sameTarget && ours:
 		return candidate
-	case sameTarget && adoptable(in, r):
+	case sameTarget && in.Caps.Markers && adoptable(in, r):
 		return candidate
-	case sameTarget:
+	case sameTarget && in.Caps.Markers:
 		return conflicting
+	case sameTarget && matching.SameEvents(r.Events, in.Desired.Events):
+		return unproven
+	case sameTarget:
+		return lookalike
 	case ours:
 		return stale
 	}
@@ -94,16 +155,8 @@ func marked(r providers.Registration, me providers.Owner) bool {
 	return r.Owner.UID != "" && r.Owner.UID == me.UID && r.Owner.Cluster == me.Cluster
 }
 
-// owns is the proof of ownership that lets reconcile and deletion change or delete r: our
-// marker, or the id we recorded. The recorded id is weaker proof than a marker: it never
-// overrides another owner's.
-func owns(r providers.Registration, me providers.Owner, recordedID string) bool {
-	return marked(r, me) || (recordedID != "" && r.ID == recordedID && (r.Owner.IsZero() || sameName(r.Owner, me)))
-}
-
-// adoptable reports whether a registration that is not provably ours may be taken over: it must
-// carry no marker of another live owner (an earlier incarnation of this very subscription in
-// this cluster counts as ours to take), and the adoption policy must allow it.
+// adoptable reports whether an unmarked registration (or one of an earlier incarnation of this
+// very subscription in this cluster), on a provider that stores markers, may be taken over.
 func adoptable(in planInput, r providers.Registration) bool {
 	if in.Adoption == hookv1.AdoptionNever {
 		return false
@@ -120,9 +173,10 @@ func sameName(a, b providers.Owner) bool {
 func computePlan(in planInput) plan {
 	var p plan
 	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
-	var candidates []providers.Registration
+	own := in.ownership()
+	var candidates, adoptables []providers.Registration
 	for _, r := range in.Observed {
-		switch classify(in, r, desiredLoose) {
+		switch classify(in, own, r, desiredLoose) {
 		case candidate:
 			candidates = append(candidates, r)
 		case stale:
@@ -131,8 +185,23 @@ func computePlan(in planInput) plan {
 			p.NearTwins = append(p.NearTwins, r)
 		case conflicting:
 			p.Conflict = conflictMessage(in, r)
+		case unproven:
+			adoptables = append(adoptables, r)
+		case lookalike:
+			p.Unproven = append(p.Unproven, r)
 		}
 	}
+	if len(candidates) == 0 && len(adoptables) > 0 {
+		// Without markers an unproven registration is adopted only when it is the one
+		// registration serving the spec and the policy allows it; otherwise taking one would
+		// be a guess, and creating another would duplicate it.
+		if len(adoptables) == 1 && in.Adoption != hookv1.AdoptionNever {
+			candidates, adoptables = adoptables, nil
+		} else {
+			p.Conflict = unprovenMessage(in, adoptables)
+		}
+	}
+	p.Unproven = append(p.Unproven, adoptables...)
 	if p.Conflict != "" && len(candidates) == 0 {
 		// Neither create (a second hook for the same URL) nor adopt: wait for a human.
 		p.Prune = nil
@@ -145,8 +214,8 @@ func computePlan(in planInput) plan {
 	}
 	keep := pickKeeper(in, candidates)
 	p.Keep = &keep
-	p.RecoverSecret = !in.HeldSecrets[keep.ID]
-	p.Drift = drift(in.Desired, keep)
+	p.RecoverSecret = needsSecret(in, keep)
+	p.Drift = drift(in.Desired, keep, in.Caps)
 	for _, c := range candidates {
 		if c.ID == keep.ID {
 			continue
@@ -159,6 +228,19 @@ func computePlan(in planInput) plan {
 	}
 	sort.SliceStable(p.Prune, func(i, j int) bool { return p.Prune[i].Registration.ID < p.Prune[j].Registration.ID })
 	return p
+}
+
+// needsSecret reports whether keep's signing secret must be obtained before anything else: it
+// is not held, or (client-chosen) a pending secret may already be the one keep verifies with,
+// so the change it was written for is finished first.
+func needsSecret(in planInput, keep providers.Registration) bool {
+	switch in.Caps.Secret {
+	case providers.SecretNone:
+		return false
+	case providers.SecretClientChosen:
+		return !in.HeldSecrets[keep.ID] || in.PendingSecret
+	}
+	return !in.HeldSecrets[keep.ID]
 }
 
 // pickKeeper prefers, in order: the recorded registration whose secret we hold, any whose secret
@@ -188,9 +270,12 @@ func pickKeeper(in planInput, cs []providers.Registration) providers.Registratio
 	return best
 }
 
-// drift lists the fields of r that differ from d. The URL compares as a string: a registration
-// that is only canonically equal is rewritten to the canonical spelling.
-func drift(d providers.Desired, r providers.Registration) []string {
+// drift lists the fields of r that differ from d, among those the provider has: a field it
+// does not have (a GitHub hook's description or marker) is never "changed", which would be
+// perpetual drift. The URL compares as a string: a registration that is only canonically equal
+// is rewritten to the canonical spelling. Provider-specific settings the provider reports as
+// off (Misconfigured) are drift too.
+func drift(d providers.Desired, r providers.Registration, caps providers.Capabilities) []string {
 	var out []string
 	if r.URL != d.URL {
 		out = append(out, "url")
@@ -198,16 +283,16 @@ func drift(d providers.Desired, r providers.Registration) []string {
 	if !matching.SameEvents(r.Events, d.Events) {
 		out = append(out, "events")
 	}
-	if r.Description != d.Description {
+	if caps.Has(providers.FieldDescription) && r.Description != d.Description {
 		out = append(out, "description")
 	}
-	if r.Disabled != d.Disabled {
+	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled {
 		out = append(out, "disabled")
 	}
-	if r.Owner != d.Owner {
+	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {
 		out = append(out, "ownership marker")
 	}
-	return out
+	return append(out, r.Misconfigured...)
 }
 
 func conflictMessage(in planInput, r providers.Registration) string {
@@ -218,6 +303,15 @@ func conflictMessage(in planInput, r providers.Registration) string {
 		return fmt.Sprintf("registration %s already serves %s and carries the marker of an earlier subscription with this name (uid %s); policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL, r.Owner.UID)
 	}
 	return fmt.Sprintf("registration %s already serves %s and belongs to %s/%s in cluster %q", r.ID, in.Desired.URL, r.Owner.Namespace, r.Owner.Name, r.Owner.Cluster)
+}
+
+// unprovenMessage explains why unproven registrations serving the spec are neither adopted nor
+// duplicated.
+func unprovenMessage(in planInput, rs []providers.Registration) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("registration %s already serves %s with these events, and this provider stores no ownership marker, so it cannot be proven ours; policies.adoption is Never, so it is left alone and no second registration is made", registrationIDs(rs), in.Desired.URL)
+	}
+	return fmt.Sprintf("%d registrations serve %s with these events and none can be proven ours (this provider stores no ownership marker): adopting one would be a guess, so all are left alone and none is added; delete all but one at the provider to have it adopted: %s", len(rs), in.Desired.URL, registrationIDs(rs))
 }
 
 func registrationIDs(rs []providers.Registration) string {

@@ -13,7 +13,11 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/stripe"
 )
+
+// stripeCaps are the capabilities of the provider most cases are written for.
+var stripeCaps = new(stripe.Client).Capabilities()
 
 // The subscription every plan case is written from: shop/orders in cluster prod.
 var (
@@ -458,6 +462,7 @@ func TestPlanComputePlan(t *testing.T) {
 				}
 			}
 			in := planInput{
+				Caps:        stripeCaps,
 				Desired:     planDesired(url),
 				Observed:    c.observed,
 				RecordedID:  c.recorded,
@@ -517,7 +522,7 @@ func TestPlanInvariants(t *testing.T) {
 		for _, adoption := range []hookv1.AdoptionPolicy{hookv1.AdoptionAdopt, hookv1.AdoptionNever} {
 			for _, twins := range []hookv1.TwinsPolicy{hookv1.TwinsPrune, hookv1.TwinsKeep} {
 				name := fmt.Sprintf("mask=%b adoption=%s twins=%s", mask, adoption, twins)
-				p := computePlan(planInput{Desired: planDesired(planURL), Observed: observed, Adoption: adoption, Twins: twins})
+				p := computePlan(planInput{Caps: stripeCaps, Desired: planDesired(planURL), Observed: observed, Adoption: adoption, Twins: twins})
 				for _, a := range p.Prune {
 					if !mayPrune[adoption][a.Registration.ID] {
 						t.Errorf("%s: prunes %s, which is not provably ours", name, a.Registration.ID)
@@ -561,7 +566,7 @@ func TestPlanOwns(t *testing.T) {
 		{"recorded, but another cluster's marker: the marker wins", reg("we_1", 0, withOwner(planOtherClustr)), "we_1", false},
 	}
 	for _, c := range cases {
-		if got := owns(c.r, planMe, c.recorded); got != c.want {
+		if got := (ownership{me: planMe, markers: true, recordedID: c.recorded}).owns(c.r); got != c.want {
 			t.Errorf("owns(%s, owner %+v, recorded %q) = %v; want %v (%s)", c.r.ID, c.r.Owner, c.recorded, got, c.want, c.reason)
 		}
 	}

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -42,24 +44,45 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 	return sec, nil
 }
 
-// heldSecrets returns the ids of the registrations whose secret the signing Secret holds, and
-// the id whose secret is current there ("" when none is, or the Secret is inconsistent).
-func (r *Reconciler) heldSecrets(ctx context.Context, sub *hookv1.WebhookSubscription) (map[string]bool, string, error) {
+// signingState is what the signing Secret holds: the secret of each registration by id, the id
+// whose secret is current ("" when none is, or the Secret is inconsistent), and a client-chosen
+// secret not yet confirmed by the provider (nil when none).
+type signingState struct {
+	secrets map[string][]byte
+	current string
+	pending []byte
+}
+
+// held reports the ids of the registrations whose secret is held.
+func (st signingState) held() map[string]bool {
+	held := make(map[string]bool, len(st.secrets))
+	for id := range st.secrets {
+		held[id] = true
+	}
+	return held
+}
+
+// readSigningState reads the signing Secret (uncached) into a signingState.
+func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSubscription) (signingState, error) {
+	st := signingState{secrets: map[string][]byte{}}
 	sec, err := r.signingSecret(ctx, sub)
 	if err != nil || sec == nil {
-		return map[string]bool{}, "", err
+		return st, err
 	}
-	held := map[string]bool{}
 	for k, v := range sec.Data {
 		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
-			held[id] = true
+			st.secrets[id] = v
 		}
+	}
+	if v := sec.Data[hookv1.SecretKeyPending]; len(v) > 0 {
+		st.pending = v
 	}
 	current := sec.Annotations[hookv1.AnnotationEndpointID]
 	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyPrefix+current]) {
 		current = ""
 	}
-	return held, current, nil
+	st.current = current
+	return st, nil
 }
 
 // mutateSigningSecret creates or updates the signing Secret with fn applied to its data.
@@ -109,6 +132,29 @@ func (r *Reconciler) storeSecret(ctx context.Context, sub *hookv1.WebhookSubscri
 	})
 }
 
+// storePending records a client-chosen secret before the provider is asked to use it, so that
+// whatever happens next, the Secret holds the secret the registration may end up verifying with
+// (and the receiver accepts it).
+func (r *Reconciler) storePending(ctx context.Context, sub *hookv1.WebhookSubscription, secret string) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyPending] = []byte(secret) })
+}
+
+// confirmPending records the pending secret as registration id's, now that the provider uses
+// it, makes it current and forgets the pending copy. The secret id had before is dropped: the
+// provider verifies with the new one only.
+func (r *Reconciler) confirmPending(ctx context.Context, sub *hookv1.WebhookSubscription, id, secret string) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) {
+		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
+		delete(sec.Data, hookv1.SecretKeyPending)
+		setCurrent(sec, id)
+	})
+}
+
+// dropPending forgets a pending secret the provider never received.
+func (r *Reconciler) dropPending(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyPending) })
+}
+
 // markCurrent makes registration id's secret the current one.
 func (r *Reconciler) markCurrent(ctx context.Context, sub *hookv1.WebhookSubscription, id string) error {
 	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { setCurrent(sec, id) })
@@ -134,7 +180,7 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	ref := sub.Spec.Provider.CredentialsRef
 	key := ref.Key
 	if key == "" {
-		key = "apiKey"
+		key = sub.Spec.Provider.Type.DefaultCredentialsKey()
 	}
 	var sec corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &sec); err != nil {
@@ -156,9 +202,83 @@ func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return nil, err
 	}
-	acct, err := r.Accounts.Get(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, cred)
+	acct, err := r.Accounts.Get(AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: target(&sub.Spec.Provider), Credential: cred})
 	if err != nil {
 		return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
 	}
 	return acct, nil
+}
+
+// target is what one list of the subscription's provider covers (providers.Config.Target).
+func target(p *hookv1.ProviderSpec) string {
+	switch g := p.GitHub; {
+	case g == nil:
+		return ""
+	case g.Organization != "":
+		return "orgs/" + g.Organization
+	default:
+		return "repos/" + g.Owner + "/" + g.Repository
+	}
+}
+
+// The session's writes to the signing Secret keep its in-memory view (s.signing) in step, so
+// one reconcile plans and acts on what the Secret holds now.
+
+// storeSecret records the provider-returned secret of registration id.
+func (s *session) storeSecret(ctx context.Context, id, secret string) error {
+	if err := s.r.storeSecret(ctx, s.sub, id, secret); err != nil {
+		return err
+	}
+	s.signing.secrets[id] = []byte(secret)
+	return nil
+}
+
+// pendingSecret returns the pending client-chosen secret, generating and storing one first when
+// there is none. A pending secret is reused, never replaced: after a crash it may already be the
+// one the provider verifies with.
+func (s *session) pendingSecret(ctx context.Context) (string, error) {
+	if s.signing.pending != nil {
+		return string(s.signing.pending), nil
+	}
+	secret, err := newClientSecret()
+	if err != nil {
+		return "", err
+	}
+	if err := s.r.storePending(ctx, s.sub, secret); err != nil {
+		return "", err
+	}
+	s.signing.pending = []byte(secret)
+	return secret, nil
+}
+
+// confirmPending records the pending secret as registration id's, once the provider uses it.
+func (s *session) confirmPending(ctx context.Context, id, secret string) error {
+	if err := s.r.confirmPending(ctx, s.sub, id, secret); err != nil {
+		return err
+	}
+	s.signing.secrets[id] = []byte(secret)
+	s.signing.pending = nil
+	s.signing.current = id
+	return nil
+}
+
+// dropPending forgets a pending secret the provider refused.
+func (s *session) dropPending(ctx context.Context) error {
+	if err := s.r.dropPending(ctx, s.sub); err != nil {
+		return err
+	}
+	s.signing.pending = nil
+	return nil
+}
+
+// clientSecretBytes is the entropy of a secret we choose: 256 bits, hex-encoded (64 characters,
+// accepted by every provider as a plain string).
+const clientSecretBytes = 32
+
+func newClientSecret() (string, error) {
+	b := make([]byte, clientSecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a signing secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"regexp"
 	"strings"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -14,8 +15,17 @@ func validateSpec(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 	invalid := func(format string, args ...any) (string, error) {
 		return "", stall(hookv1.ReasonInvalidSpec, format, args...)
 	}
-	if spec.Provider.Type != hookv1.ProviderStripe {
-		return invalid("spec.provider.type %q is not supported (supported: stripe)", spec.Provider.Type)
+	switch spec.Provider.Type {
+	case hookv1.ProviderStripe:
+		if spec.Provider.GitHub != nil {
+			return invalid("spec.provider.github must be set when spec.provider.type is github, and only then")
+		}
+	case hookv1.ProviderGitHub:
+		if err := validateGitHub(spec); err != nil {
+			return "", err
+		}
+	default:
+		return invalid("spec.provider.type %q is not supported (supported: stripe, github)", spec.Provider.Type)
 	}
 	if spec.Provider.CredentialsRef.Name == "" {
 		return invalid("spec.provider.credentialsRef.name is required")
@@ -64,4 +74,40 @@ func receiverURL(base, namespace, name string) (string, error) {
 		return "", stall(hookv1.ReasonInvalidSpec, "--receiver-base-url: %v", err)
 	}
 	return u, nil
+}
+
+// GitHub's rules for names, as the CRD's patterns state them: logins are alphanumerics and
+// inner hyphens (at most 39), repository names alphanumerics, '.', '_' and '-' (at most 100).
+var (
+	githubLogin = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
+	githubRepo  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	githubEvent = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+)
+
+// validateGitHub mirrors the CEL rules of spec.provider.github and of GitHub's event names.
+func validateGitHub(spec *hookv1.WebhookSubscriptionSpec) error {
+	invalid := func(format string, args ...any) error { return stall(hookv1.ReasonInvalidSpec, format, args...) }
+	g := spec.Provider.GitHub
+	switch {
+	case g == nil:
+		return invalid("spec.provider.github must be set when spec.provider.type is github, and only then")
+	case (g.Organization != "") == (g.Owner != "" || g.Repository != ""):
+		return invalid("spec.provider.github: set either owner and repository (a repository hook) or organization (an organization hook)")
+	case (g.Owner != "") != (g.Repository != ""):
+		return invalid("spec.provider.github: owner and repository are set together")
+	}
+	for field, v := range map[string]string{"owner": g.Owner, "organization": g.Organization} {
+		if v != "" && (len(v) > 39 || !githubLogin.MatchString(v)) {
+			return invalid("spec.provider.github.%s %q is not a GitHub login (letters, digits and inner hyphens, at most 39)", field, v)
+		}
+	}
+	if r := g.Repository; r != "" && (len(r) > 100 || !githubRepo.MatchString(r) || r == "." || r == "..") {
+		return invalid("spec.provider.github.repository %q is not a GitHub repository name (letters, digits, '.', '_' and '-', at most 100)", r)
+	}
+	for _, e := range spec.Events {
+		if e != "*" && !githubEvent.MatchString(e) {
+			return invalid("spec.events: %q is not a GitHub event name (lowercase with underscores, such as push or pull_request, or '*' for all)", e)
+		}
+	}
+	return nil
 }

@@ -21,6 +21,13 @@ func validTestSpec() hookv1.WebhookSubscriptionSpec {
 	}
 }
 
+// githubSpec turns the valid Stripe spec into a GitHub one for target, with GitHub events.
+func githubSpec(s *hookv1.WebhookSubscriptionSpec, target hookv1.GitHubTarget) {
+	s.Provider.Type = hookv1.ProviderGitHub
+	s.Provider.GitHub = &target
+	s.Events = []string{"push", "pull_request"}
+}
+
 func TestValidateSpec(t *testing.T) {
 	cases := []struct {
 		reason  string
@@ -57,8 +64,81 @@ func TestValidateSpec(t *testing.T) {
 		},
 		{
 			reason: "unsupported provider type",
-			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Provider.Type = "github" },
-			wantIn: []string{"spec.provider.type", `"github"`},
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Provider.Type = "paypal" },
+			wantIn: []string{"spec.provider.type", `"paypal"`},
+		},
+		{
+			reason: "github type without its block",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { s.Provider.Type = hookv1.ProviderGitHub },
+			wantIn: []string{"spec.provider.github must be set"},
+		},
+		{
+			reason: "a github block on a stripe subscription",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				s.Provider.GitHub = &hookv1.GitHubTarget{Organization: "acme"}
+			},
+			wantIn: []string{"spec.provider.github must be set when spec.provider.type is github, and only then"},
+		},
+		{
+			reason: "a repository hook is valid",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Owner: "acme", Repository: "shop.web_2"})
+			},
+			wantURL: "https://hooks.example.com/hooks/shop/orders",
+		},
+		{
+			reason: "an organization hook with every event is valid",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Organization: "acme-corp"})
+				s.Events = []string{"*"}
+			},
+			wantURL: "https://hooks.example.com/hooks/shop/orders",
+		},
+		{
+			reason: "both repository and organization",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Owner: "acme", Repository: "shop", Organization: "acme"})
+			},
+			wantIn: []string{"spec.provider.github: set either owner and repository"},
+		},
+		{
+			reason: "an empty github block",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { githubSpec(s, hookv1.GitHubTarget{}) },
+			wantIn: []string{"spec.provider.github: set either owner and repository"},
+		},
+		{
+			reason: "owner without repository",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) { githubSpec(s, hookv1.GitHubTarget{Owner: "acme"}) },
+			wantIn: []string{"spec.provider.github", "owner and repository are set together"},
+		},
+		{
+			reason: "an owner GitHub would refuse",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Owner: "-acme", Repository: "shop"})
+			},
+			wantIn: []string{"spec.provider.github.owner", `"-acme"`},
+		},
+		{
+			reason: "a repository name GitHub would refuse",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Owner: "acme", Repository: "shop/web"})
+			},
+			wantIn: []string{"spec.provider.github.repository", `"shop/web"`},
+		},
+		{
+			reason: "an organization login over 39 characters",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Organization: strings.Repeat("a", 40)})
+			},
+			wantIn: []string{"spec.provider.github.organization"},
+		},
+		{
+			reason: "a Stripe-style event name on GitHub",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Organization: "acme"})
+				s.Events = []string{"checkout.session.completed"}
+			},
+			wantIn: []string{"spec.events", `"checkout.session.completed"`, "GitHub event name"},
 		},
 		{
 			reason: "empty provider type",

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,9 +147,10 @@ type session struct {
 	r       *Reconciler
 	sub     *hookv1.WebhookSubscription
 	ops     ops
+	caps    providers.Capabilities
 	desired providers.Desired
-	// current is the registration whose secret the Secret holds as current.
-	current string
+	// signing is what the signing Secret holds, kept in step with this session's own writes.
+	signing signingState
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
@@ -156,6 +158,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	ownReceiverURL := r.ownReceiverURL(sub)
 	if sub.Spec.Endpoint.Receiver != nil {
 		if desiredURL, err = receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
 			return ctrl.Result{}, err
@@ -165,157 +168,273 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	held, current, err := r.heldSecrets(ctx, sub)
+	signing, err := r.readSigningState(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	o, unlock := acct.Lock()
 	defer unlock()
 
-	observed, err := o.List(ctx, r.maxListAge(sub))
-	if err != nil {
-		return ctrl.Result{}, fromProvider("listing registrations", err)
-	}
-	s := &session{r: r, sub: sub, ops: o, current: current, desired: providers.Desired{
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,
 		Disabled:    sub.Spec.Disabled,
 		Owner:       r.owner(sub),
 	}}
-	p := computePlan(planInput{
-		Desired:     s.desired,
-		Observed:    observed,
-		RecordedID:  sub.Status.EndpointID,
-		HeldSecrets: held,
-		Adoption:    sub.Spec.Policies.Adoption,
-		Twins:       sub.Spec.Policies.Twins,
-	})
-	if err := s.apply(ctx, p); err != nil {
-		return ctrl.Result{}, err
+	var keep providers.Registration
+	for attempt := 1; ; attempt++ {
+		observed, err := o.List(ctx, r.maxListAge(sub))
+		if err != nil {
+			return ctrl.Result{}, fromList(err)
+		}
+		p := computePlan(planInput{
+			Desired:       s.desired,
+			Observed:      observed,
+			Caps:          s.caps,
+			RecordedID:    sub.Status.EndpointID,
+			HeldSecrets:   s.signing.held(),
+			PendingSecret: s.signing.pending != nil,
+			ReceiverURL:   ownReceiverURL,
+			Adoption:      sub.Spec.Policies.Adoption,
+			Twins:         sub.Spec.Policies.Twins,
+		})
+		keep, err = s.apply(ctx, p)
+		if providers.KindOf(err) == providers.AlreadyExists {
+			// The provider refused the create because a registration for this target exists
+			// that the list did not show us (it changed meanwhile, or the list is partial): read
+			// it again and plan once more; a second refusal needs a human.
+			o.Invalidate()
+			if attempt == 1 {
+				continue
+			}
+			return ctrl.Result{}, stall(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		break
 	}
 	sub.Status.URL = desiredURL
+	sub.Status.LastDelivery = deliveryStatus(keep.LastDelivery)
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil
 }
 
-// apply acts on a plan: create or adopt, update in place, secure the secret, then prune.
-func (s *session) apply(ctx context.Context, p plan) error {
+// apply acts on a plan: create or adopt, update in place, secure the secret, then prune. It
+// returns the registration kept.
+func (s *session) apply(ctx context.Context, p plan) (providers.Registration, error) {
 	sub := s.sub
 	if p.Conflict != "" {
 		s.r.event(sub, corev1.EventTypeWarning, hookv1.ReasonConflict, "Reconcile", p.Conflict)
-		return wait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
+		return providers.Registration{}, wait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
 	}
 	var keep providers.Registration
 	switch {
 	case p.Create:
 		reg, err := s.create(ctx, s.desired, createKey(sub))
 		if err != nil {
-			return err
+			return reg, err
 		}
 		keep = reg
 		s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonCreated, "Create", "registered %s for %s", reg.ID, reg.URL)
+		s.ping(ctx, reg.ID)
 	default:
 		keep = *p.Keep
 		// Recover the secret before fixing drift: the replay must repeat the original create's
 		// parameters, which the registration still has until it is updated.
 		if p.RecoverSecret {
-			reg, err := s.recoverSecret(ctx, keep)
+			reg, fixed, err := s.recoverSecret(ctx, keep)
 			if err != nil {
-				return err
+				return keep, err
 			}
-			if reg.ID != keep.ID {
+			switch {
+			case fixed:
+				p.Drift = nil // the secret was set by an update that also carried the spec
+			case reg.ID != keep.ID:
 				// Rotated make-before-break: the old registration goes once the new secret is stored.
 				// The new one may already have been planned as a twin (an earlier recovery that
 				// crashed before storing its secret): it is the keeper now.
 				p.Prune = slices.DeleteFunc(p.Prune, func(a pruneAction) bool { return a.Registration.ID == reg.ID })
 				p.Prune = append(p.Prune, pruneAction{Registration: keep, Why: pruneRotated})
-				p.Drift = drift(s.desired, reg)
+				p.Drift = drift(s.desired, reg, s.caps)
 			}
 			keep = reg
 		}
 		if len(p.Drift) > 0 {
-			reg, err := s.ops.Update(ctx, keep.ID, s.desired)
+			d := s.desired
+			d.Secret = string(s.signing.secrets[keep.ID])
+			reg, err := s.ops.Update(ctx, keep.ID, d)
 			if err != nil {
-				return fromProvider("updating registration "+keep.ID, err)
+				return keep, fromProvider("updating registration "+keep.ID, err)
 			}
 			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Update", "updated %s in place: %v", keep.ID, p.Drift)
 			keep = reg
 		}
 	}
 	sub.Status.EndpointID = keep.ID
-	if keep.ID != s.current {
+	if keep.ID != s.signing.current && s.caps.Secret != providers.SecretNone {
 		if err := s.r.markCurrent(ctx, sub, keep.ID); err != nil {
-			return err
+			return keep, err
 		}
+		s.signing.current = keep.ID
 	}
 	if err := s.prune(ctx, p.Prune); err != nil {
-		return err
+		return keep, err
 	}
 	s.r.reportNearTwins(sub, p)
-	return nil
+	return keep, nil
 }
 
-// create registers a webhook and stores its secret before anything else can go wrong.
+// create registers a webhook and makes sure its secret is stored whatever goes wrong.
 func (s *session) create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
+	if s.caps.Secret == providers.SecretClientChosen {
+		return s.createWithOwnSecret(ctx, d, key)
+	}
 	reg, err := s.ops.Create(ctx, d, key)
 	if err != nil {
 		if reg.ID != "" && reg.Secret != "" {
 			// Created, but a follow-up step failed (Stripe: disabling after create): the secret
 			// exists only in this response, so keep it before reporting the error.
-			if serr := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); serr != nil {
+			if serr := s.storeSecret(ctx, reg.ID, reg.Secret); serr != nil {
 				return reg, errors.Join(fromProvider("creating registration", err), serr)
 			}
 		}
 		return reg, fromProvider("creating registration", err)
 	}
-	if s.r.AfterCreate != nil {
-		if err := s.r.AfterCreate(ctx, s.sub, reg); err != nil {
-			return reg, err
-		}
+	if err := s.afterCreate(ctx, reg); err != nil {
+		return reg, err
+	}
+	if s.caps.Secret == providers.SecretNone {
+		return reg, nil
 	}
 	if reg.Secret == "" {
 		return reg, fmt.Errorf("provider returned no signing secret for new registration %s", reg.ID)
 	}
-	if err := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); err != nil {
-		return reg, err
-	}
-	return reg, nil
+	return reg, s.storeSecret(ctx, reg.ID, reg.Secret)
 }
 
-// recoverSecret gets a signing secret for keep, which we serve but whose secret is not held.
-// First it replays keep's original create (same idempotency key, same parameters): within the
-// provider's idempotency window that returns the original response, secret included. When the
-// window has passed, the same call creates a new registration instead, which is a rotation; when
-// the replay is refused (parameters changed since), it rotates explicitly. Either way the new
-// registration's secret is stored before the old registration is deleted.
-func (s *session) recoverSecret(ctx context.Context, keep providers.Registration) (providers.Registration, error) {
-	if keep.CreateKey != "" && keep.Owner == s.desired.Owner {
+// createWithOwnSecret creates a registration with a secret we chose. The secret is written to
+// the signing Secret (pending) before the provider hears of it, so a crash anywhere leaves at
+// most one registration, and the Secret holding the secret it verifies with: after a crash the
+// next reconcile finds the registration (adopting it if it cannot be proven ours) and sets the
+// pending secret on it, which is then confirmed under its id.
+func (s *session) createWithOwnSecret(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
+	secret, err := s.pendingSecret(ctx)
+	if err != nil {
+		return providers.Registration{}, err
+	}
+	d.Secret = secret
+	reg, err := s.ops.Create(ctx, d, key)
+	if err != nil {
+		if providers.KindOf(err) != providers.Transient {
+			// The provider refused it: nothing was created with the pending secret.
+			if derr := s.dropPending(ctx); derr != nil {
+				return reg, errors.Join(fromProvider("creating registration", err), derr)
+			}
+		}
+		return reg, fromProvider("creating registration", err)
+	}
+	if err := s.afterCreate(ctx, reg); err != nil {
+		return reg, err
+	}
+	return reg, s.confirmPending(ctx, reg.ID, secret)
+}
+
+func (s *session) afterCreate(ctx context.Context, reg providers.Registration) error {
+	if s.r.AfterCreate == nil {
+		return nil
+	}
+	return s.r.AfterCreate(ctx, s.sub, reg)
+}
+
+// recoverSecret gets a signing secret for keep, which we serve but whose secret is not held
+// (or, client-chosen, whose pending secret may be set already). fixed reports that the returned
+// registration was updated to the whole spec on the way.
+//
+// Where the client chooses the secret, a new one (or the pending one) is set on keep itself,
+// in place: the Secret keeps accepting the old one until the provider confirmed the new.
+//
+// Where the provider returns the secret on create only, it replays keep's original create (same
+// idempotency key, same parameters): within the provider's idempotency window that returns the
+// original response, secret included. When the window has passed, the same call creates a new
+// registration instead, which is a rotation; when the replay is refused (parameters changed
+// since), it rotates explicitly. Either way the new registration's secret is stored before the
+// old registration is deleted.
+func (s *session) recoverSecret(ctx context.Context, keep providers.Registration) (reg providers.Registration, fixed bool, err error) {
+	if s.caps.Secret == providers.SecretClientChosen {
+		reg, err := s.setNewSecret(ctx, keep)
+		return reg, err == nil, err
+	}
+	if s.caps.ReplayableCreate && keep.CreateKey != "" && keep.Owner == s.desired.Owner {
 		original := providers.Desired{URL: keep.URL, Events: keep.Events, Description: keep.Description, Owner: keep.Owner}
 		reg, err := s.ops.Create(ctx, original, keep.CreateKey)
 		switch {
 		case err == nil && reg.Secret != "":
-			if err := s.r.storeSecret(ctx, s.sub, reg.ID, reg.Secret); err != nil {
-				return keep, err
+			if err := s.storeSecret(ctx, reg.ID, reg.Secret); err != nil {
+				return keep, false, err
 			}
 			if reg.ID == keep.ID {
 				s.ops.Remember(keep) // the replayed body is the original; keep the current view
 				s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRecovered, "RecoverSecret", "recovered the signing secret of %s by replaying its create", keep.ID)
-				return keep, nil
+				return keep, false, nil
 			}
 			s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RecoverSecret", "signing secret of %s was lost; rotated to %s", keep.ID, reg.ID)
-			return reg, nil
+			return reg, false, nil
 		case err != nil && providers.KindOf(err) != providers.Permanent:
-			return keep, fromProvider("recovering the signing secret of "+keep.ID, err)
+			return keep, false, fromProvider("recovering the signing secret of "+keep.ID, err)
 		}
 	}
-	reg, err := s.create(ctx, s.desired, rotateKey(s.sub, keep.ID))
+	reg, err = s.create(ctx, s.desired, rotateKey(s.sub, keep.ID))
+	if err != nil {
+		return keep, false, err
+	}
+	s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RotateSecret", "signing secret of %s is not held; rotated to %s", keep.ID, reg.ID)
+	return reg, false, nil
+}
+
+// setNewSecret sets a client-chosen secret on keep in place (same id), with an update that also
+// carries the rest of the spec. The secret is pending in the Secret first, so the receiver
+// accepts it (beside the old one, if held) from the moment the provider might sign with it.
+func (s *session) setNewSecret(ctx context.Context, keep providers.Registration) (providers.Registration, error) {
+	wasHeld := s.signing.secrets[keep.ID] != nil
+	secret, err := s.pendingSecret(ctx)
 	if err != nil {
 		return keep, err
 	}
-	s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RotateSecret", "signing secret of %s is not held; rotated to %s", keep.ID, reg.ID)
+	d := s.desired
+	d.Secret = secret
+	reg, err := s.ops.Update(ctx, keep.ID, d)
+	if err != nil {
+		return keep, fromProvider("setting a new signing secret on "+keep.ID, err)
+	}
+	if err := s.confirmPending(ctx, keep.ID, secret); err != nil {
+		return reg, err
+	}
+	if wasHeld {
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "SetSecret", "finished setting the pending signing secret on %s", keep.ID)
+	} else {
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "SetSecret", "the signing secret of %s was not held; set a new one on it in place", keep.ID)
+	}
 	return reg, nil
+}
+
+// ping asks the provider for a test delivery to a new registration and records the outcome in
+// status; a failed ping leaves the registration as it is.
+func (s *session) ping(ctx context.Context, id string) {
+	ok, err := s.ops.Ping(ctx, id)
+	if !ok {
+		return
+	}
+	ps := &hookv1.PingStatus{EndpointID: id, Time: metav1.NewTime(s.r.Now()), Result: hookv1.PingRequested}
+	if err != nil {
+		ps.Result, ps.Message = hookv1.PingFailed, err.Error()
+		s.r.event(s.sub, corev1.EventTypeWarning, hookv1.ReasonPinged, "Ping", "the provider refused to ping %s: %v", id, err)
+	} else {
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonPinged, "Ping", "asked the provider to ping %s", id)
+	}
+	s.sub.Status.Ping = ps
 }
 
 const pruneRotated pruneReason = "rotated"
@@ -346,31 +465,54 @@ func (s *session) prune(ctx context.Context, actions []pruneAction) error {
 		if err := s.r.forgetSecret(ctx, s.sub, a.Registration.ID); err != nil {
 			return err
 		}
+		delete(s.signing.secrets, a.Registration.ID)
 	}
 	return nil
 }
 
 func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {
-	if len(p.NearTwins) == 0 && len(p.KeptTwins) == 0 {
+	var parts []string
+	if len(p.NearTwins) > 0 {
+		parts = append(parts, "foreign registrations that differ only by a trailing slash or scheme, left untouched: "+registrationIDs(p.NearTwins))
+	}
+	if len(p.Unproven) > 0 {
+		parts = append(parts, "registrations for this URL that cannot be proven ours (the provider stores no marker), left untouched: "+registrationIDs(p.Unproven))
+	}
+	if len(p.KeptTwins) > 0 {
+		parts = append(parts, "twins kept by policies.twins=Keep: "+registrationIDs(p.KeptTwins))
+	}
+	if len(parts) == 0 {
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionTwinsFound)
 		return
 	}
-	msg := ""
-	if len(p.NearTwins) > 0 {
-		msg = "foreign registrations that differ only by a trailing slash or scheme, left untouched: " + registrationIDs(p.NearTwins)
-	}
-	if len(p.KeptTwins) > 0 {
-		if msg != "" {
-			msg += "; "
-		}
-		msg += "twins kept by policies.twins=Keep: " + registrationIDs(p.KeptTwins)
-	}
+	msg := strings.Join(parts, "; ")
 	if c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionTwinsFound); c == nil || c.Message != msg {
 		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonNearTwinFound, "Reconcile", "%s", msg)
 	}
 	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
 		Type: hookv1.ConditionTwinsFound, Status: metav1.ConditionTrue, Reason: hookv1.ReasonNearTwinFound, Message: msg, ObservedGeneration: sub.Generation,
 	})
+}
+
+// ownReceiverURL is the bundled receiver's URL for sub ("" without --receiver-base-url),
+// whatever its spec.endpoint says: on providers without markers, a registration for it is ours
+// (it may be left from when the spec named the receiver).
+func (r *Reconciler) ownReceiverURL(sub *hookv1.WebhookSubscription) string {
+	if r.ReceiverBaseURL == "" {
+		return ""
+	}
+	u, err := receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name)
+	if err != nil {
+		return ""
+	}
+	return u
+}
+
+func deliveryStatus(d *providers.DeliveryReport) *hookv1.DeliveryStatus {
+	if d == nil {
+		return nil
+	}
+	return &hookv1.DeliveryStatus{Code: int32(d.Code), Status: d.Status, Message: d.Message}
 }
 
 func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {

@@ -23,6 +23,9 @@ const (
 	RateLimited
 	// QuotaExceeded means an account limit was hit (Stripe's 16 endpoints, GitHub's 20 hooks).
 	QuotaExceeded
+	// AlreadyExists means the provider refused a create because a registration for the same
+	// target exists (GitHub's 422 "Hook already exists"): nothing was created; list again.
+	AlreadyExists
 )
 
 func (k Kind) String() string {
@@ -39,6 +42,8 @@ func (k Kind) String() string {
 		return "RateLimited"
 	case QuotaExceeded:
 		return "QuotaExceeded"
+	case AlreadyExists:
+		return "AlreadyExists"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -50,8 +55,12 @@ type Error struct {
 	StatusCode int
 	// Message is the provider's message (for Permanent, what the user needs to fix).
 	Message string
-	// RetryAfter is how long to wait before the next call (RateLimited; optional otherwise).
+	// RetryAfter is how long to wait before the next call, as the provider said (RateLimited;
+	// optional otherwise). Zero means the provider did not say.
 	RetryAfter time.Duration
+	// Backoff is, for RateLimited without RetryAfter, the provider's first wait of a growing
+	// backoff (GitHub's secondary limit: one minute); zero leaves the caller's default.
+	Backoff time.Duration
 	// RequestID is the provider's request id, for support tickets.
 	RequestID string
 }

@@ -2,7 +2,9 @@
 //
 // A provider package sees plain Go values, never custom resources, and classifies every error it
 // returns at the boundary (see Error), so the reconciler can decide between requeue, backoff and
-// stall without knowing the provider.
+// stall without knowing the provider. What a provider can promise (markers, who chooses the
+// secret, replayable creates, which fields exist) is data, Capabilities, that the reconciler's
+// plan reads: it never assumes the habits of one provider.
 package providers
 
 import (
@@ -30,15 +32,32 @@ type Registration struct {
 	Events      []string
 	Description string
 	Disabled    bool
-	// Owner is the decoded ownership marker; zero when the registration carries none.
+	// Owner is the decoded ownership marker; zero when the registration carries none (always,
+	// on providers without Capabilities.Markers).
 	Owner Owner
 	// CreateKey is the idempotency key the registration was created with, when the provider
 	// stores it (Stripe: in metadata). Replaying a create with it recovers a lost secret.
 	CreateKey string
-	// Secret is the signing secret. Stripe returns it only in the create response (and in an
-	// idempotent replay of that response); it is empty everywhere else.
+	// Secret is the signing secret, when the provider reveals it: Stripe only in the create
+	// response (and in an idempotent replay of it); never for client-chosen secrets.
 	Secret  string
 	Created time.Time
+	// Misconfigured names provider-specific settings that differ from what the provider's
+	// Create would set (GitHub: content_type, insecure_ssl). They count as drift, and Update
+	// repairs them.
+	Misconfigured []string
+	// LastDelivery is what the provider reports about its latest delivery to this registration
+	// (GitHub's last_response); nil when it reports nothing.
+	LastDelivery *DeliveryReport
+}
+
+// DeliveryReport is the provider's account of its latest delivery attempt to a registration.
+type DeliveryReport struct {
+	// Code is the HTTP status the endpoint answered (0 when none: never delivered, or no answer).
+	Code int
+	// Status is the provider's word for the outcome ("active", "unused", ...).
+	Status  string
+	Message string
 }
 
 // Desired is what a registration should look like.
@@ -48,27 +67,109 @@ type Desired struct {
 	Description string
 	Disabled    bool
 	Owner       Owner
+	// Secret is the signing secret to set, for providers whose client chooses it
+	// (SecretClientChosen): required on Create, and on Update when UpdateNeedsSecret. Other
+	// providers ignore it.
+	Secret string
 }
 
-// Client talks to one provider account (or one GitHub target). Implementations are safe for
-// concurrent use.
+// SecretMode says who chooses a registration's signing secret and how the operator learns it.
+type SecretMode int
+
+const (
+	// SecretReturnedOnCreate: the provider generates the secret and returns it only in the
+	// create response (Stripe). A lost secret is recovered by replaying the create (when
+	// ReplayableCreate) or by rotating to a new registration, make-before-break.
+	SecretReturnedOnCreate SecretMode = iota
+	// SecretClientChosen: the client generates the secret and sends it; the provider never
+	// reveals it again (GitHub masks it as "********"). A lost secret is repaired by setting a
+	// new one on the same registration.
+	SecretClientChosen
+	// SecretNone: deliveries are not signed; there is nothing to store.
+	SecretNone
+)
+
+func (m SecretMode) String() string {
+	switch m {
+	case SecretReturnedOnCreate:
+		return "returned-on-create"
+	case SecretClientChosen:
+		return "client-chosen"
+	case SecretNone:
+		return "none"
+	}
+	return "unknown"
+}
+
+// Field is one property of a registration that a provider may or may not have.
+type Field uint
+
+const (
+	FieldDescription Field = 1 << iota
+	FieldDisabled
+	// FieldMarker is the ownership marker (Owner and CreateKey).
+	FieldMarker
+)
+
+// Capabilities state what a provider can promise. The reconciler decides from them: how
+// ownership is proven, how a secret is obtained and recovered, what counts as drift.
+type Capabilities struct {
+	// Markers: the provider stores an ownership marker with each registration and List returns
+	// it (Stripe metadata). Without markers a registration is ours only when proven otherwise:
+	// its id is recorded, its secret is held, or its URL is the bundled receiver's URL for the
+	// subscription.
+	Markers bool
+	// Secret is who chooses the signing secret.
+	Secret SecretMode
+	// UpdateNeedsSecret: an update that omits the secret clears it (GitHub), so every Update
+	// carries Desired.Secret.
+	UpdateNeedsSecret bool
+	// ReplayableCreate: repeating Create with the same idempotency key and identical parameters
+	// returns the original response, secret included (Stripe, for 24 h), so a crash after the
+	// provider's answer loses nothing.
+	ReplayableCreate bool
+	// Fields the registrations carry besides URL and events (which every provider has). A field
+	// the provider does not have is never counted as drift.
+	Fields Field
+}
+
+// Has reports whether the provider's registrations carry f.
+func (c Capabilities) Has(f Field) bool { return c.Fields&f != 0 }
+
+// Client talks to one provider account: whatever one list covers (a Stripe account, one GitHub
+// repository or organization). Implementations are safe for concurrent use.
 type Client interface {
+	// Capabilities says what this provider can promise; it never changes.
+	Capabilities() Capabilities
 	// List returns every registration on the account, following all pages.
 	List(ctx context.Context) ([]Registration, error)
-	// Create registers a webhook. idempotencyKey is deterministic per attempt: repeating the call
-	// with the same key and the same Desired replays the original response, secret included.
+	// Create registers a webhook. idempotencyKey is deterministic per attempt: on providers with
+	// ReplayableCreate, repeating the call with the same key and the same Desired replays the
+	// original response, secret included. A provider that refuses a second registration for
+	// the same target answers AlreadyExists.
 	Create(ctx context.Context, d Desired, idempotencyKey string) (Registration, error)
-	// Update changes a registration in place (URL, events, description, disabled, marker); it
-	// never rotates the secret.
+	// Update changes a registration in place (URL, events and whatever Capabilities.Fields
+	// lists, and Misconfigured settings). It never rotates a provider-chosen secret; with
+	// SecretClientChosen it sets d.Secret.
 	Update(ctx context.Context, id string, d Desired) (Registration, error)
 	// Delete removes a registration; a registration that is already gone is not an error.
 	Delete(ctx context.Context, id string) error
+}
+
+// Pinger is implemented by providers that can be asked to send a test delivery to a
+// registration (GitHub's ping). The reconciler pings after a create and reports the outcome.
+type Pinger interface {
+	Ping(ctx context.Context, id string) error
 }
 
 // Config is what a Factory needs to build a Client for one account.
 type Config struct {
 	// APIURL overrides the provider's default API base URL (stripe-mock, fakes, GitHub Enterprise).
 	APIURL string
+	// Target names what one list covers when one credential spans several (GitHub:
+	// "repos/<owner>/<repository>" or "orgs/<organization>"); empty for providers whose
+	// credential is the account (Stripe).
+	Target string
 	// Credential is the API key or token. It must never appear in logs or errors.
 	Credential string
 	// Timeout bounds one HTTP request.

@@ -42,6 +42,11 @@ const (
 	ReasonOrphaned            Reason = "Orphaned"
 	ReasonDeletionBlocked     Reason = "DeletionBlocked"
 	ReasonSuspended           Reason = "Suspended"
+	// ReasonTargetNotFound: the provider says the list target (a GitHub repository or
+	// organization) does not exist, or the credential may not administer its hooks.
+	ReasonTargetNotFound Reason = "TargetNotFound"
+	// ReasonPinged: the manager asked the provider for a test delivery after a create.
+	ReasonPinged Reason = "Pinged"
 )
 
 // Well-known names shared by the manager and the receiver.
@@ -59,4 +64,9 @@ const (
 	// SecretKeyPrefix prefixes one key per live registration ("whsec.<endpointID>"), so every
 	// secret that may still sign deliveries stays readable during a rotation.
 	SecretKeyPrefix = "whsec."
+	// SecretKeyPending holds a client-chosen secret (GitHub) written before the provider is asked
+	// to use it: before a create, or before it is set on an existing registration. The receiver
+	// accepts it like the others, so deliveries signed with it verify from the first one; the
+	// manager moves it under the registration's id once the provider confirmed it.
+	SecretKeyPending = "pendingSecret"
 )

@@ -5,12 +5,22 @@ import (
 )
 
 // ProviderType names a webhook provider.
-// +kubebuilder:validation:Enum=stripe
+// +kubebuilder:validation:Enum=stripe;github
 type ProviderType string
 
 const (
 	ProviderStripe ProviderType = "stripe"
+	ProviderGitHub ProviderType = "github"
 )
+
+// DefaultCredentialsKey is the key of the credentials Secret read when
+// spec.provider.credentialsRef.key is empty: the provider's own word for its credential.
+func (t ProviderType) DefaultCredentialsKey() string {
+	if t == ProviderGitHub {
+		return "token"
+	}
+	return "apiKey"
+}
 
 // SecretKeySelector points at one key of a Secret in the subscription's namespace.
 type SecretKeySelector struct {
@@ -18,25 +28,58 @@ type SecretKeySelector struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// Key within the Secret.
+	// Key within the Secret. Defaults to the provider's word for its credential: apiKey for
+	// stripe, token for github.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:default=apiKey
 	// +optional
 	Key string `json:"key,omitempty"`
 }
 
 // ProviderSpec says which provider account to register the webhook with.
+// +kubebuilder:validation:XValidation:rule="self.type == 'github' ? has(self.github) : !has(self.github)",message="spec.provider.github must be set when spec.provider.type is github, and only then"
 type ProviderSpec struct {
 	// Type of the provider.
 	Type ProviderType `json:"type"`
-	// CredentialsRef points at the API key (Stripe secret key) in a Secret in this namespace.
+	// CredentialsRef points at the credential in a Secret in this namespace: a Stripe secret
+	// key (key apiKey) or a GitHub token (key token).
 	CredentialsRef SecretKeySelector `json:"credentialsRef"`
-	// APIURL overrides the provider's API base URL (stripe-mock, a fake, an enterprise host).
+	// APIURL overrides the provider's API base URL: https://HOST/api/v3 for GitHub Enterprise
+	// Server, stripe-mock, a fake.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.startsWith('https://') || self.startsWith('http://')",message="spec.provider.apiURL must be an http(s) URL"
 	// +optional
 	APIURL string `json:"apiURL,omitempty"`
+	// GitHub names the repository or organization whose hooks this subscription manages;
+	// required when type is github.
+	// +optional
+	GitHub *GitHubTarget `json:"github,omitempty"`
+}
+
+// GitHubTarget is a repository ({owner, repository}: a repository hook) or an organization
+// ({organization}: an organization hook).
+// +kubebuilder:validation:XValidation:rule="has(self.organization) != (has(self.owner) || has(self.repository))",message="spec.provider.github: set either owner and repository (a repository hook) or organization (an organization hook)"
+// +kubebuilder:validation:XValidation:rule="has(self.owner) == has(self.repository)",message="spec.provider.github: owner and repository are set together"
+type GitHubTarget struct {
+	// Owner is the user or organization that owns the repository.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
+	// +optional
+	Owner string `json:"owner,omitempty"`
+	// Repository is the repository's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="spec.provider.github.repository must not be . or .."
+	// +optional
+	Repository string `json:"repository,omitempty"`
+	// Organization is the organization's login, for an organization hook.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
+	// +optional
+	Organization string `json:"organization,omitempty"`
 }
 
 // EndpointSpec says where the provider delivers: an explicit URL, or the bundled receiver.
@@ -150,10 +193,12 @@ type Policies struct {
 
 // WebhookSubscriptionSpec is the desired webhook registration.
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint.url) || !self.endpoint.url.startsWith('http://') || self.endpoint.allowInsecureHTTP",message="spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries"
+// +kubebuilder:validation:XValidation:rule="self.provider.type != 'github' || self.events.all(e, e == '*' || e.matches('^[a-z][a-z0-9_]*$'))",message="spec.events: GitHub names events in lowercase with underscores (push, pull_request), or '*' for all"
 type WebhookSubscriptionSpec struct {
 	Provider ProviderSpec `json:"provider"`
 	Endpoint EndpointSpec `json:"endpoint"`
-	// Events to subscribe to; "*" means every event the provider sends by default.
+	// Events to subscribe to, as the provider names them; "*" means every event the provider
+	// sends by default (GitHub: all events).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=512
 	// +kubebuilder:validation:items:MinLength=1
@@ -208,6 +253,52 @@ type WebhookSubscriptionStatus struct {
 	// LastSyncTime is when the provider was last read and found matching.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// Ping is the outcome of the test delivery requested from the provider after the
+	// registration was created (GitHub).
+	// +optional
+	Ping *PingStatus `json:"ping,omitempty"`
+	// LastDelivery is the provider's report of its latest delivery to the registration
+	// (GitHub's last_response), as of the last list.
+	// +optional
+	LastDelivery *DeliveryStatus `json:"lastDelivery,omitempty"`
+}
+
+// PingResult is the outcome of a ping request.
+// +kubebuilder:validation:Enum=Requested;Failed
+type PingResult string
+
+const (
+	// PingRequested: the provider accepted the request and sends the ping; its delivery shows
+	// in status.lastDelivery after the next list.
+	PingRequested PingResult = "Requested"
+	// PingFailed: the provider refused the ping request (see message).
+	PingFailed PingResult = "Failed"
+)
+
+// PingStatus records the ping requested after a create.
+type PingStatus struct {
+	// EndpointID is the registration that was pinged.
+	EndpointID string `json:"endpointID"`
+	// Time the ping was requested.
+	Time metav1.Time `json:"time"`
+	// Result of the request.
+	Result PingResult `json:"result"`
+	// Message explains a failure.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// DeliveryStatus is the provider's account of its latest delivery to the registration.
+type DeliveryStatus struct {
+	// Code is the HTTP status the endpoint answered (absent: no answer, or nothing delivered).
+	// +optional
+	Code int32 `json:"code,omitempty"`
+	// Status is the provider's word for it ("active", "unused", ...).
+	// +optional
+	Status string `json:"status,omitempty"`
+	// Message is the provider's message.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // WebhookSubscription registers one webhook at a provider, exactly once.

@@ -194,11 +194,13 @@ func (r *RouteReconciler) routesAll(subs []hookv1.WebhookSubscription) bool {
 	return true
 }
 
-// signingSecrets returns every distinct secret in a signing Secret, in a stable order.
+// signingSecrets returns every distinct secret in a signing Secret, in a stable order: the
+// current one, one per live registration, and a pending client-chosen one (the provider may
+// already sign with it: GitHub pings a hook as soon as it is created).
 func signingSecrets(sec *corev1.Secret) [][]byte {
 	var keys []string
 	for k := range sec.Data {
-		if k == hookv1.SecretKeyCurrent || strings.HasPrefix(k, hookv1.SecretKeyPrefix) {
+		if k == hookv1.SecretKeyCurrent || k == hookv1.SecretKeyPending || strings.HasPrefix(k, hookv1.SecretKeyPrefix) {
 			keys = append(keys, k)
 		}
 	}

@@ -38,6 +38,18 @@ type Client struct {
 
 var _ providers.Client = (*Client)(nil)
 
+// capabilities: Stripe keeps an ownership marker in metadata, generates the secret and returns
+// it only in the create response, and replays a create by Idempotency-Key for 24 hours.
+var capabilities = providers.Capabilities{
+	Markers:          true,
+	Secret:           providers.SecretReturnedOnCreate,
+	ReplayableCreate: true,
+	Fields:           providers.FieldDescription | providers.FieldDisabled | providers.FieldMarker,
+}
+
+// Capabilities says what Stripe can promise.
+func (c *Client) Capabilities() providers.Capabilities { return capabilities }
+
 // Factory returns a providers.Factory that builds Stripe clients with New.
 func Factory() providers.Factory {
 	return providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
@@ -152,7 +164,7 @@ func (c *Client) Create(ctx context.Context, d providers.Desired, idempotencyKey
 
 	params := &stripego.WebhookEndpointParams{
 		URL:           stripego.String(d.URL),
-		EnabledEvents: stripego.StringSlice(d.Events),
+		EnabledEvents: stripego.StringSlice(canonicalEvents(d.Events)),
 		Metadata:      MarkerMetadata(d.Owner, idempotencyKey),
 		APIVersion:    stripego.String(stripego.APIVersion),
 	}
@@ -226,6 +238,14 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// canonicalEvents is the order a create sends enabled_events in: sorted, without repeats. Stripe
+// replays a create only when its parameters are identical, and lists enabled_events in an order
+// it does not promise; a replay rebuilt from a listed endpoint therefore gets the same request
+// only if the order never depended on where the list came from.
+func canonicalEvents(events []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(events)))
 }
 
 // validate rejects, before any request, an empty URL or event list: both are required on create,

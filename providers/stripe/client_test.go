@@ -647,20 +647,20 @@ func TestErrorClassification(t *testing.T) {
 			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "Too many requests", RetryAfter: 7 * time.Second, RequestID: "req_1"},
 		},
 		{
-			name: "429 rate_limit without Retry-After", reason: "no header still needs a non-zero backoff",
+			name: "429 rate_limit without Retry-After", reason: "no header: the provider says nothing, and the reconciler's growing backoff decides",
 			status: 429, body: stripeError("invalid_request_error", "rate_limit", "Too many requests"),
-			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "Too many requests", RetryAfter: stripe.DefaultRetryAfter},
+			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "Too many requests"},
 		},
 		{
-			name: "429 with unparsable Retry-After", reason: "garbage in the header falls back to the default",
+			name: "429 with unparsable Retry-After", reason: "garbage in the header counts as no header",
 			status: 429, header: map[string]string{"Retry-After": "soon"},
 			body: stripeError("invalid_request_error", "rate_limit", "Too many requests"),
-			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "Too many requests", RetryAfter: stripe.DefaultRetryAfter},
+			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "Too many requests"},
 		},
 		{
 			name: "429 lock_timeout", reason: "contention on the object: back off like any 429",
 			status: 429, body: stripeError("invalid_request_error", "lock_timeout", "This object cannot be accessed right now"),
-			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "This object cannot be accessed right now", RetryAfter: stripe.DefaultRetryAfter},
+			want: &providers.Error{Kind: providers.RateLimited, StatusCode: 429, Message: "This object cannot be accessed right now"},
 		},
 		{
 			name: "404 resource_missing", reason: "the reconciler recreates or forgets the endpoint",

@@ -12,10 +12,6 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-// DefaultRetryAfter is the wait a RateLimited error carries when Stripe sends no usable
-// Retry-After header (its docs do not promise one on 429).
-const DefaultRetryAfter = 2 * time.Second
-
 // quotaMessage is how Stripe phrases the per-account endpoint limit. The exact live wording is
 // not verified; it is matched case-insensitively anywhere in a 400's message.
 const quotaMessage = "maximum of 16"
@@ -53,11 +49,10 @@ func (c *Client) classify(err error) error {
 	switch {
 	case status == http.StatusTooManyRequests:
 		// Both rate_limit and lock_timeout. stripe-go would retry only lock_timeout, and we run
-		// it with retries off: the reconciler owns the backoff.
+		// it with retries off: the reconciler owns the backoff. Stripe's docs promise no
+		// Retry-After on a 429; without one, RetryAfter stays zero and the reconciler backs off
+		// with growth and jitter per account instead of retrying at a fixed pace.
 		out.Kind = providers.RateLimited
-		if out.RetryAfter <= 0 {
-			out.RetryAfter = DefaultRetryAfter
-		}
 	case status == http.StatusNotFound || se.Code == stripego.ErrorCodeResourceMissing:
 		out.Kind = providers.NotFound
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
