@@ -3,8 +3,8 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"

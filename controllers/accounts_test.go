@@ -30,7 +30,9 @@ func newFakeAccountClient(regs ...providers.Registration) *fakeAccountClient {
 
 var _ providers.Client = (*fakeAccountClient)(nil)
 
-func (f *fakeAccountClient) Capabilities() providers.Capabilities { return providers.Capabilities{Markers: true} }
+func (f *fakeAccountClient) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Markers: true}
+}
 
 func (f *fakeAccountClient) fail(op string) error {
 	f.calls[op]++
