@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
@@ -90,19 +91,28 @@ type AccountKey struct {
 	Provider string
 	APIURL   string
 	// Target is what one list covers when a credential spans several (providers.Config.Target).
-	Target     string
+	Target string
+	// Settings are the provider-specific settings (providers.Config.Settings).
+	Settings   []byte
 	Credential string
 }
 
 // id names the account without keeping the credential itself.
 func (k AccountKey) id() string {
-	h := sha256.Sum256([]byte(k.Provider + "\x00" + k.APIURL + "\x00" + k.Target + "\x00" + k.Credential))
-	return k.Provider + "/" + hex.EncodeToString(h[:8])
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(k.Provider), []byte(k.APIURL), []byte(k.Target), k.Settings, []byte(k.Credential)} {
+		// Length-prefixed, so no two different keys hash the same bytes.
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return k.Provider + "/" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // limiterID names what the provider rate-limits: the credential at one API.
 func (k AccountKey) limiterID() string {
-	k.Target = ""
+	k.Target, k.Settings = "", nil
 	return k.id()
 }
 
@@ -123,7 +133,7 @@ func (a *Accounts) Get(key AccountKey) (*account, error) {
 	if !ok {
 		return nil, errUnknownProvider(key.Provider)
 	}
-	c, err := f.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Credential: key.Credential, Timeout: a.opts.RequestTimeout})
+	c, err := f.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout})
 	if err != nil {
 		return nil, err
 	}

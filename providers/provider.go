@@ -162,6 +162,16 @@ type Pinger interface {
 	Ping(ctx context.Context, id string) error
 }
 
+// VerifierDescriber is implemented by providers whose deliveries are verified by a scheme the
+// receiver cannot know from the provider type alone (a REST profile's). The manager stores the
+// description beside the signing secrets, in the signing Secret, so the receiver needs to read
+// nothing else.
+type VerifierDescriber interface {
+	// VerifierSpec describes how deliveries to this account's registrations are verified, in a
+	// form the receiver's verifier for the provider type parses.
+	VerifierSpec() []byte
+}
+
 // Config is what a Factory needs to build a Client for one account.
 type Config struct {
 	// APIURL overrides the provider's default API base URL (stripe-mock, fakes, GitHub Enterprise).
@@ -170,6 +180,9 @@ type Config struct {
 	// "repos/<owner>/<repository>" or "orgs/<organization>"); empty for providers whose
 	// credential is the account (Stripe).
 	Target string
+	// Settings are provider-specific and opaque to the reconciler: a REST provider's profile.
+	// Clients built from different settings are different accounts.
+	Settings []byte
 	// Credential is the API key or token. It must never appear in logs or errors.
 	Credential string
 	// Timeout bounds one HTTP request.
