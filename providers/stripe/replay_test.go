@@ -106,4 +106,3 @@ func TestReplayWhateverTheListOrder(t *testing.T) {
 		})
 	}
 }
-
