@@ -90,7 +90,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&hookv1.WebhookSubscription{}).
+		// Our own status patches must not wake the subscription again: after each wave's list
+		// every subscription's lastSyncTime changes, and a reconcile per patch would re-list
+		// whenever they outlast the shared list's age, a loop that never settles on a busy
+		// machine. Spec changes (generation, which deletion also bumps) and annotations do; a
+		// status edited by hand is repaired at the next resync.
+		For(&hookv1.WebhookSubscription{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsingCredentials)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
