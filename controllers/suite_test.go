@@ -34,6 +34,8 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/github"
+	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
@@ -54,9 +56,13 @@ var (
 	scheme    = runtime.NewScheme()
 	stripeSrv *fake.Server
 	stripeURL string
-	logs      = &syncBuffer{}
-	suiteCtx  context.Context
-	cancelAll context.CancelFunc
+	// ghSrv is the fake GitHub; it delivers its pings to ghDeliveries.
+	ghSrv        *ghfake.Server
+	ghURL        string
+	ghDeliveries *ghSink
+	logs         = &syncBuffer{}
+	suiteCtx     context.Context
+	cancelAll    context.CancelFunc
 )
 
 func TestControllers(t *testing.T) {
@@ -97,6 +103,12 @@ var _ = BeforeSuite(func() {
 	var stop func()
 	stripeURL, stop = stripeSrv.Start()
 	DeferCleanup(stop)
+
+	ghDeliveries = newGHSink()
+	ghSrv = ghfake.New(ghfake.WithPageSize(2), ghfake.WithDeliveries(ghDeliveries.http))
+	var stopGH func()
+	ghURL, stopGH = ghSrv.Start()
+	DeferCleanup(stopGH)
 })
 
 var _ = AfterSuite(func() {
@@ -162,7 +174,7 @@ func startManager(o managerOptions) *runningManager {
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second}),
+		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory(), "github": github.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second}),
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,
 		AfterCreate: o.afterCreate,
