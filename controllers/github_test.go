@@ -231,12 +231,17 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				}).Should(Succeed())
 				// GitHub's ping reached the endpoint signed with the secret the Secret holds.
 				Eventually(func() bool { return ghDeliveries.signedWith(hookID(h), "ping", t.hooks()[0].Config.Secret) }).Should(BeTrue())
-				// ... and the next list shows its outcome.
-				Eventually(func(g Gomega) {
-					ld := get(g, s).Status.LastDelivery
-					g.Expect(ld).NotTo(BeNil())
-					g.Expect(ld.Code).To(Equal(int32(200)))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
+				// ... and the next list shows its outcome. GitHub's description has last_response
+				// on repository hooks only: for an organization hook nothing is invented.
+				if kind.repo {
+					Eventually(func(g Gomega) {
+						ld := get(g, s).Status.LastDelivery
+						g.Expect(ld).NotTo(BeNil())
+						g.Expect(ld.Code).To(Equal(int32(200)))
+					}).WithTimeout(20 * time.Second).Should(Succeed())
+				} else {
+					Consistently(func(g Gomega) { g.Expect(get(g, s).Status.LastDelivery).To(BeNil()) }).WithTimeout(3 * time.Second).Should(Succeed())
+				}
 				Expect(hasEventNow(s, hookv1.ReasonCreated, hookID(h))).To(BeTrue())
 			})
 
@@ -617,6 +622,10 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				}
 				switch r.Op {
 				case ghfake.OpList:
+					// A list is its first page (each repository's ten hooks take five pages of two).
+					if p := r.Query.Get("page"); p != "" && p != "1" {
+						continue
+					}
 					lists++
 					if r.NotModified {
 						notModified++
@@ -636,8 +645,14 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 		Consistently(func() int { _, _, w := count(); return w }).WithTimeout(waves*interval).Should(Equal(0), "no writes in steady state")
 		lists, notModified, _ := count()
 		perWave := float64(lists) / waves
-		fmt.Printf("\nREPORT github-m: 50 subscriptions on one token over 5 repositories, %d waves of %s: %d list calls (%.2f per wave, %.2f per repository per wave), %d of them 304 Not Modified (no rate limit spent)\n",
-			waves, interval, lists, perWave, perWave/5, notModified)
+		pages := 0
+		for _, r := range ghSrv.Requests() {
+			if r.Token == label && r.Op == ghfake.OpList {
+				pages++
+			}
+		}
+		fmt.Printf("\nREPORT github-m: 50 subscriptions on one token over 5 repositories, %d waves of %s: %d list calls (%.2f per wave, %.2f per repository per wave; %d page requests), %d of the lists answered 304 Not Modified (no rate limit spent)\n",
+			waves, interval, lists, perWave, perWave/5, pages, notModified)
 		Expect(perWave).To(BeNumerically("<=", 5+2), "one list per repository per wave")
 		Expect(perWave).To(BeNumerically(">=", 2.5), "every repository is still re-read")
 		Expect(notModified).To(BeNumerically(">=", lists*3/4), "unchanged repositories answer 304")
