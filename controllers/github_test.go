@@ -664,3 +664,31 @@ func mustID(s string) int64 {
 	Expect(err).NotTo(HaveOccurred())
 	return id
 }
+
+var _ = DescribeTable("GitHub CEL rules reject bad objects with a message naming the field",
+	func(mutate func(s *hookv1.WebhookSubscription), want string) {
+		t := &ghTenant{ns: "default", target: "repos/acme/shop", repo: true}
+		s := t.sub(fmt.Sprintf("cel-gh-%d", time.Now().UnixNano()), "https://hooks.example.com/x")
+		mutate(s)
+		err := k8s.Create(suiteCtx, s)
+		Expect(err).To(HaveOccurred())
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(want))
+	},
+	Entry("a github type without its block", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub = nil }, "spec.provider.github must be set when spec.provider.type is github"),
+	Entry("a github block on a Stripe subscription", func(s *hookv1.WebhookSubscription) {
+		s.Spec.Provider.Type = hookv1.ProviderStripe
+		s.Spec.Events = []string{"invoice.paid"}
+	}, "spec.provider.github must be set when spec.provider.type is github, and only then"),
+	Entry("both a repository and an organization", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub.Organization = "acme" }, "set either owner and repository"),
+	Entry("an empty github block", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub = &hookv1.GitHubTarget{} }, "set either owner and repository"),
+	Entry("an owner without a repository", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub.Repository = "" }, "owner and repository are set together"),
+	Entry("an owner GitHub would refuse", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub.Owner = "-acme" }, "spec.provider.github.owner"),
+	Entry("an owner over 39 characters", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub.Owner = strings.Repeat("a", 40) }, "spec.provider.github.owner"),
+	Entry("a repository name GitHub would refuse", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub.Repository = "shop/web" }, "spec.provider.github.repository"),
+	Entry("a repository named ..", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.GitHub.Repository = ".." }, "spec.provider.github.repository must not be . or .."),
+	Entry("an organization GitHub would refuse", func(s *hookv1.WebhookSubscription) {
+		s.Spec.Provider.GitHub = &hookv1.GitHubTarget{Organization: "acme_corp"}
+	}, "spec.provider.github.organization"),
+	Entry("a Stripe-style event name", func(s *hookv1.WebhookSubscription) { s.Spec.Events = []string{"invoice.paid"} }, "GitHub names events in lowercase"),
+)
