@@ -21,6 +21,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 )
 
@@ -89,7 +90,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	registry := providers.Registry{string(hookv1.ProviderStripe): stripe.Factory()}
+	registry := providers.Registry{
+		string(hookv1.ProviderStripe): stripe.Factory(),
+		string(hookv1.ProviderGitHub): github.Factory(),
+	}
 	r := &controllers.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
