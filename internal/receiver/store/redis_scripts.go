@@ -252,7 +252,7 @@ return out
 `)
 
 // redisSettle sets the hints of the subscriptions a Lease visited to their earliest due score
-// (” drops the hint), unless a claim is in flight on one or its version moved. KEYS: the hint
+// (an empty score drops the hint), unless a claim is in flight on one or its version moved. KEYS: the hint
 // set, the version hash. ARGV: token key prefix, then triples of subscription, version read,
 // earliest score.
 var redisSettle = redis.NewScript(`#!lua
