@@ -104,8 +104,8 @@ func RedisBinary() (string, error) {
 }
 
 // NewRedisServer starts redis-server in dir (which the caller removes) with conf and waits
-// until it answers PING. The caller stops it. A conf value "{port}" is the server's port (for
-// tls-port, with port 0).
+// until it answers PING. The caller stops it. A conf value is split into words (`""` is an
+// empty one); "{port}" is the server's port (for tls-port, with port 0).
 func NewRedisServer(dir string, conf ...string) (*RedisServer, error) {
 	bin, err := RedisBinary()
 	if err != nil {
@@ -125,7 +125,14 @@ func NewRedisServer(dir string, conf ...string) (*RedisServer, error) {
 			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
 			"--logfile", filepath.Join(dir, "redis.log")}
 		for i := 0; i < len(conf); i += 2 {
-			r.args = append(r.args, "--"+conf[i], strings.ReplaceAll(conf[i+1], "{port}", strconv.Itoa(port)))
+			r.args = append(r.args, "--"+conf[i])
+			// One argument per word: redis-server quotes each argument as one token.
+			for _, w := range strings.Fields(strings.ReplaceAll(conf[i+1], "{port}", strconv.Itoa(port))) {
+				r.args = append(r.args, strings.ReplaceAll(w, `""`, ""))
+			}
+			if conf[i+1] == "" {
+				r.args = append(r.args, "")
+			}
 			r.tls = r.tls || conf[i] == "tls-port"
 		}
 		if last = r.Start(); last == nil {
@@ -171,11 +178,17 @@ func (r *RedisServer) Start() error {
 	defer c.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err() // LOADING while it reads its AOF
-		cancel()
-		if err == nil {
-			return nil
+		err := errors.New("not listening yet")
+		// Dial first: go-redis logs every refused connection.
+		if conn, derr := net.DialTimeout("tcp", r.Addr, time.Second); derr == nil {
+			_ = conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err = c.Ping(ctx).Err()
+			cancel()
+			var rerr redis.Error
+			if err == nil || (errors.As(err, &rerr) && !strings.HasPrefix(err.Error(), "LOADING")) {
+				return nil // answering (NOAUTH too); LOADING while it reads its AOF
+			}
 		}
 		if exited(done) {
 			log, _ := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
