@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -122,14 +123,8 @@ func TestRedisPromiseCheckedAtOpen(t *testing.T) {
 }
 
 func TestRedisCompletedEventsExpireByTTL(t *testing.T) {
-	srv := storetest.StartRedis(t, storetest.DurableRedis()...)
-	ctx := testCtx(t)
 	// The store's floor is shorter than the route's window, so the route's window decides.
-	s, err := OpenRedis(ctx, srv.URL(), WithRetention(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, ctx := openTestRedis(t, WithRetention(time.Millisecond))
 	now := time.Now()
 	ev := event("ns/a", "evt_ttl", now)
 	ev.DedupeWindow = 300 * time.Millisecond
@@ -173,13 +168,7 @@ func TestRedisCompletedEventsExpireByTTL(t *testing.T) {
 func TestRedisDeadLettersHaveNoTTL(t *testing.T) {
 	// A dead letter is an acknowledged event that was never delivered: an eviction policy
 	// for keys with a TTL must not be able to take it.
-	srv := storetest.StartRedis(t, storetest.DurableRedis()...)
-	ctx := testCtx(t)
-	s, err := OpenRedis(ctx, srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, ctx := openTestRedis(t)
 	mustClaim(t, s, event("ns/a", "evt_dead", t0))
 	if err := s.Dead(ctx, leaseOne(t, s, t0, time.Minute, "evt_dead"), "400"); err != nil {
 		t.Fatal(err)
@@ -192,13 +181,7 @@ func TestRedisDeadLettersHaveNoTTL(t *testing.T) {
 }
 
 func TestRedisClaimFailsOnlyItsSubscription(t *testing.T) {
-	srv := storetest.StartRedis(t, storetest.DurableRedis()...)
-	ctx := testCtx(t)
-	s, err := OpenRedis(ctx, srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, ctx := openTestRedis(t)
 	// ns/broken's sequence key holds a hash: its claim script refuses before writing.
 	if err := s.c.HSet(ctx, s.subKey("ns/broken", "seq"), "x", "y").Err(); err != nil {
 		t.Fatal(err)
@@ -314,13 +297,7 @@ func TestRedisLeaseFindsEverySubscription(t *testing.T) {
 }
 
 func TestRedisClaimerDyingMidClaimHidesNothing(t *testing.T) {
-	srv := storetest.StartRedis(t, storetest.DurableRedis()...)
-	ctx := testCtx(t)
-	s, err := OpenRedis(ctx, srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, ctx := openTestRedis(t)
 	mustClaim(t, s, event("ns/a", "evt_old", t0))
 	if err := s.Complete(ctx, leaseOne(t, s, t0, time.Minute, "evt_old"), t0); err != nil {
 		t.Fatal(err)
@@ -432,4 +409,17 @@ func writeTestCerts(t *testing.T, dir string) (caFile, certFile, keyFile string)
 		t.Fatal(err)
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", leafDER), write("server.key", "EC PRIVATE KEY", keyDER)
+}
+
+// openTestRedis opens a store on a durable redis-server of the test's own.
+func openTestRedis(t *testing.T, opts ...Option) (*Redis, context.Context) {
+	t.Helper()
+	srv := storetest.StartRedis(t, storetest.DurableRedis()...)
+	ctx := testCtx(t)
+	s, err := OpenRedis(ctx, srv.URL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, ctx
 }
