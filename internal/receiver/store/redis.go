@@ -55,6 +55,7 @@ type Redis struct {
 
 	tokenBase string
 	tokens    atomic.Uint64
+	unmarking sync.WaitGroup // claims' unmarking in flight; Close waits for it
 
 	mu    sync.Mutex
 	index map[string]int64 // subscription → index
@@ -87,8 +88,11 @@ func (r *Redis) Promise() Promise { return r.promise }
 // PromiseReasons says why the promise is weaker than strict (empty when it is strict).
 func (r *Redis) PromiseReasons() []string { return slices.Clone(r.reasons) }
 
-// Close closes the client.
-func (r *Redis) Close() error { return r.c.Close() }
+// Close waits for the claims' unmarking and closes the client.
+func (r *Redis) Close() error {
+	r.unmarking.Wait()
+	return r.c.Close()
+}
 
 func (r *Redis) subKey(sub, name string) string { return r.prefix + ":{s:" + sub + "}:" + name }
 func (r *Redis) globalKey(name string) string   { return r.prefix + ":{g}:" + name }
@@ -209,11 +213,15 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, g
 		r.index[g.sub], r.names[idx[k]] = idx[k], g.sub
 	}
 	r.mu.Unlock()
+	// Unmarking runs after the claimers have their answers: their outcome does not depend on it
+	// (an unremoved token only expires later), and on a server with appendfsync always it would
+	// cost each batch one more fsync before the answer.
 	defer func() {
-		// The claim's outcome does not depend on it: an unremoved token only expires later.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = redisPostmark.Run(pctx, r.c, []string{r.globalKey("ver")}, append([]any{token, r.globalKey("t:")}, subs...)...).Err()
+		r.unmarking.Go(func() {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = redisPostmark.Run(pctx, r.c, []string{r.globalKey("ver")}, append([]any{token, r.globalKey("t:")}, subs...)...).Err()
+		})
 	}()
 
 	var chunks [][]int
