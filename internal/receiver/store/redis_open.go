@@ -243,7 +243,8 @@ func judgePromise(s map[string]string) (Promise, []string) {
 			}
 		case "everysec":
 			weaker(PromiseBestEffort, "appendfsync is everysec: Redis acknowledges writes before they are on disk, so a crash of "+
-				"its machine (or a power cut) loses about the last second of acknowledged events; set appendfsync always")
+				"its machine (or a power cut) loses about the last second of acknowledged events, and while a slow disk holds up "+
+				"that fsync Redis acknowledges writes it has not even written, which a crash of Redis itself loses; set appendfsync always")
 		default:
 			weaker(PromiseBestEffort, fmt.Sprintf("appendfsync is %q: the kernel decides when the AOF reaches the disk, so a crash "+
 				"of Redis's machine loses up to ~30 s of acknowledged events; set appendfsync always", s["appendfsync"]))
