@@ -55,13 +55,13 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-generated verify-manifests vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite and PostgreSQL).
+test: verify-generated verify-manifests vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
 .PHONY: bench-receiver
-bench-receiver: ## Measure the receiver's ack path against a no-op handler and PostgreSQL's insert rate (prints a table).
+bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \

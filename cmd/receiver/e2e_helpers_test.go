@@ -648,11 +648,22 @@ func first[T any](s []T, n int) []T {
 // --- store -------------------------------------------------------------------------------------
 
 // openStore opens the receiver's store from the test process (the test's view of the queue).
-func openStore(t testing.TB, dsn string) *store.SQL {
+// receiverFlags are the receiver's extra flags: a --store-promise among them is accepted here too.
+func openStore(t testing.TB, dsn string, receiverFlags ...string) store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, dsn)
+	var opts []store.Option
+	for i, f := range receiverFlags {
+		if f == "--store-promise" && i+1 < len(receiverFlags) {
+			p, err := store.ParsePromise(receiverFlags[i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, store.WithMinPromise(p))
+		}
+	}
+	st, err := store.Open(ctx, dsn, opts...)
 	if err != nil {
 		t.Fatalf("opening the store %s: %v", dsn, err)
 	}

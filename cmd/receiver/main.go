@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -67,21 +68,75 @@ func serve(args []string) error {
 	return run(ctrl.SetupSignalHandler(), o)
 }
 
-// openStore adds --store to fs, parses args and opens the store.
-func openStore(fs *flag.FlagSet, args []string) (*store.SQL, error) {
-	dsn := fs.String("store", defaultStore, "store DSN: sqlite:///path/file.db or postgres://...")
+// envStorePassword names the variable that may hold the store's password (Redis, PostgreSQL),
+// so that it needs to be neither in the DSN nor on the command line.
+const envStorePassword = "HOOKWARDEN_STORE_PASSWORD"
+
+func bindStorePassword(fs *flag.FlagSet, path *string) {
+	fs.StringVar(path, "store-password-file", *path, "file holding the store's password (Redis, PostgreSQL; overrides $"+envStorePassword+" and the DSN's)")
+}
+
+// openStore opens the store at dsn with its password from passwordFile, else from
+// $HOOKWARDEN_STORE_PASSWORD, else the DSN's. A Redis that cannot keep the requested promise
+// is refused with the settings to change or the flag that accepts it.
+func openStore(ctx context.Context, dsn, passwordFile string, opts ...store.Option) (store.Store, error) {
+	password := os.Getenv(envStorePassword)
+	if passwordFile != "" {
+		b, err := os.ReadFile(passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--store-password-file: %w", err)
+		}
+		password = strings.TrimRight(string(b), "\r\n")
+	}
+	if password != "" {
+		opts = append(opts, store.WithPassword(password))
+	}
+	st, err := store.Open(ctx, dsn, opts...)
+	var perr *store.PromiseError
+	if errors.As(err, &perr) {
+		return nil, fmt.Errorf("%w\nFix those settings on the server, or accept the weaker promise with --store-promise=%s "+
+			"(the README explains what each promise risks)", err, perr.Have)
+	}
+	return st, err
+}
+
+// storeKind names the store of dsn for metrics.
+func storeKind(dsn string) string {
+	switch {
+	case strings.HasPrefix(dsn, "postgres"):
+		return "postgres"
+	case strings.HasPrefix(dsn, "redis"):
+		return "redis"
+	}
+	return "sqlite"
+}
+
+// promiseReasons says why a store's promise is weaker than strict.
+func promiseReasons(st store.Store) []string {
+	if r, ok := st.(interface{ PromiseReasons() []string }); ok {
+		return r.PromiseReasons()
+	}
+	return nil
+}
+
+// openAdminStore adds --store and the password flag to fs, parses args and opens the store for
+// a command that lists or replays dead letters (it refuses no promise: it acknowledges nothing).
+func openAdminStore(fs *flag.FlagSet, args []string) (store.Store, error) {
+	dsn := fs.String("store", defaultStore, "store DSN: sqlite:///path/file.db, postgres://... or redis://...")
+	var passwordFile string
+	bindStorePassword(fs, &passwordFile)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return store.Open(ctx, *dsn)
+	return openStore(ctx, *dsn, passwordFile, store.WithMinPromise(store.PromiseBestEffort))
 }
 
 func deadLetters(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("dead-letters", flag.ContinueOnError)
 	limit := fs.Int("limit", 100, "most dead letters to list")
-	s, err := openStore(fs, args)
+	s, err := openAdminStore(fs, args)
 	if err != nil {
 		return err
 	}
@@ -101,7 +156,7 @@ func deadLetters(args []string, out io.Writer) error {
 
 func replay(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	s, err := openStore(fs, args)
+	s, err := openAdminStore(fs, args)
 	if err != nil {
 		return err
 	}

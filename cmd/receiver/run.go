@@ -35,6 +35,8 @@ const defaultStore = "sqlite://receiver.db"
 type options struct {
 	bindAddr, metricsAddr, probeAddr string
 	storeDSN                         string
+	storePromise                     string
+	storePasswordFile                string
 	namespace                        string
 	maxBody                          int64
 	claimTimeout                     time.Duration
@@ -49,7 +51,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: defaultStore,
+		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: defaultStore, storePromise: store.PromiseStrict.String(),
 		maxBody: 5 << 20, claimTimeout: 10 * time.Second, workers: deliver.DefaultWorkers,
 		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: deliver.DefaultTimeout,
 		retryBase: deliver.DefaultBackoffBase, retryMax: deliver.DefaultBackoffMax, retention: receiver.DefaultDedupeWindow,
@@ -61,7 +63,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.bindAddr, "bind-address", o.bindAddr, "address deliveries arrive on (POST /hooks/<namespace>/<name>)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Prometheus metrics address; \"0\" disables")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "/healthz and /readyz address")
-	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica) or postgres://... (several replicas)")
+	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica), postgres://... or redis://... / rediss://... (several replicas)")
+	fs.StringVar(&o.storePromise, "store-promise", o.storePromise, "weakest promise to run with: strict, at-least-once (Redis may evict delivered events' dedupe keys) "+
+		"or best-effort (Redis may lose acknowledged events); the receiver refuses to start when its Redis allows less")
+	bindStorePassword(fs, &o.storePasswordFile)
 	fs.StringVar(&o.namespace, "namespace", o.namespace, "watch subscriptions in this namespace only (default: all)")
 	fs.Int64Var(&o.maxBody, "max-body-bytes", o.maxBody, "largest delivery body accepted (413 above)")
 	fs.IntVar(&o.committers, "store-committers", o.committers, "group commits in flight at once (0: 1 for SQLite, 2 for PostgreSQL; raise it for a remote database)")
@@ -99,11 +104,20 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	log := ctrl.Log.WithName("receiver")
-	st, err := store.Open(ctx, o.storeDSN)
+	minPromise, err := store.ParsePromise(o.storePromise)
+	if err != nil {
+		return fmt.Errorf("--store-promise: %w", err)
+	}
+	st, err := openStore(ctx, o.storeDSN, o.storePasswordFile, store.WithMinPromise(minPromise), store.WithRetention(o.retention))
 	if err != nil {
 		return fmt.Errorf("opening the store: %w", err)
 	}
 	defer st.Close()
+	promise := store.PromiseOf(st)
+	if promise != store.PromiseStrict {
+		log.Info("WARNING: the store keeps a weaker promise than SQLite and PostgreSQL, as --store-promise accepts",
+			"promise", promise.String(), "reasons", promiseReasons(st))
+	}
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -154,6 +168,7 @@ func run(ctx context.Context, o options) error {
 	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout, Committers: o.committers})
 	defer batcher.Close()
 	rmetrics := receiver.NewMetrics(metrics.Registry)
+	rmetrics.SetStorePromise(storeKind(o.storeDSN), promise.String())
 	dmetrics, err := deliver.NewMetrics(metrics.Registry)
 	if err != nil {
 		return err
@@ -211,7 +226,7 @@ func run(ctx context.Context, o options) error {
 	}); err != nil {
 		return err
 	}
-	log.Info("starting receiver", "bind", o.bindAddr, "store", store.Redact(o.storeDSN))
+	log.Info("starting receiver", "bind", o.bindAddr, "store", store.Redact(o.storeDSN), "promise", promise.String())
 	return mgr.Start(ctx)
 }
 

@@ -106,6 +106,12 @@ func postgresCPU(db string) time.Duration {
 	return time.Duration(ticks) * time.Second / clockTick
 }
 
+// addStore counts d (a store server's CPU time) with PostgreSQL's.
+func (s cpuSample) addStore(d time.Duration) cpuSample {
+	s.pg += d
+	return s
+}
+
 func (s cpuSample) since(s0 cpuSample) cpuUsage {
 	u := cpuUsage{}
 	wall := s.at.Sub(s0.at)

@@ -138,6 +138,17 @@ type phaseSpec struct {
 	// pgDatabase is the scratch database whose backends count as PostgreSQL's CPU ("" before
 	// the PostgreSQL phases).
 	pgDatabase string
+	// storeCPU, when set, is the CPU time the store's server has used so far (Redis: INFO cpu);
+	// it counts in the store column with PostgreSQL's.
+	storeCPU func() time.Duration
+}
+
+func sampleCPU(spec phaseSpec) cpuSample {
+	s := readCPU(spec.pgDatabase)
+	if spec.storeCPU != nil {
+		s = s.addStore(spec.storeCPU())
+	}
+	return s
 }
 
 // phaseResult is what one measurement found.
@@ -368,9 +379,9 @@ func runPhase(ctx context.Context, cfg config, addr string, gen *generator, p *p
 		})
 	}
 	sleepUntil(ctx, warmEnd)
-	cpu0 := readCPU(spec.pgDatabase)
+	cpu0 := sampleCPU(spec)
 	sleepUntil(ctx, end)
-	res.cpu = readCPU(spec.pgDatabase).since(cpu0)
+	res.cpu = sampleCPU(spec).since(cpu0)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err

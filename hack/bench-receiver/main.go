@@ -4,10 +4,13 @@
 //	(i)   a no-op handler on the same HTTP stack (the ceiling of this machine),
 //	(ii)  the receiver Handler with the SQLite store through a store.Batcher,
 //	(iii) the receiver Handler with PostgreSQL (a scratch database, dropped at the end),
+//	(iv)  the receiver Handler with Redis (a redis-server of its own with appendfsync always,
+//	      as the tests start one; or the -redis server under a key prefix of the run's),
 //
 // each with 0 % and 30 % duplicate deliveries, PostgreSQL's single-row insert-and-commit rate
-// at the same concurrency (store.InsertRateReference, the physical reference), and the p99 ack
-// latency of (ii) and (iii) under an open-loop load at half their maximum throughput.
+// at the same concurrency (store.InsertRateReference, the physical reference), Redis's rate of
+// plain SET NX EX (what deduping with Redis costs without a queue), and the p99 ack latency of
+// (ii)-(iv) under an open-loop load at half their maximum throughput.
 //
 // Usage: go run ./hack/bench-receiver -postgres "$(hack/postgres.sh)"
 package main
@@ -63,6 +66,7 @@ const (
 
 type config struct {
 	postgres    string
+	redis       string
 	concurrency int
 	pacedConns  int
 	duration    time.Duration
@@ -85,6 +89,7 @@ func main() {
 	var cfg config
 	var dups, only, client, arrivals, logger string
 	flag.StringVar(&cfg.postgres, "postgres", "", "PostgreSQL DSN (a scratch database is created on its server and dropped); empty skips (iii) and the insert rate")
+	flag.StringVar(&cfg.redis, "redis", "", "Redis DSN for (iv), used under a key prefix of the run's that is removed at the end; empty starts a redis-server of the bench's own (appendfsync always); none skips (iv)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 32, "concurrent keep-alive clients (closed loop) and the insert-rate connections")
 	flag.IntVar(&cfg.pacedConns, "paced-conns", 64, "keep-alive connections serving the paced (open-loop) arrivals")
 	flag.DurationVar(&cfg.duration, "duration", 4*time.Second, "measured time per phase")
@@ -95,7 +100,7 @@ func main() {
 	flag.StringVar(&arrivals, "arrivals", "poisson", "paced arrivals: poisson or uniform")
 	flag.StringVar(&client, "client", "raw", "load generator: raw (pre-built HTTP/1.1 requests, least client CPU) or nethttp (net/http Client)")
 	flag.StringVar(&logger, "log", "zap", "receiver logger: zap (production JSON at info level, to io.Discard, as cmd/receiver) or discard (logr.Discard)")
-	flag.StringVar(&only, "only", "", "comma-separated subset of noop,sqlite,postgres (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated subset of noop,sqlite,postgres,redis (default all)")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.IntVar(&cfg.committers, "committers", 0, "tuning experiment: store.BatcherOptions.Committers (0: the store's Writers(), as cmd/receiver)")
 	flag.IntVar(&cfg.pgConns, "pg-conns", 0, "tuning experiment: PostgreSQL pool size, store.WithMaxConns (0: the store's default 8, as cmd/receiver)")
@@ -115,7 +120,7 @@ func main() {
 	if only != "" {
 		cfg.only = map[string]bool{}
 		for k := range strings.SplitSeq(only, ",") {
-			if k = strings.TrimSpace(k); k != "noop" && k != "sqlite" && k != "postgres" {
+			if k = strings.TrimSpace(k); k != "noop" && k != "sqlite" && k != "postgres" && k != "redis" {
 				fail("-only: unknown %q", k)
 			}
 			cfg.only[k] = true
@@ -152,8 +157,14 @@ type bench struct {
 	noop       map[int]*phaseResult // by dup %
 	sqlite     map[int]*phaseResult
 	pg         map[int]*phaseResult
+	redis      map[int]*phaseResult
 	sqlitePace *phaseResult
 	pgPace     *phaseResult
+	redisPace  *phaseResult
+	setNXRate  float64
+	setNXErr   error
+	setNXCPU   cpuUsage
+	redisCPU   func() time.Duration
 	insertRate float64
 	insertErr  error
 	insertCPU  cpuUsage
@@ -175,7 +186,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b := &bench{cfg: cfg, noop: map[int]*phaseResult{}, sqlite: map[int]*phaseResult{}, pg: map[int]*phaseResult{}}
+	b := &bench{cfg: cfg, noop: map[int]*phaseResult{}, sqlite: map[int]*phaseResult{}, pg: map[int]*phaseResult{}, redis: map[int]*phaseResult{}}
 	var header []string
 	add := func(format string, args ...any) { header = append(header, fmt.Sprintf(format, args...)) }
 
@@ -264,6 +275,15 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 
+	// (iv) Redis, and its reference.
+	if cfg.want("redis") {
+		if cfg.redis == "none" {
+			add("Redis: skipped (-redis none)")
+		} else if err := b.runRedis(ctx, logger, add); err != nil {
+			return err
+		}
+	}
+
 	b.print(os.Stdout, header, time.Since(began))
 	return nil
 }
@@ -338,8 +358,11 @@ func (b *bench) target(ctx context.Context, key, label string, h http.Handler, s
 	if err != nil {
 		return err
 	}
-	results := map[string]map[int]*phaseResult{"noop": b.noop, "sqlite": b.sqlite, "postgres": b.pg}[key]
+	results := map[string]map[int]*phaseResult{"noop": b.noop, "sqlite": b.sqlite, "postgres": b.pg, "redis": b.redis}[key]
 	spec := phaseSpec{key: key, conns: cfg.concurrency, warmup: cfg.warmup, duration: cfg.duration, pgDatabase: b.pgDatabase}
+	if key == "redis" {
+		spec.storeCPU = b.redisCPU
+	}
 	if st != nil {
 		spec.strict, spec.depth, spec.commits = true, st.Depth, batcher.Commits
 	}
@@ -391,10 +414,13 @@ func (b *bench) target(ctx context.Context, key, label string, h http.Handler, s
 		return fmt.Errorf("%s: %w", s.scenario, err)
 	}
 	b.order = append(b.order, r)
-	if key == "sqlite" {
+	switch key {
+	case "sqlite":
 		b.sqlitePace = r
-	} else {
+	case "postgres":
 		b.pgPace = r
+	case "redis":
+		b.redisPace = r
 	}
 	progress("  %.0f req/s, p50 %.2f ms, p99 %.2f ms%s", r.rps, ms(r.p50), ms(r.p99), checkSuffix(r))
 	return nil
@@ -507,7 +533,7 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tdup %\treq/s\tmin–max ¼\tp50 ms\tp99 ms\t/(i)\t/insert\tclaims/commit\tCPU µs/req\tcores self/pg/other, iowait\tchecks\t")
+	fmt.Fprintln(tw, "scenario\tdup %\treq/s\tmin–max ¼\tp50 ms\tp99 ms\t/(i)\t/ref\tclaims/commit\tCPU µs/req\tcores self/store/other, iowait\tchecks\t")
 	insertRow := func() {
 		v := fmt.Sprintf("%.0f", b.insertRate)
 		if b.insertErr != nil {
@@ -516,11 +542,24 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 		fmt.Fprintf(tw, "insert-rate ref (PG 1-row txn)\t0\t%s\t\t\t\t\t1.00×\t1.0\t%s\t%s\t%d conns\t\n",
 			v, cpuPerReq(b.insertCPU, b.insertRate), cpuString(b.insertCPU), cfg.concurrency)
 	}
+	setNXRow := func() {
+		v := fmt.Sprintf("%.0f", b.setNXRate)
+		if b.setNXErr != nil {
+			v = "error: " + b.setNXErr.Error()
+		}
+		fmt.Fprintf(tw, "Redis ref (SET NX EX 1 KiB)\t0\t%s\t\t\t\t\t1.00×\t\t%s\t%s\t%d conns\t\n",
+			v, cpuPerReq(b.setNXCPU, b.setNXRate), cpuString(b.setNXCPU), cfg.concurrency)
+	}
 	insertPrinted := b.insertRate == 0 && b.insertErr == nil
+	setNXPrinted := b.setNXRate == 0 && b.setNXErr == nil
 	for _, r := range b.order {
 		if r.spec.key == "postgres" && !insertPrinted {
 			insertRow()
 			insertPrinted = true
+		}
+		if r.spec.key == "redis" && !setNXPrinted {
+			setNXRow()
+			setNXPrinted = true
 		}
 		ratioNoop, ratioIns := "", ""
 		if r.spec.rate == 0 {
@@ -529,6 +568,9 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 			}
 			if r.spec.key == "postgres" && b.insertRate > 0 {
 				ratioIns = fmt.Sprintf("%.2f×", r.rps/b.insertRate)
+			}
+			if r.spec.key == "redis" && b.setNXRate > 0 {
+				ratioIns = fmt.Sprintf("%.2f×", r.rps/b.setNXRate)
 			}
 		}
 		perCommit := ""
@@ -552,15 +594,18 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 	if !insertPrinted {
 		insertRow()
 	}
+	if !setNXPrinted {
+		setNXRow()
+	}
 	_ = tw.Flush()
 	fmt.Fprintln(out, "  req/s: answers completed in the measured window (min–max ¼: the slowest and fastest quarter of it); p50/p99: request")
 	fmt.Fprintln(out, "  written → answer read (paced: from the scheduled arrival, so a backlog in the client counts). /(i): req/s over the no-op's at")
-	fmt.Fprintln(out, "  the same dup %; /insert: over the single-row insert-and-commit rate.")
+	fmt.Fprintln(out, "  the same dup %; /ref: over the store's reference (PostgreSQL: the single-row insert-and-commit rate; Redis: plain SET NX EX).")
 	fmt.Fprintf(out, "  !: other tenants of the machine used more than %.2f cores during the phase: its req/s and latency are understated.\n", noisy)
 	fmt.Fprintln(out, "  claims/commit: deliveries per ClaimBatch transaction. cores: CPUs' worth used in the measured window by this process (load")
-	fmt.Fprintf(out, "  generator + server), by PostgreSQL (this run's backends + the server's WAL writer etc.), and by anything else (other tenants,\n")
-	fmt.Fprintf(out, "  kernel threads) out of %d; iowait: share of CPU time. CPU µs/req = (self + pg) / req/s: the cost of one request, load\n", runtime.NumCPU())
-	fmt.Fprintln(out, "  generator included, which other tenants' load does not distort the way it distorts req/s.")
+	fmt.Fprintf(out, "  generator + server), by the store's server (PostgreSQL: this run's backends + the WAL writer etc.; Redis: its INFO cpu),\n")
+	fmt.Fprintf(out, "  and by anything else (other tenants, kernel threads) out of %d; iowait: share of CPU time. CPU µs/req = (self + store) / req/s:\n", runtime.NumCPU())
+	fmt.Fprintln(out, "  the cost of one request, load generator included, which other tenants' load does not distort the way it distorts req/s.")
 
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "checks (per phase: every request answered 2xx, fresh events 202 and duplicates 200, store Depth grew by the number of 202s):")
@@ -608,10 +653,18 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 					noiseNote(p, &phaseResult{cpu: b.insertCPU}))})
 		}
 	}
+	for _, dup := range cfg.dups {
+		if r := b.redis[dup]; r != nil && b.setNXRate > 0 {
+			x := r.rps / b.setNXRate
+			lines = append(lines, [2]string{fmt.Sprintf("(iv) Redis vs plain SET NX EX, %d%% dups", dup),
+				fmt.Sprintf("%.2f× (%.0f vs %.0f/s)  (no target: SET NX alone neither queues nor delivers)%s", x, r.rps, b.setNXRate,
+					noiseNote(r, &phaseResult{cpu: b.setNXCPU}))})
+		}
+	}
 	for _, pr := range []struct {
 		name string
 		r    *phaseResult
-	}{{"(ii) SQLite", b.sqlitePace}, {"(iii) PostgreSQL", b.pgPace}} {
+	}{{"(ii) SQLite", b.sqlitePace}, {"(iii) PostgreSQL", b.pgPace}, {"(iv) Redis", b.redisPace}} {
 		if pr.r == nil {
 			continue
 		}

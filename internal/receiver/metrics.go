@@ -11,6 +11,7 @@ type Metrics struct {
 	requests   *prometheus.CounterVec
 	ackSeconds prometheus.Histogram
 	depth      prometheus.Gauge
+	promise    *prometheus.GaugeVec
 }
 
 // NewMetrics registers the receiver's metrics on reg.
@@ -29,8 +30,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hookwarden_receiver_queue_depth",
 			Help: "Deliveries not yet completed or dead-lettered.",
 		}),
+		promise: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookwarden_receiver_store_promise",
+			Help: "1 for the promise the store keeps (strict: an acknowledged event is never lost and a redelivery inside the " +
+				"dedupe window is a duplicate; at-least-once: never lost, a redelivery may reach the sink again; best-effort: " +
+				"acknowledged events can be lost), by store kind.",
+		}, []string{"store", "promise"}),
 	}
-	reg.MustRegister(m.requests, m.ackSeconds, m.depth)
+	reg.MustRegister(m.requests, m.ackSeconds, m.depth, m.promise)
 	return m
 }
 
@@ -46,5 +53,13 @@ func (m *Metrics) observeRequest(result string, d time.Duration) {
 func (m *Metrics) SetDepth(n int) {
 	if m != nil {
 		m.depth.Set(float64(n))
+	}
+}
+
+// SetStorePromise records the promise the store keeps (read when it was opened).
+func (m *Metrics) SetStorePromise(store, promise string) {
+	if m != nil {
+		m.promise.Reset()
+		m.promise.WithLabelValues(store, promise).Set(1)
 	}
 }

@@ -110,6 +110,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		Payload:         body,
 		ReceivedAt:      now,
 		MaxAttempts:     route.MaxAttempts,
+		DedupeWindow:    route.DedupeWindow,
 	})
 	if err != nil {
 		// Never acknowledge what is not committed: the provider retries a 503.

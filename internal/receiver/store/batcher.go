@@ -84,7 +84,7 @@ func NewBatcher(s Store, opts BatcherOptions) *Batcher {
 
 // Claim records e and enqueues its job. It returns once the transaction holding the claim has
 // committed (duplicate reports whether e was recorded before) or failed (err is the store's
-// error, shared by every claim of that transaction). When ctx ends first Claim returns
+// error, shared by every claim of that transaction; an EachClaimer fails claims one by one). When ctx ends first Claim returns
 // ctx.Err(); the claim may still commit, and the provider's redelivery is then a duplicate.
 func (b *Batcher) Claim(ctx context.Context, e Event) (duplicate bool, err error) {
 	if e.Subscription == "" || e.EventID == "" {
@@ -177,19 +177,10 @@ func (b *Batcher) commit(batch []*claim) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.CommitTimeout)
-	dup, err := b.s.ClaimBatch(ctx, events)
+	results := b.claim(ctx, events)
 	cancel()
 	b.commits.Add(1)
-	if err == nil && len(dup) != len(events) {
-		err = fmt.Errorf("store: claim batch answered %d of %d claims", len(dup), len(events))
-	}
-	if err != nil {
-		for _, c := range live {
-			c.result <- claimResult{err: err}
-		}
-		return
-	}
-	if slices.Contains(dup, false) {
+	if slices.ContainsFunc(results, func(r ClaimResult) bool { return r.Err == nil && !r.Duplicate }) {
 		// Before answering, so that a caller who saw its claim accepted also finds the signal.
 		select {
 		case b.committed <- struct{}{}:
@@ -197,6 +188,37 @@ func (b *Batcher) commit(batch []*claim) {
 		}
 	}
 	for i, c := range live {
-		c.result <- claimResult{duplicate: dup[i]}
+		c.result <- claimResult{duplicate: results[i].Duplicate, err: results[i].Err}
+	}
+}
+
+// claim runs one ClaimBatch (or ClaimEach) and gives every event its result.
+func (b *Batcher) claim(ctx context.Context, events []Event) []ClaimResult {
+	results := make([]ClaimResult, len(events))
+	if each, ok := b.s.(EachClaimer); ok {
+		got := each.ClaimEach(ctx, events)
+		if len(got) == len(events) {
+			return got
+		}
+		fail(results, fmt.Errorf("store: claim batch answered %d of %d claims", len(got), len(events)))
+		return results
+	}
+	dup, err := b.s.ClaimBatch(ctx, events)
+	if err == nil && len(dup) != len(events) {
+		err = fmt.Errorf("store: claim batch answered %d of %d claims", len(dup), len(events))
+	}
+	if err != nil {
+		fail(results, err)
+		return results
+	}
+	for i, d := range dup {
+		results[i].Duplicate = d
+	}
+	return results
+}
+
+func fail(results []ClaimResult, err error) {
+	for i := range results {
+		results[i] = ClaimResult{Err: err}
 	}
 }

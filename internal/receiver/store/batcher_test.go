@@ -266,7 +266,7 @@ func TestBatcherDefaultCommitters(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		b := NewBatcher(e.s, BatcherOptions{})
 		defer b.Close()
-		want := map[string]int{"sqlite": 1, "postgres": 2}[e.kind]
+		want := map[string]int{"sqlite": 1, "postgres": 2, "redis": 2, "redis-cluster": 2}[e.kind]
 		if b.opts.Committers != want {
 			t.Errorf("default committers = %d, want %d (SQLite has one writer)", b.opts.Committers, want)
 		}

@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
@@ -18,14 +20,14 @@ var t0 = time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 
 // env is one test's database: a store on it and a way to open more stores on it.
 type env struct {
-	kind  string // "sqlite" or "postgres"
+	kind  string // "sqlite", "postgres", "redis" or "redis-cluster"
 	dsn   string
 	clock *clocktesting.FakePassiveClock // the stores' clock (updated_at of Retry and Dead)
-	s     *SQL
+	s     Store
 }
 
 // open opens another store on the same database, closed when the test ends.
-func (e *env) open(t *testing.T) *SQL {
+func (e *env) open(t *testing.T) Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -37,21 +39,104 @@ func (e *env) open(t *testing.T) *SQL {
 	return s
 }
 
-// forEachStore runs f against a fresh SQLite file and a fresh PostgreSQL database.
+// sql is the test's SQL store, nil on Redis.
+func (e *env) sql() *SQL {
+	s, _ := e.s.(*SQL)
+	return s
+}
+
+// storeKinds are the stores forEachStore runs a test against.
+var storeKinds = []string{"sqlite", "postgres", "redis", "redis-cluster"}
+
+// forEachStore runs f against a fresh SQLite file, a fresh PostgreSQL database, a Redis server of
+// the test's own (appendfsync always) and a fresh key prefix on the package's Redis Cluster.
 func forEachStore(t *testing.T, f func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, kind := range []string{"sqlite", "postgres"} {
+	forStores(t, storeKinds, f)
+}
+
+// forEachSQLStore runs f against SQLite and PostgreSQL only.
+func forEachSQLStore(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Helper()
+	forStores(t, []string{"sqlite", "postgres"}, f)
+}
+
+func forStores(t *testing.T, kinds []string, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			e := &env{kind: kind, clock: clocktesting.NewFakePassiveClock(t0)}
-			if kind == "sqlite" {
+			switch kind {
+			case "sqlite":
 				e.dsn = "sqlite://" + storetest.SQLitePath(t)
-			} else {
+			case "postgres":
 				e.dsn = storetest.PostgresDSN(t)
+			case "redis":
+				e.dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
+			case "redis-cluster":
+				e.dsn = clusterDSN(t)
 			}
 			e.s = e.open(t)
 			f(t, e)
 		})
 	}
+}
+
+// setRowsPerStatement makes s split claims into statements (SQL) or scripts (Redis) of n events.
+func setRowsPerStatement(s Store, n int) {
+	switch s := s.(type) {
+	case *SQL:
+		s.maxParams = n * claimCols
+	case *Redis:
+		s.chunkEvents = n
+	}
+}
+
+// countEvents counts the recorded events (ledger rows, Redis job hashes).
+func (e *env) countEvents(t *testing.T) int {
+	t.Helper()
+	ctx := testCtx(t)
+	if s := e.sql(); s != nil {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	r := e.s.(*Redis)
+	keys, err := redisKeys(ctx, r, r.prefix+":{s:*}:j:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(keys)
+}
+
+// redisKeys lists the keys matching pattern, on every master of a cluster.
+func redisKeys(ctx context.Context, r *Redis, pattern string) ([]string, error) {
+	scan := func(ctx context.Context, c *redis.Client) ([]string, error) {
+		var keys []string
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		return keys, it.Err()
+	}
+	switch c := r.c.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var all []string
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			keys, err := scan(ctx, n)
+			mu.Lock()
+			all = append(all, keys...)
+			mu.Unlock()
+			return err
+		})
+		return all, err
+	case *redis.Client:
+		return scan(ctx, c)
+	}
+	return nil, fmt.Errorf("unsupported client %T", r.c)
 }
 
 func testCtx(t *testing.T) context.Context {

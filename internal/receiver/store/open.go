@@ -43,8 +43,11 @@ const openTimeout = 30 * time.Second
 type Option func(*options)
 
 type options struct {
-	now      func() time.Time
-	maxConns int
+	now        func() time.Time
+	maxConns   int
+	password   string
+	minPromise Promise
+	retention  time.Duration
 }
 
 // WithClock sets the clock for the timestamps that no method receives from its caller (the
@@ -60,8 +63,27 @@ func WithMaxConns(n int) Option {
 	return func(o *options) { o.maxConns = n }
 }
 
+// WithPassword sets the server password (Redis, PostgreSQL), overriding one in the DSN, so that it
+// can come from a file or the environment instead of the command line.
+func WithPassword(p string) Option {
+	return func(o *options) { o.password = p }
+}
+
+// WithMinPromise sets the weakest promise Open accepts (default PromiseStrict): a Redis whose
+// settings allow less fails to open with a *PromiseError. The SQL stores are always strict.
+func WithMinPromise(p Promise) Option {
+	return func(o *options) { o.minPromise = p }
+}
+
+// WithRetention sets how long Redis remembers a delivered event at least (its TTL when the
+// event's own DedupeWindow is shorter); default 72h. The SQL stores sweep by the cutoff Sweep
+// is given instead.
+func WithRetention(d time.Duration) Option {
+	return func(o *options) { o.retention = d }
+}
+
 func buildOptions(opts []Option) options {
-	o := options{now: time.Now, maxConns: 8}
+	o := options{now: time.Now, maxConns: 8, minPromise: PromiseStrict, retention: 72 * time.Hour}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -72,15 +94,18 @@ func buildOptions(opts []Option) options {
 }
 
 // Open opens the store named by dsn: postgres:// or postgresql:// selects PostgreSQL;
-// sqlite:///path/file.db or a plain file path selects SQLite.
-func Open(ctx context.Context, dsn string, opts ...Option) (*SQL, error) {
+// redis:// or rediss:// (TLS) selects Redis; sqlite:///path/file.db or a plain file path selects
+// SQLite.
+func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return OpenPostgres(ctx, dsn, opts...)
+	case strings.HasPrefix(dsn, "redis://"), strings.HasPrefix(dsn, "rediss://"):
+		return OpenRedis(ctx, dsn, opts...)
 	case strings.HasPrefix(dsn, "sqlite://"):
 		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite://"), opts)
 	case strings.Contains(dsn, "://"):
-		return nil, fmt.Errorf("store: unsupported DSN scheme in %q (want postgres://, postgresql:// or sqlite://)", Redact(dsn))
+		return nil, fmt.Errorf("store: unsupported DSN scheme in %q (want postgres://, postgresql://, redis://, rediss:// or sqlite://)", Redact(dsn))
 	default:
 		return openSQLite(ctx, dsn, opts)
 	}
@@ -129,6 +154,14 @@ func openSQLite(ctx context.Context, path string, opts []Option) (*SQL, error) {
 // same database at once: an advisory lock serialises their migrations.
 func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error) {
 	o := buildOptions(opts)
+	if o.password != "" {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, errors.New("store: open PostgreSQL: a password needs a URL-shaped DSN")
+		}
+		u.User = url.UserPassword(u.User.Username(), o.password)
+		dsn = u.String()
+	}
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open PostgreSQL %s: %w", Redact(dsn), err)

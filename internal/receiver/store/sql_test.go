@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 )
@@ -122,19 +124,19 @@ func TestClaimDuplicates(t *testing.T) {
 
 func TestClaimLargeBatches(t *testing.T) {
 	cases := []struct {
-		name      string
-		reason    string
-		maxParams int // 0: the database's real limit
-		events    int
+		name   string
+		reason string
+		rows   int // events per statement or script; 0: the store's own limit
+		events int
 	}{
-		{name: "small chunks", reason: "batches split into many statements keep first-wins and per-event flags", maxParams: 7 * 3, events: 40},
-		{name: "over the parameter limit", reason: "10000 events need 70000 parameters, over both databases' limits", events: 10000},
+		{name: "small chunks", reason: "batches split into many statements keep first-wins and per-event flags", rows: 2, events: 40},
+		{name: "over the parameter limit", reason: "10000 events need 70000 parameters, over both databases' limits (and 40 Redis scripts)", events: 10000},
 	}
 	forEachStore(t, func(t *testing.T, e *env) {
 		for _, tc := range cases {
 			s := e.open(t)
-			if tc.maxParams > 0 {
-				s.maxParams = tc.maxParams
+			if tc.rows > 0 {
+				setRowsPerStatement(s, tc.rows)
 			}
 			var events []Event
 			var want []bool
@@ -183,7 +185,7 @@ func TestConcurrentLeasesNeverShareAJob(t *testing.T) {
 			events = append(events, event("ns/a", fmt.Sprintf("evt_%d", i), t0))
 		}
 		mustClaim(t, e.s, events...)
-		stores := []*SQL{e.s, e.open(t), e.s, e.open(t)} // two processes, two workers each
+		stores := []Store{e.s, e.open(t), e.s, e.open(t)} // two processes, two workers each
 		var mu sync.Mutex
 		seen := map[string]int{}
 		var wg sync.WaitGroup
@@ -405,11 +407,7 @@ func TestSweep(t *testing.T) {
 		if n != 2 {
 			t.Errorf("Sweep removed %d events, want 2", n)
 		}
-		var rows int
-		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_events`).Scan(&rows); err != nil {
-			t.Fatal(err)
-		}
-		if rows != len(cases)-2 {
+		if rows := e.countEvents(t); rows != len(cases)-2 {
 			t.Errorf("%d events left, want %d", rows, len(cases)-2)
 		}
 		if got := mustDepth(t, s); got != 3 {
@@ -441,30 +439,17 @@ func TestClaimFailureRecordsNothing(t *testing.T) {
 		}
 
 		// The database fails on the batch's second row, after the first one was inserted. On
-		// SQLite each row is its own statement of the claim's transaction.
+		// SQLite each row is its own statement of the claim's transaction; on Redis both events
+		// are one script, which checks everything before its first write.
 		broken := e.open(t)
-		broken.maxParams = claimCols
-		fail := []string{`CREATE TRIGGER hw_fail BEFORE INSERT ON hw_events WHEN NEW.event_id = 'evt_broken_2'
-			BEGIN SELECT RAISE(ABORT, 'injected failure'); END`}
-		unfail := `DROP TRIGGER hw_fail`
-		if e.kind == "postgres" {
-			fail = []string{
-				`CREATE FUNCTION hw_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$`,
-				`CREATE TRIGGER hw_fail BEFORE INSERT ON hw_events FOR EACH ROW WHEN (NEW.event_id = 'evt_broken_2') EXECUTE FUNCTION hw_fail()`,
-			}
-			unfail = `DROP TRIGGER hw_fail ON hw_events`
+		if e.sql() != nil {
+			setRowsPerStatement(broken, 1)
 		}
-		for _, q := range fail {
-			if _, err := e.s.db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		unfail := injectClaimFailure(t, e, "ns/a", "evt_broken_2")
 		if _, err := broken.ClaimBatch(ctx, []Event{event("ns/a", "evt_broken", t0), event("ns/a", "evt_broken_2", t0)}); err == nil {
 			t.Errorf("ClaimBatch with a failing database succeeded, want an error")
 		}
-		if _, err := e.s.db.ExecContext(ctx, unfail); err != nil {
-			t.Fatal(err)
-		}
+		unfail()
 
 		if got := mustDepth(t, e.s); got != 0 {
 			t.Errorf("Depth after failed claims = %d, want 0", got)
@@ -503,6 +488,7 @@ func TestSQLiteIsDurable(t *testing.T) {
 
 func TestOpen(t *testing.T) {
 	dir := t.TempDir()
+	redisURL := storetest.StartRedis(t, storetest.DurableRedis()...).URL()
 	cases := []struct {
 		name, dsn string
 		reason    string
@@ -513,6 +499,11 @@ func TestOpen(t *testing.T) {
 		{name: "reopen", dsn: dir + "/plain.db", reason: "migrations are idempotent"},
 		{name: "postgres", dsn: storetest.PostgresDSN(t), reason: "postgres:// selects PostgreSQL"},
 		{name: "postgres again", dsn: "postgresql://" + strings.TrimPrefix(storetest.PostgresDSN(t), "postgres://"), reason: "postgresql:// selects PostgreSQL"},
+		{name: "redis", dsn: redisURL, reason: "redis:// selects Redis"},
+		{name: "redis again", dsn: redisURL, reason: "reopening finds the events"},
+		{name: "redis prefix", dsn: redisURL + "?prefix=other", reason: "another prefix is another store on the same server"},
+		{name: "redis bad option", dsn: redisURL + "?no_such_option=1", reason: "go-redis refuses unknown options", wantErr: true},
+		{name: "redis brace prefix", dsn: redisURL + "?prefix=a{b}", reason: "a brace would change the hash tags", wantErr: true},
 		{name: "unknown scheme", dsn: "mysql://localhost/db", reason: "no such store", wantErr: true},
 		{name: "query in path", dsn: dir + "/x.db?mode=ro", reason: "the driver would read it as its parameters", wantErr: true},
 	}
@@ -524,7 +515,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if dup := mustClaim(t, s, event("ns/a", "evt_1", t0)); tc.name != "reopen" && dup[0] {
+		if dup := mustClaim(t, s, event("ns/a", "evt_1", t0)); tc.name != "reopen" && tc.name != "redis again" && dup[0] {
 			t.Errorf("%s: first claim on a new database is a duplicate", tc.name)
 		}
 		_ = s.Close()
@@ -536,6 +527,7 @@ func TestRedact(t *testing.T) {
 		{"postgres://hw:s3cret@db:5432/hw?sslmode=disable", "postgres://hw:xxxxx@db:5432/hw?sslmode=disable", "the password never reaches logs or errors"},
 		{"postgres://hw@db/hw", "postgres://hw@db/hw", "nothing to hide"},
 		{"/var/lib/hookwarden/receiver.db", "/var/lib/hookwarden/receiver.db", "a SQLite path is shown as given"},
+		{"rediss://hw:s3cret@redis:6380/0?prefix=hw", "rediss://hw:xxxxx@redis:6380/0?prefix=hw", "Redis DSNs are URLs too"},
 		{"postgres://hw:s3cret@db:%zz/hw", "<unparsable DSN>", "an unparsable DSN may hold a password where the parser cannot find it"},
 	}
 	for _, tc := range cases {
@@ -545,50 +537,51 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-func TestPostgresProcessesClaimEachEventOnce(t *testing.T) {
-	dsn := storetest.PostgresDSN(t)
-	const processes, events = 3, 50
+func TestProcessesClaimEachEventOnce(t *testing.T) {
+	forStores(t, []string{"postgres", "redis", "redis-cluster"}, func(t *testing.T, e *env) {
+		const processes, events = 3, 50
 
-	// Started together: their migrations race on the empty database.
-	stores := make([]*SQL, processes)
-	var wg sync.WaitGroup
-	for i := range stores {
-		wg.Go(func() {
-			s, err := OpenPostgres(testCtx(t), dsn)
-			if err != nil {
-				t.Errorf("OpenPostgres: %v", err)
-				return
+		// Started together: on PostgreSQL their migrations race on the empty database.
+		stores := make([]Store, processes)
+		var wg sync.WaitGroup
+		for i := range stores {
+			wg.Go(func() {
+				s, err := Open(testCtx(t), e.dsn)
+				if err != nil {
+					t.Errorf("Open: %v", err)
+					return
+				}
+				stores[i] = s
+			})
+		}
+		wg.Wait()
+		for _, s := range stores {
+			if s == nil {
+				t.FailNow()
 			}
-			stores[i] = s
-		})
-	}
-	wg.Wait()
-	for _, s := range stores {
-		if s == nil {
-			t.FailNow()
+			defer s.Close()
 		}
-		defer s.Close()
-	}
 
-	var batchers []*Batcher
-	for _, s := range stores {
-		b := NewBatcher(s, BatcherOptions{})
-		defer b.Close()
-		batchers = append(batchers, b)
-	}
-	var ids []string
-	for i := range events {
-		ids = append(ids, fmt.Sprintf("evt_%d", i))
-	}
-	accepted := claimAtOnce(t, batchers, ids)
-	for _, id := range ids {
-		if accepted[id] != 1 {
-			t.Errorf("%s accepted %d times across %d processes, want exactly once", id, accepted[id], processes)
+		var batchers []*Batcher
+		for _, s := range stores {
+			b := NewBatcher(s, BatcherOptions{})
+			defer b.Close()
+			batchers = append(batchers, b)
 		}
-	}
-	if got := mustDepth(t, stores[0]); got != events {
-		t.Errorf("Depth = %d, want %d (one job per event)", got, events)
-	}
+		var ids []string
+		for i := range events {
+			ids = append(ids, fmt.Sprintf("evt_%d", i))
+		}
+		accepted := claimAtOnce(t, batchers, ids)
+		for _, id := range ids {
+			if accepted[id] != 1 {
+				t.Errorf("%s accepted %d times across %d processes, want exactly once", id, accepted[id], processes)
+			}
+		}
+		if got := mustDepth(t, stores[0]); got != events {
+			t.Errorf("Depth = %d, want %d (one job per event)", got, events)
+		}
+	})
 }
 
 func TestOverlappingBatchesDoNotDeadlock(t *testing.T) {
@@ -625,10 +618,10 @@ func TestOverlappingBatchesDoNotDeadlock(t *testing.T) {
 }
 
 func TestOpenRefusesTheTwoTableSchema(t *testing.T) {
-	forEachStore(t, func(t *testing.T, e *env) {
+	forEachSQLStore(t, func(t *testing.T, e *env) {
 		// A database from a development build that kept jobs in hw_jobs: its pending jobs
 		// would be silently ignored by this schema, so Open must say so instead.
-		if _, err := e.s.db.ExecContext(testCtx(t), `CREATE TABLE hw_jobs (id BIGINT PRIMARY KEY)`); err != nil {
+		if _, err := e.sql().db.ExecContext(testCtx(t), `CREATE TABLE hw_jobs (id BIGINT PRIMARY KEY)`); err != nil {
 			t.Fatal(err)
 		}
 		_, err := Open(testCtx(t), e.dsn)
@@ -665,5 +658,49 @@ func TestSQLiteClaimStatementsArePreparedOncePerBatchSize(t *testing.T) {
 	}
 	if got := mustDepth(t, s); got != 5*(1+3+3+7) {
 		t.Errorf("Depth = %d, want %d", got, 5*(1+3+3+7))
+	}
+}
+
+// injectClaimFailure makes the store fail a claim that records eventID of sub (with others of
+// the same subscription before it) and returns the undo: a trigger on SQL; on Redis a key in
+// the way of the second job the next claim creates.
+func injectClaimFailure(t *testing.T, e *env, sub, eventID string) (undo func()) {
+	t.Helper()
+	ctx := testCtx(t)
+	if s := e.sql(); s != nil {
+		fail := []string{`CREATE TRIGGER hw_fail BEFORE INSERT ON hw_events WHEN NEW.event_id = '` + eventID + `'
+			BEGIN SELECT RAISE(ABORT, 'injected failure'); END`}
+		unfail := `DROP TRIGGER hw_fail`
+		if e.kind == "postgres" {
+			fail = []string{
+				`CREATE FUNCTION hw_fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$`,
+				`CREATE TRIGGER hw_fail BEFORE INSERT ON hw_events FOR EACH ROW WHEN (NEW.event_id = '` + eventID + `') EXECUTE FUNCTION hw_fail()`,
+			}
+			unfail = `DROP TRIGGER hw_fail ON hw_events`
+		}
+		for _, q := range fail {
+			if _, err := s.db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return func() {
+			if _, err := s.db.ExecContext(ctx, unfail); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := e.s.(*Redis)
+	last, err := r.c.Get(ctx, r.subKey(sub, "seq")).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	key := r.subKey(sub, "j:"+strconv.FormatInt(last+2, 10))
+	if err := r.c.Set(ctx, key, "in the way", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := r.c.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

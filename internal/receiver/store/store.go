@@ -5,12 +5,14 @@
 // A claim is therefore a single insert, and the receiver acknowledges a delivery only after its
 // commit. Many concurrent claims are group-committed: one transaction, one multi-row statement.
 //
-// Implementations: SQLite (embedded default, pure Go) and PostgreSQL (several receivers).
+// Implementations: SQLite (embedded default, pure Go), PostgreSQL (several receivers) and Redis
+// (several receivers; see redis.go for its key layout and scripts).
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -27,6 +29,10 @@ type Event struct {
 	ReceivedAt  time.Time
 	// MaxAttempts bounds deliveries before the job is dead-lettered.
 	MaxAttempts int
+	// DedupeWindow is how long the event id is remembered once its delivery has ended (the
+	// route's dedupeWindow). Redis turns it into the TTL of the event's keys; the SQL stores
+	// sweep by the receiver's longest window instead. Zero: the store's retention.
+	DedupeWindow time.Duration
 }
 
 // Job states.
@@ -50,16 +56,79 @@ type Job struct {
 	LeaseUntil time.Time
 }
 
+// ClaimResult is one event's outcome of a claim.
+type ClaimResult struct {
+	Duplicate bool
+	Err       error
+}
+
+// EachClaimer is a Store whose claims succeed or fail per event (Redis runs one script per
+// subscription): the Batcher then answers each claim with its own result, so one failing event
+// or subscription never fails the others of its batch. Results are in events' order.
+type EachClaimer interface {
+	ClaimEach(ctx context.Context, events []Event) []ClaimResult
+}
+
+// Promise is what a store guarantees for an acknowledged event, from strongest to weakest.
+type Promise int
+
+const (
+	// PromiseBestEffort: an acknowledged event can be lost (a Redis without durable
+	// persistence, or one that may evict any key).
+	PromiseBestEffort Promise = iota + 1
+	// PromiseAtLeastOnce: an acknowledged event is never lost, but a provider's redelivery of
+	// a delivered event may reach the sink again (same Idempotency-Key) before the dedupe
+	// window ends (a Redis that may evict keys with a TTL).
+	PromiseAtLeastOnce
+	// PromiseStrict: an acknowledged event is never lost and a redelivery inside the dedupe
+	// window is a duplicate (SQLite, PostgreSQL, and a Redis with appendfsync always and no
+	// eviction).
+	PromiseStrict
+)
+
+func (p Promise) String() string {
+	switch p {
+	case PromiseStrict:
+		return "strict"
+	case PromiseAtLeastOnce:
+		return "at-least-once"
+	case PromiseBestEffort:
+		return "best-effort"
+	}
+	return "unknown"
+}
+
+// ParsePromise reads a Promise from its String form.
+func ParsePromise(s string) (Promise, error) {
+	for _, p := range []Promise{PromiseStrict, PromiseAtLeastOnce, PromiseBestEffort} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown store promise %q (strict, at-least-once, best-effort)", s)
+}
+
+// PromiseOf is the promise st keeps: the Redis store's as its server's settings give it, every
+// other store's strict.
+func PromiseOf(st Store) Promise {
+	if p, ok := st.(interface{ Promise() Promise }); ok {
+		return p.Promise()
+	}
+	return PromiseStrict
+}
+
 // ErrLeaseLost is returned when a worker reports on a job whose lease it no longer holds
 // (it expired and another worker took the job).
 var ErrLeaseLost = errors.New("job lease lost")
 
 // Store is the ledger and queue. All methods are safe for concurrent use, also from several
-// processes sharing one database (PostgreSQL).
+// processes sharing one database (PostgreSQL, Redis).
 type Store interface {
 	// ClaimBatch records events and enqueues one pending job per newly recorded event, all in
 	// one transaction. duplicate[i] is true when events[i] (subscription, event id) was already
-	// recorded, by an earlier claim or earlier in the same batch. On error nothing is recorded.
+	// recorded, by an earlier claim or earlier in the same batch. On error the SQL stores have
+	// recorded nothing; Redis records per subscription, so some events may have been recorded
+	// (a retry then finds them duplicates, which is still an acknowledgement of a stored event).
 	ClaimBatch(ctx context.Context, events []Event) (duplicate []bool, err error)
 	// Lease takes up to n jobs that are due (pending or retryable with RunAt <= now, or running
 	// with an expired lease), marks them running until now+lease, increments Attempt.

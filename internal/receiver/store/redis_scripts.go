@@ -1,0 +1,273 @@
+package store
+
+import "github.com/redis/go-redis/v9"
+
+// The Redis store's Lua scripts. Each one touches the keys of one hash tag only: a
+// subscription's ({s:<subscription>}) or the store's global one ({g}), so every script runs on
+// one Redis Cluster node. Keys a script derives (a job's hash from its sequence number, a
+// dedupe key from the job's event id) carry the tag of the keys it was given, so they hash to
+// the same slot.
+//
+// The "#!lua" line makes Redis (7.0+) refuse a writing script up front when it is out of memory
+// instead of failing at its first write; the writing scripts also check everything that could
+// fail before their first write. A script therefore records all of its work or none of it.
+//
+// Times are unix microseconds, formatted with %d: Lua would print a number of 16 digits as
+// "1.7e+15" and lose the rest.
+
+// redisClaim records the events of one subscription. KEYS: the sequence counter, the due set,
+// then one dedupe key per event. ARGV[1] is the job key prefix, then 8 values per event: event
+// id, subscription UID, type, content type, payload, received, max attempts, dedupe window.
+// It returns per event the new job's sequence number, or 0 for a duplicate.
+var redisClaim = redis.NewScript(`#!lua
+local n = #KEYS - 2
+for i = 1, 2 do
+  local t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'none' and t ~= (i == 1 and 'string' or 'zset') then
+    return redis.error_reply('hookwarden: ' .. KEYS[i] .. ' holds a ' .. t)
+  end
+end
+local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+local fresh, last = {}, seq
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[2 + i]) == 0 then
+    last = last + 1
+    local jk = ARGV[1] .. string.format('%d', last)
+    if redis.call('EXISTS', jk) == 1 then
+      return redis.error_reply('hookwarden: job key ' .. jk .. ' exists already')
+    end
+    fresh[i] = last
+  end
+end
+local out = {}
+for i = 1, n do
+  out[i] = 0
+  if fresh[i] then
+    local b = 1 + (i - 1) * 8
+    local id = string.format('%d', fresh[i])
+    redis.call('SET', KEYS[2 + i], id)
+    redis.call('HSET', ARGV[1] .. id, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
+      'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8],
+      'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '')
+    redis.call('ZADD', KEYS[2], ARGV[b + 6], id)
+    out[i] = fresh[i]
+  end
+end
+if last > seq then redis.call('SET', KEYS[1], string.format('%d', last)) end
+return out
+`)
+
+// redisLease leases due jobs of one subscription. KEYS[1] is the due set. ARGV: now, lease
+// deadline, limit, job key prefix, then the sequence numbers to take (none: the oldest due, up to
+// the limit). A job is due while its score (run_at when queued, lease deadline + 1 µs when
+// running) is at most now, so a running job is due once its lease has passed. It returns the
+// leased jobs as {seq, HGETALL} pairs and the subscription's earliest score afterwards.
+var redisLease = redis.NewScript(`#!lua
+local now = tonumber(ARGV[1])
+local seqs = {}
+if #ARGV > 4 then
+  for i = 5, #ARGV do seqs[#seqs + 1] = ARGV[i] end
+else
+  seqs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+end
+local running = string.format('%d', tonumber(ARGV[2]) + 1)
+local out = {}
+for _, sq in ipairs(seqs) do
+  local score = redis.call('ZSCORE', KEYS[1], sq)
+  if score and tonumber(score) <= now then
+    local jk = ARGV[4] .. sq
+    if redis.call('EXISTS', jk) == 1 then
+      redis.call('HINCRBY', jk, 'att', 1)
+      redis.call('HSET', jk, 'st', 'running', 'lease', ARGV[2], 'upd', ARGV[1])
+      redis.call('ZADD', KEYS[1], running, sq)
+      out[#out + 1] = {sq, redis.call('HGETALL', jk)}
+    else
+      redis.call('ZREM', KEYS[1], sq)
+    end
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {out, first[2] or ''}
+`)
+
+// redisReport applies a worker's report to the job it leased, fenced like the SQL stores: the job
+// is still running with the attempt and lease deadline Lease handed out. KEYS: the job, the due
+// set, the completed set (complete) or the dead set (dead). ARGV: op, seq, attempt, lease
+// deadline, dedupe key prefix, now, run at (retry, release), last error. A completed job's keys
+// get the TTL of its dedupe window, counted from the later of its receipt and its last run as
+// the SQL sweeper counts. A dead job keeps no TTL: Sweep removes it, so that an eviction policy
+// for keys with a TTL can never drop a dead letter. Returns 1, or 0 when the lease was lost.
+var redisReport = redis.NewScript(`#!lua
+local f = redis.call('HMGET', KEYS[1], 'st', 'att', 'lease')
+if f[1] ~= 'running' or f[2] ~= ARGV[3] or f[3] ~= ARGV[4] then return 0 end
+local op, seq, now = ARGV[1], ARGV[2], ARGV[6]
+if op == 'complete' then
+  redis.call('HSET', KEYS[1], 'st', 'completed', 'lease', '0', 'upd', now)
+  redis.call('ZREM', KEYS[2], seq)
+  local g = redis.call('HMGET', KEYS[1], 'recv', 'run', 'win', 'e')
+  local ttl = math.floor((math.max(tonumber(g[1]), tonumber(g[2])) + tonumber(g[3]) - tonumber(now)) / 1000)
+  local dk = ARGV[5] .. g[4]
+  local ours = redis.call('GET', dk) == seq
+  if ttl <= 0 then
+    redis.call('DEL', KEYS[1])
+    if ours then redis.call('DEL', dk) end
+  else
+    local ms = string.format('%d', ttl)
+    redis.call('ZADD', KEYS[3], g[2], seq)
+    redis.call('PEXPIRE', KEYS[1], ms)
+    if ours then redis.call('PEXPIRE', dk, ms) end
+  end
+elseif op == 'retry' or op == 'release' then
+  redis.call('HSET', KEYS[1], 'st', 'retryable', 'run', ARGV[7], 'err', ARGV[8], 'lease', '0', 'upd', now)
+  if op == 'release' then redis.call('HINCRBY', KEYS[1], 'att', -1) end
+  redis.call('ZADD', KEYS[2], ARGV[7], seq)
+elseif op == 'dead' then
+  redis.call('HSET', KEYS[1], 'st', 'dead', 'err', ARGV[8], 'lease', '0', 'upd', now)
+  redis.call('ZREM', KEYS[2], seq)
+  redis.call('ZADD', KEYS[3], now, seq)
+end
+return 1
+`)
+
+// redisReplay moves a dead job back to pending with a fresh attempt budget. KEYS: the job, the
+// due set, the dead set. ARGV: seq, now, dedupe key prefix. Returns 1, 0 when the job is not
+// dead, -1 when its event id was claimed again by another job.
+var redisReplay = redis.NewScript(`#!lua
+if redis.call('HGET', KEYS[1], 'st') ~= 'dead' then return 0 end
+local dk = ARGV[3] .. redis.call('HGET', KEYS[1], 'e')
+local cur = redis.call('GET', dk)
+if cur and cur ~= ARGV[1] then return -1 end
+if not cur then redis.call('SET', dk, ARGV[1]) end
+redis.call('PERSIST', dk)
+redis.call('PERSIST', KEYS[1])
+redis.call('HSET', KEYS[1], 'st', 'pending', 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+return 1
+`)
+
+// redisSweep deletes one subscription's completed jobs that ran, and dead jobs that died,
+// before the cutoff, when they were also received before it; entries whose job a TTL already
+// removed leave the sets. KEYS: the completed set, the dead set. ARGV: cutoff, batch size, job
+// key prefix, dedupe key prefix. Returns {events deleted, set entries removed, 1 if a set had a
+// full batch}.
+var redisSweep = redis.NewScript(`#!lua
+local cutoff, batch = tonumber(ARGV[1]), tonumber(ARGV[2])
+local deleted, dropped, full = 0, 0, 0
+local function sweep(set, state)
+  local m = redis.call('ZRANGEBYSCORE', set, '-inf', '(' .. ARGV[1], 'LIMIT', 0, batch)
+  if #m == batch then full = 1 end
+  for _, sq in ipairs(m) do
+    local jk = ARGV[3] .. sq
+    local f = redis.call('HMGET', jk, 'st', 'recv', 'e')
+    if f[1] ~= state then
+      redis.call('ZREM', set, sq)
+      dropped = dropped + 1
+    elseif tonumber(f[2]) < cutoff then
+      redis.call('DEL', jk)
+      local dk = ARGV[4] .. f[3]
+      if redis.call('GET', dk) == sq then redis.call('DEL', dk) end
+      redis.call('ZREM', set, sq)
+      deleted, dropped = deleted + 1, dropped + 1
+    end
+  end
+end
+sweep(KEYS[1], 'completed')
+sweep(KEYS[2], 'dead')
+return {deleted, dropped, full}
+`)
+
+// redisDeadLetters lists one subscription's oldest dead jobs. KEYS[1]: the dead set. ARGV:
+// limit, job key prefix. Returns {seq, HGETALL} pairs.
+var redisDeadLetters = redis.NewScript(`#!lua flags=no-writes
+local out = {}
+for _, sq in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) do
+  local h = redis.call('HGETALL', ARGV[2] .. sq)
+  if #h > 0 then out[#out + 1] = {sq, h} end
+end
+return out
+`)
+
+// The global scripts keep the hints that let Lease find subscriptions with due jobs without
+// visiting every subscription: hint[S] is at most the earliest due score of S whenever S has a
+// job. Writers that add or bring forward a job lower the hint and bump ver[S]; Lease raises (or
+// drops) a hint only through redisSettle, which refuses when ver[S] changed since Lease read
+// it or a claim on S is in flight (a token in tok:<S>). A claimer that died between its claim
+// and its settling leaves a token that blocks raising S's hint until it expires, so its job
+// is found on the next polls instead of being hidden.
+
+// redisPremark registers the subscriptions of a claim batch and marks their claims in flight.
+// KEYS: subscription → index hash, index → subscription hash, index counter, hint set, version
+// hash. ARGV: token, token lifetime in ms, token key prefix, then pairs of subscription and the
+// earliest received time of its events. Returns the subscriptions' indexes.
+var redisPremark = redis.NewScript(`#!lua
+local t = redis.call('TIME')
+local expires = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]))
+local out = {}
+for i = 4, #ARGV, 2 do
+  local s = ARGV[i]
+  local idx = redis.call('HGET', KEYS[1], s)
+  if not idx then
+    idx = string.format('%d', redis.call('INCR', KEYS[3]))
+    redis.call('HSET', KEYS[1], s, idx)
+    redis.call('HSET', KEYS[2], idx, s)
+  end
+  out[#out + 1] = tonumber(idx)
+  redis.call('ZADD', ARGV[3] .. s, expires, ARGV[1])
+  redis.call('HINCRBY', KEYS[5], s, 1)
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[i + 1], s)
+end
+return out
+`)
+
+// redisPostmark ends the claims marked by redisPremark. KEYS[1]: the version hash. ARGV: token,
+// token key prefix, then the subscriptions.
+var redisPostmark = redis.NewScript(`#!lua
+for i = 3, #ARGV do
+  redis.call('ZREM', ARGV[2] .. ARGV[i], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], ARGV[i], 1)
+end
+return 1
+`)
+
+// redisTouch lowers hints after a job was brought forward (retry, release, replay, the sweeper's
+// repair). KEYS: the hint set, the version hash. ARGV: pairs of subscription and due score.
+var redisTouch = redis.NewScript(`#!lua
+for i = 1, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[2], ARGV[i], 1)
+  redis.call('ZADD', KEYS[1], 'LT', ARGV[i + 1], ARGV[i])
+end
+return 1
+`)
+
+// redisCandidates lists subscriptions whose hint is due. KEYS: the hint set, the version hash.
+// ARGV: now, limit. Returns subscription, version pairs, earliest hint first.
+var redisCandidates = redis.NewScript(`#!lua flags=no-writes
+local out = {}
+for _, s in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))) do
+  out[#out + 1] = s
+  out[#out + 1] = redis.call('HGET', KEYS[2], s) or ''
+end
+return out
+`)
+
+// redisSettle sets the hints of the subscriptions a Lease visited to their earliest due score
+// (an empty score drops the hint), unless a claim is in flight on one or its version moved. KEYS: the hint
+// set, the version hash. ARGV: token key prefix, then triples of subscription, version read,
+// earliest score.
+var redisSettle = redis.NewScript(`#!lua
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+for i = 2, #ARGV, 3 do
+  local s, tk = ARGV[i], ARGV[1] .. ARGV[i]
+  redis.call('ZREMRANGEBYSCORE', tk, '-inf', now)
+  if redis.call('EXISTS', tk) == 0 and (redis.call('HGET', KEYS[2], s) or '') == ARGV[i + 1] then
+    if ARGV[i + 2] == '' then
+      redis.call('ZREM', KEYS[1], s)
+    else
+      redis.call('ZADD', KEYS[1], ARGV[i + 2], s)
+    end
+  end
+end
+return 1
+`)
