@@ -402,6 +402,9 @@ func (c *Client) readEvents(r gjson.Result, what string) ([]string, error) {
 		return nil, c.shapeError(what, "events", ev.ResponsePath(), "is missing")
 	}
 	if ev.All != nil {
+		if !v.Exists() && string(bytes.TrimSpace(ev.All.Value)) == "null" {
+			return []string{"*"}, nil // Svix omits filterTypes that are null
+		}
 		var buf bytes.Buffer
 		if v.Exists() && json.Compact(&buf, []byte(v.Raw)) == nil {
 			var want bytes.Buffer
