@@ -150,10 +150,10 @@ func (c *Client) build(d providers.Desired, kind bodyKind, events []string) ([]b
 	}
 	if t := p.Object.Disabled; t != nil && !recreate("disabled") {
 		switch {
-		case t.On != "" && d.Disabled:
-			set(t.Path, t.Off)
-		case t.On != "":
-			set(t.Path, t.On)
+		case t.Enabled != "" && d.Disabled:
+			set(t.Path, t.Disabled)
+		case t.Enabled != "":
+			set(t.Path, t.Enabled)
 		default:
 			set(t.Path, d.Disabled != t.Invert)
 		}
@@ -326,10 +326,10 @@ func (c *Client) read(r gjson.Result, what string, purpose readPurpose) (provide
 			return reg, err
 		}
 		switch {
-		case t.On != "":
-			if s := v.String(); s == t.Off {
+		case t.Enabled != "":
+			if s := v.String(); s == t.Disabled {
 				reg.Disabled = true
-			} else if s != t.On && v.Exists() {
+			} else if s != t.Enabled && v.Exists() {
 				reg.Misconfigured = append(reg.Misconfigured, t.ResponsePath())
 			}
 		case v.Type == gjson.True || v.Type == gjson.False:
@@ -430,26 +430,19 @@ func (c *Client) readEvents(r gjson.Result, what string) ([]string, error) {
 	return out, nil
 }
 
+// readMarker decodes the ownership marker; a registration without one (made by hand) simply
+// has none, so a missing path is no error here.
 func (c *Client) readMarker(r gjson.Result, reg *providers.Registration, what string) error {
 	m := c.c.p.Marker
 	switch m.Location {
 	case MarkerField:
 		v := r.Get(m.Path)
-		if !v.Exists() {
-			return c.shapeError(what, "marker.path", m.Path, "is missing")
-		}
 		reg.Owner, _ = decodeMarker(v.String())
 	case MarkerMetadata:
 		v := r.Get(m.Path)
-		if !v.Exists() {
-			return c.shapeError(what, "marker.path", m.Path, "is missing")
-		}
 		reg.Owner = providers.Owner{Cluster: v.Get(keyCluster).String(), Namespace: v.Get(keyNamespace).String(), Name: v.Get(keyName).String(), UID: v.Get(keyUID).String()}
 	case MarkerHeader:
 		v := r.Get(m.Path)
-		if !v.Exists() {
-			return c.shapeError(what, "marker.path", m.Path, "is missing")
-		}
 		if m.HeaderList {
 			nk, vk := m.keys()
 			for _, h := range v.Array() {

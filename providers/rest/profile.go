@@ -139,9 +139,10 @@ func (f Field) ResponsePath() string {
 type Toggle struct {
 	Field
 	Invert bool `json:"invert,omitempty"`
-	// On and Off, both set, make the field a string: On when deliveries are enabled.
-	On  string `json:"on,omitempty"`
-	Off string `json:"off,omitempty"`
+	// Enabled and Disabled, both set, make the field a string with these two values (keys
+	// "on"/"off" would read as booleans in YAML).
+	Enabled  string `json:"enabledValue,omitempty"`
+	Disabled string `json:"disabledValue,omitempty"`
 }
 
 // Event styles.

@@ -336,11 +336,11 @@ func compile(p *Profile) (*compiled, error) {
 	}
 	if o.Disabled != nil {
 		ck.field("object.disabled", o.Disabled.Field, true)
-		if (o.Disabled.On == "") != (o.Disabled.Off == "") {
-			ck.add("object.disabled", "set both on and off (a string field), or neither (a boolean)")
+		if (o.Disabled.Enabled == "") != (o.Disabled.Disabled == "") {
+			ck.add("object.disabled", "set both enabledValue and disabledValue (a string field), or neither (a boolean)")
 		}
-		if o.Disabled.Invert && o.Disabled.On != "" {
-			ck.add("object.disabled.invert", "only for a boolean field; on/off already say which value is which")
+		if o.Disabled.Invert && o.Disabled.Enabled != "" {
+			ck.add("object.disabled.invert", "only for a boolean field; enabledValue/disabledValue already say which is which")
 		}
 	}
 	if o.Created != nil {
