@@ -108,6 +108,9 @@ func (c *Client) build(d providers.Desired, kind bodyKind, events []string) ([]b
 		if rerr != nil {
 			return nil, rerr
 		}
+		if s, ok := v.(string); ok && s == "" {
+			continue // a template over an unset parameter: the field is left out
+		}
 		raw, merr := json.Marshal(v)
 		if merr != nil {
 			return nil, invalid(fmt.Sprintf("object.static.%s: %v", k, merr))

@@ -107,7 +107,8 @@ type ObjectMapping struct {
 	Created *Field `json:"created,omitempty"`
 	// Static are values create (and a full update) sends besides the mapped fields: required
 	// discriminators and objects (PagerDuty type and filter, Zendesk http_method). Keys are
-	// request paths; string values are templates.
+	// request paths; string values are templates, and a top-level one that renders empty (an
+	// unset optional parameter) is left out.
 	Static map[string]any `json:"static,omitempty"`
 	// Expect are response values that must hold for the registration to work as created
 	// (Zendesk request_format json); a differing value is reported as Misconfigured drift,
