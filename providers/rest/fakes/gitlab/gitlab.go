@@ -215,7 +215,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, hooks map[int]*Hoo
 		out = append(out, hooks[ids[i]].json())
 	}
 	link := func(p int, rel string) string {
-		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
+		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}
 		lq := url.Values{}
 		for k, vs := range q {
 			lq[k] = vs

@@ -333,4 +333,3 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, sub *Subscriptio
 	*sub = next
 	core.JSON(w, http.StatusOK, map[string]any{"webhook_subscription": sub.json(false)})
 }
-

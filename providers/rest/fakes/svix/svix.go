@@ -55,10 +55,10 @@ type replay struct {
 // Server is the fake.
 type Server struct {
 	core.Core
-	mu    sync.Mutex
-	seq   int
-	apps  map[string]map[string]map[string]*Endpoint // token -> app -> id -> endpoint
-	idem  map[string]replay
+	mu   sync.Mutex
+	seq  int
+	apps map[string]map[string]map[string]*Endpoint // token -> app -> id -> endpoint
+	idem map[string]replay
 }
 
 // New returns an empty fake.
