@@ -61,7 +61,7 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 	offset := 0
 	cursor := ""
 	nextURL := ""
-	seenCursor := map[string]bool{}
+	seenCursor, seenID := map[string]bool{}, map[string]bool{}
 	for n := 1; ; n++ {
 		if n > c.maxPages {
 			return nil, c.pagingError("more than %d pages (limits.maxPages)", c.maxPages)
@@ -101,6 +101,14 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 			return nil, &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("list page %d: %s is not an array in the response (profile %s)", n, where, c.c.p.Name)}
 		}
 		items := arr.Array()
+		for _, it := range items {
+			// Checked per page, so a server that serves one page forever is caught at once.
+			id := it.Get(c.c.p.Object.ID.Path).String()
+			if seenID[id] && id != "" {
+				return nil, c.pagingError("registration %s is listed twice: the pages overlap", id)
+			}
+			seenID[id] = true
+		}
 		all = append(all, items...)
 
 		switch pg.Style {
