@@ -75,6 +75,13 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seed corpora als
 	  echo "== $$fn ($$pkg) for $${FUZZTIME:-30s}"; \
 	  go test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $${FUZZTIME:-30s} || exit 1; done
 
+PROFILE ?=
+
+.PHONY: validate-profile
+validate-profile: ## Check a REST provider profile (PROFILE=path) before anything is sent; prints each problem with its field path.
+	@test -n "$(PROFILE)" || { echo "usage: make validate-profile PROFILE=path/to/profile.yaml"; exit 2; }
+	@go run ./cmd/manager validate-profile $(PROFILE)
+
 ##@ Build
 .PHONY: build
 build: ## Build the binaries into bin/.

@@ -353,9 +353,7 @@ func (c *Client) read(r gjson.Result, what string, purpose readPurpose) (provide
 			}
 		}
 	}
-	if err := c.readMarker(r, &reg, what); err != nil {
-		return reg, err
-	}
+	c.readMarker(r, &reg)
 	switch {
 	case p.Secret.Mode == SecretModeReadable, p.Secret.Mode == SecretModeReturnedOnCreate && purpose == readCreated:
 		v := r.Get(p.Secret.Path)
@@ -435,7 +433,7 @@ func (c *Client) readEvents(r gjson.Result, what string) ([]string, error) {
 
 // readMarker decodes the ownership marker; a registration without one (made by hand) simply
 // has none, so a missing path is no error here.
-func (c *Client) readMarker(r gjson.Result, reg *providers.Registration, what string) error {
+func (c *Client) readMarker(r gjson.Result, reg *providers.Registration) {
 	m := c.c.p.Marker
 	switch m.Location {
 	case MarkerField:
@@ -462,5 +460,4 @@ func (c *Client) readMarker(r gjson.Result, reg *providers.Registration, what st
 			})
 		}
 	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -550,8 +549,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// errorsAs is errors.As for a *ProfileError.
-func asProfileError(err error) (*ProfileError, bool) {
-	var pe *ProfileError
-	return pe, errors.As(err, &pe)
-}
