@@ -66,7 +66,7 @@ bench-receiver: ## Measure the receiver's ack path against a no-op handler and P
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader \
-	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader \
+	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
 	./internal/jsonscan:FuzzTopLevelStrings
 
 .PHONY: fuzz

@@ -320,12 +320,15 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		}
 		got, err := v.decode(sig)
 		if err != nil || len(got) != v.size {
+			if v.cfg.Separator != "" {
+				continue // one bad element among several does not hide a good one
+			}
 			return providers.Verified{}, providers.VerifyError("rest", providers.ErrMalformed, "the %s value is not a %s %s digest", v.cfg.Header, v.cfg.Encoding, v.cfg.Algorithm)
 		}
 		sigs = append(sigs, got)
 	}
 	if len(sigs) == 0 {
-		return providers.Verified{}, providers.VerifyError("rest", providers.ErrMalformed, "the %s value holds no %q signature", v.cfg.Header, v.cfg.ElementPrefix)
+		return providers.Verified{}, providers.VerifyError("rest", providers.ErrMalformed, "the %s value holds no %s %s digest after %q", v.cfg.Header, v.cfg.Encoding, v.cfg.Algorithm, v.cfg.ElementPrefix)
 	}
 	id := ""
 	if v.cfg.IDHeader != "" {
