@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,4 +225,20 @@ func Strings(v any) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, true
+}
+
+// CursorPage is one page of a cursor-paged list: up to size ids that sort after the cursor
+// (all of them from the start when after is ""), and whether more follow. The ids are sorted
+// in place.
+func CursorPage(ids []string, after string, size int) (page []string, more bool) {
+	sort.Strings(ids)
+	start := 0
+	if after != "" {
+		start = sort.SearchStrings(ids, after)
+		if start < len(ids) && ids[start] == after {
+			start++
+		}
+	}
+	end := min(start+size, len(ids))
+	return ids[start:end], end < len(ids)
 }

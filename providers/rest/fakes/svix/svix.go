@@ -252,24 +252,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, eps map[string]*En
 	for id := range eps {
 		ids = append(ids, id)
 	}
-	sort.Strings(ids)
-	start := 0
-	if it := q.Get("iterator"); it != "" {
-		start = sort.SearchStrings(ids, it)
-		if start < len(ids) && ids[start] == it {
-			start++
-		}
-	}
-	end := min(start+limit, len(ids))
+	page, more := core.CursorPage(ids, q.Get("iterator"), limit)
 	data := []map[string]any{}
-	for _, id := range ids[start:end] {
+	for _, id := range page {
 		data = append(data, eps[id].json())
 	}
 	var iterator any
-	if end > start {
-		iterator = ids[end-1]
+	if len(page) > 0 {
+		iterator = page[len(page)-1]
 	}
-	core.JSON(w, http.StatusOK, map[string]any{"data": data, "iterator": iterator, "prevIterator": nil, "done": end >= len(ids)})
+	core.JSON(w, http.StatusOK, map[string]any{"data": data, "iterator": iterator, "prevIterator": nil, "done": !more})
 }
 
 func decode(r *http.Request) (map[string]any, bool) {

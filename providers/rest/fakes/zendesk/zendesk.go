@@ -217,25 +217,18 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, hooks map[string]*
 	for id := range hooks {
 		ids = append(ids, id)
 	}
-	sort.Strings(ids)
-	start := 0
-	if after := q.Get("page[after]"); after != "" {
-		start = sort.SearchStrings(ids, after)
-		if start < len(ids) && ids[start] == after {
-			start++
-		}
-	}
-	end := min(start+size, len(ids))
+	page, more := core.CursorPage(ids, q.Get("page[after]"), size)
 	out := []map[string]any{}
-	for _, id := range ids[start:end] {
+	for _, id := range page {
 		out = append(out, hooks[id].json())
 	}
-	meta := map[string]any{"has_more": end < len(ids), "after_cursor": nil, "before_cursor": nil}
+	meta := map[string]any{"has_more": more, "after_cursor": nil, "before_cursor": nil}
 	links := map[string]any{"next": nil, "prev": nil}
-	if len(out) > 0 {
-		meta["after_cursor"], meta["before_cursor"] = ids[end-1], ids[start]
-		if end < len(ids) {
-			links["next"] = "http://" + r.Host + r.URL.Path + "?page[after]=" + ids[end-1] + "&page[size]=" + strconv.Itoa(size)
+	if len(page) > 0 {
+		last := page[len(page)-1]
+		meta["after_cursor"], meta["before_cursor"] = last, page[0]
+		if more {
+			links["next"] = "http://" + r.Host + r.URL.Path + "?page[after]=" + last + "&page[size]=" + strconv.Itoa(size)
 		}
 	}
 	core.JSON(w, http.StatusOK, map[string]any{"webhooks": out, "meta": meta, "links": links})
