@@ -265,6 +265,8 @@ type call struct {
 	// rawURL replaces the op's URL (a Link header's next page).
 	rawURL  string
 	already []Match
+	// secret is a signing secret in the body: an answer that echoes it must not show it.
+	secret string
 }
 
 // response is a successful answer.
@@ -275,6 +277,15 @@ type response struct {
 }
 
 func (c *Client) do(ctx context.Context, k call) (*response, error) {
+	res, err := c.send(ctx, k)
+	var pe *providers.Error
+	if k.secret != "" && errors.As(err, &pe) {
+		pe.Message = strings.ReplaceAll(pe.Message, k.secret, "[redacted]")
+	}
+	return res, err
+}
+
+func (c *Client) send(ctx context.Context, k call) (*response, error) {
 	extra := map[string]string{"ID": k.id, "IdempotencyKey": k.idem}
 	target := k.rawURL
 	if target == "" {

@@ -457,3 +457,26 @@ func TestShippedProfilesValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorsNeverShowTheSecret(t *testing.T) {
+	profile := profileWith(t, "secret", "raw:{\"mode\":\"clientChosen\",\"path\":\"token\"}", "verify", "raw:{\"scheme\":\"token\",\"token\":{\"header\":\"X-Token\"}}")
+	c := handlerClient(t, profile, func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		_, _ = fmt.Fprint(&b, "rejected: ")
+		buf := make([]byte, 4096)
+		n, _ := r.Body.Read(buf)
+		b.Write(buf[:n])
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": b.String()})
+	})
+	d := providers.Desired{URL: "https://a.example.com", Events: []string{"e"}, Secret: "signing-secret-canary-0123"}
+	for name, call := range map[string]func() error{
+		"create": func() error { _, err := c.Create(context.Background(), d, "k"); return err },
+		"update": func() error { _, err := c.Update(context.Background(), "1", d); return err },
+	} {
+		err := call()
+		if err == nil || strings.Contains(err.Error(), "signing-secret-canary-0123") || !strings.Contains(err.Error(), "[redacted]") {
+			t.Errorf("%s error %v shows the secret the API echoed", name, err)
+		}
+	}
+}

@@ -312,7 +312,7 @@ func (c *Client) createOne(ctx context.Context, d providers.Desired, events []st
 	if err != nil {
 		return providers.Registration{}, err
 	}
-	res, err := c.do(ctx, call{op: &c.c.p.Create.Op, method: http.MethodPost, idem: key, body: body, already: c.c.p.Create.AlreadyExists})
+	res, err := c.do(ctx, call{op: &c.c.p.Create.Op, method: http.MethodPost, idem: key, body: body, already: c.c.p.Create.AlreadyExists, secret: d.Secret})
 	if err != nil {
 		return providers.Registration{}, err
 	}
@@ -363,7 +363,7 @@ func (c *Client) updateOne(ctx context.Context, id string, d providers.Desired, 
 	if p.Update.Strategy == UpdatePatch {
 		method = http.MethodPatch
 	}
-	res, err := c.do(ctx, call{op: &p.Update.Op, method: method, id: id, body: body})
+	res, err := c.do(ctx, call{op: &p.Update.Op, method: method, id: id, body: body, secret: d.Secret})
 	if err != nil {
 		return providers.Registration{}, err
 	}
