@@ -66,7 +66,7 @@ bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis 
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader \
-	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader \
+	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
 	./internal/jsonscan:FuzzTopLevelStrings
 
 .PHONY: fuzz
@@ -74,6 +74,13 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seed corpora als
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "== $$fn ($$pkg) for $${FUZZTIME:-30s}"; \
 	  go test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $${FUZZTIME:-30s} || exit 1; done
+
+PROFILE ?=
+
+.PHONY: validate-profile
+validate-profile: ## Check a REST provider profile (PROFILE=path) before anything is sent; prints each problem with its field path.
+	@test -n "$(PROFILE)" || { echo "usage: make validate-profile PROFILE=path/to/profile.yaml"; exit 2; }
+	@go run ./cmd/manager validate-profile $(PROFILE)
 
 ##@ Build
 .PHONY: build

@@ -87,6 +87,15 @@ const (
 	SecretClientChosen
 	// SecretNone: deliveries are not signed; there is nothing to store.
 	SecretNone
+	// SecretReadable: the provider generates the secret and reveals it whenever the
+	// registration is read (Resend): Create, List and Update fill Registration.Secret. A
+	// secret that is not held is simply read again.
+	SecretReadable
+	// SecretFetched: the provider generates the secret and reveals it through a separate
+	// request (Zendesk GET /webhooks/{id}/signing_secret, Svix GET .../secret): the client
+	// implements SecretFetcher, and Create fetches it, filling Registration.Secret. A secret
+	// that is not held is fetched again.
+	SecretFetched
 )
 
 func (m SecretMode) String() string {
@@ -97,6 +106,10 @@ func (m SecretMode) String() string {
 		return "client-chosen"
 	case SecretNone:
 		return "none"
+	case SecretReadable:
+		return "readable"
+	case SecretFetched:
+		return "fetched"
 	}
 	return "unknown"
 }
@@ -109,6 +122,10 @@ const (
 	FieldDisabled
 	// FieldMarker is the ownership marker (Owner and CreateKey).
 	FieldMarker
+	// FieldURL and FieldEvents exist on every registration; they are named only in
+	// Capabilities.Recreate.
+	FieldURL
+	FieldEvents
 )
 
 // Capabilities state what a provider can promise. The reconciler decides from them: how
@@ -131,6 +148,11 @@ type Capabilities struct {
 	// Fields the registrations carry besides URL and events (which every provider has). A field
 	// the provider does not have is never counted as drift.
 	Fields Field
+	// Recreate are the fields Update cannot change in place (PagerDuty's delivery URL; every
+	// field where the API has no update at all, Calendly): drift in one of them is repaired by
+	// a new registration (create, store its secret, then delete the old one, as a rotation),
+	// never by Update, which refuses such a change with a Permanent error.
+	Recreate Field
 }
 
 // Has reports whether the provider's registrations carry f.
@@ -160,6 +182,12 @@ type Client interface {
 // registration (GitHub's ping). The reconciler pings after a create and reports the outcome.
 type Pinger interface {
 	Ping(ctx context.Context, id string) error
+}
+
+// SecretFetcher is implemented by providers with SecretFetched (and may be by SecretReadable
+// ones): it reads the current signing secret of registration id.
+type SecretFetcher interface {
+	FetchSecret(ctx context.Context, id string) (string, error)
 }
 
 // VerifierDescriber is implemented by providers whose deliveries are verified by a scheme the

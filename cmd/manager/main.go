@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/rest"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 )
 
@@ -40,6 +42,9 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "validate-profile" {
+		os.Exit(validateProfiles(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; \"0\" disables it")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health probe endpoint binds to")
@@ -61,6 +66,27 @@ func main() {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// validateProfiles checks REST profile files before anything is sent (manager
+// validate-profile FILE...): it prints each problem with its field path and returns the exit
+// code, 1 when any file is invalid.
+func validateProfiles(files []string, stdout, stderr io.Writer) int {
+	if len(files) == 0 {
+		fmt.Fprintln(stderr, "usage: manager validate-profile FILE...")
+		return 2
+	}
+	code := 0
+	for _, f := range files {
+		p, err := rest.ParseFile(f)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", f, err)
+			code = 1
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: profile %s is valid\n", f, p.Name)
+	}
+	return code
 }
 
 func run(ctx context.Context, o options) error {

@@ -37,6 +37,9 @@ const SecretPrefix = "whsec_"
 // ignored.
 type Verifier struct {
 	tolerance time.Duration
+	// Header names: the spec's webhook-*, or another prefix's (Svix sends svix-id,
+	// svix-timestamp, svix-signature unless white-labelled).
+	idHeader, tsHeader, sigHeader string
 }
 
 var _ providers.Verifier = (*Verifier)(nil)
@@ -50,9 +53,20 @@ func WithTolerance(d time.Duration) Option {
 	return func(v *Verifier) { v.tolerance = max(d, 0) }
 }
 
+// DefaultHeaderPrefix is the spec's header prefix.
+const DefaultHeaderPrefix = "webhook-"
+
+// WithHeaderPrefix reads <prefix>id, <prefix>timestamp and <prefix>signature instead of the
+// spec's webhook-* headers ("svix-" for Svix and the senders built on it).
+func WithHeaderPrefix(prefix string) Option {
+	return func(v *Verifier) {
+		v.idHeader, v.tsHeader, v.sigHeader = prefix+"id", prefix+"timestamp", prefix+"signature"
+	}
+}
+
 // NewVerifier returns a Verifier with the default tolerance unless options say otherwise.
 func NewVerifier(opts ...Option) *Verifier {
-	v := &Verifier{tolerance: DefaultTolerance}
+	v := &Verifier{tolerance: DefaultTolerance, idHeader: HeaderID, tsHeader: HeaderTimestamp, sigHeader: HeaderSignature}
 	for _, o := range opts {
 		o(v)
 	}
@@ -98,21 +112,21 @@ func Sign(key []byte, id string, ts time.Time, body []byte) string {
 //
 // Secrets that decode to no bytes are skipped: an empty HMAC key is not a secret.
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
-	sigHeader := d.Header.Get(HeaderSignature)
+	sigHeader := d.Header.Get(v.sigHeader)
 	if sigHeader == "" {
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrNoSignature, "the %s header is missing", HeaderSignature)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrNoSignature, "the %s header is missing", v.sigHeader)
 	}
-	id := d.Header.Get(HeaderID)
+	id := d.Header.Get(v.idHeader)
 	if id == "" {
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrNoEventID, "the %s header is missing", HeaderID)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrNoEventID, "the %s header is missing", v.idHeader)
 	}
-	ts := d.Header.Get(HeaderTimestamp)
+	ts := d.Header.Get(v.tsHeader)
 	if ts == "" {
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "the %s header is missing", HeaderTimestamp)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "the %s header is missing", v.tsHeader)
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || strconv.FormatInt(unix, 10) != ts {
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "%s is not unix seconds", HeaderTimestamp)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "%s is not unix seconds", v.tsHeader)
 	}
 
 	var sigs [][]byte
@@ -122,7 +136,7 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		}
 	}
 	if len(sigs) == 0 {
-		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "%s has no v1 entry", HeaderSignature)
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrMalformed, "%s has no v1 entry", v.sigHeader)
 	}
 
 	// The HMAC key is the base64-decoded secret; a secret that does not decode is skipped.

@@ -1,0 +1,149 @@
+// Package fakes_test checks documented facts of each fake directly over HTTP, facts the
+// profile tests rely on without exercising (a profile that sends the right thing never sees
+// the refusal).
+package fakes_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/gitlab"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/pagerduty"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/svix"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/zendesk"
+)
+
+type step struct {
+	reason       string
+	method, path string
+	header       map[string]string
+	body         string
+	status       int
+	contains     string
+}
+
+func run(t *testing.T, base string, auth map[string]string, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		req, err := http.NewRequest(s.method, base+s.path, strings.NewReader(s.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range auth {
+			req.Header.Set(k, v)
+		}
+		for k, v := range s.header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != s.status || !strings.Contains(string(b), s.contains) {
+			t.Errorf("%s\n%s %s = %d %s; want %d containing %q", s.reason, s.method, s.path, res.StatusCode, b, s.status, s.contains)
+		}
+	}
+}
+
+func TestGitLabFacts(t *testing.T) {
+	srv := gitlab.New()
+	srv.AddProject("7", "g/p")
+	base, stop := srv.Start()
+	defer stop()
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"create answers 201 and never returns the token", "POST", "/projects/g%2Fp/hooks", nil, `{"url":"https://a.example.com","token":"tok"}`, 201, `"push_events":true`},
+		{"PUT requires url", "PUT", "/projects/7/hooks/1", nil, `{"push_events":false}`, 400, "url is missing"},
+		{"an unknown hook is 404", "DELETE", "/projects/7/hooks/99", nil, "", 404, "404"},
+	})
+	if h := srv.Hooks("7")[0]; h.Token != "tok" {
+		t.Fatalf("token %q", h.Token)
+	}
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"a URL change without the token", "PUT", "/projects/7/hooks/1", nil, `{"url":"https://b.example.com"}`, 200, `"url":"https://b.example.com"`},
+	})
+	if h := srv.Hooks("7")[0]; h.Token != "" {
+		t.Errorf("the token survived a URL change without it: %q", h.Token)
+	}
+	run(t, base+"/api/v4", nil, []step{{"no token is 401", "GET", "/projects/7/hooks", nil, "", 401, "401 Unauthorized"}})
+}
+
+func TestZendeskFacts(t *testing.T) {
+	srv := zendesk.New()
+	base, stop := srv.Start()
+	defer stop()
+	req, _ := http.NewRequest("GET", base, nil)
+	req.SetBasicAuth("a@b.example/token", "tok")
+	auth := map[string]string{"Authorization": req.Header.Get("Authorization")}
+	full := `{"webhook":{"name":"n","status":"active","endpoint":"https://a.example.com","http_method":"POST","request_format":"json","subscriptions":["zen:event-type:ticket.created"]}}`
+	res, err := http.DefaultClient.Do(mustReq(t, "POST", base+"/api/v2/webhooks", full, auth))
+	if err != nil || res.StatusCode != 201 {
+		t.Fatalf("create: %v %v", res, err)
+	}
+	var created struct{ Webhook struct{ ID string } }
+	_ = json.NewDecoder(res.Body).Decode(&created)
+	res.Body.Close()
+	id := created.Webhook.ID
+	run(t, base+"/api/v2", auth, []step{
+		{"PUT replaces: required fields must be present", "PUT", "/webhooks/" + id, nil, `{"webhook":{"name":"x"}}`, 400, "is required"},
+		{"PUT answers 204 without a body", "PUT", "/webhooks/" + id, nil, full, 204, ""},
+		{"event subscriptions need json", "PATCH", "/webhooks/" + id, nil, `{"webhook":{"request_format":"xml"}}`, 400, "request_format json"},
+		{"the connection method cannot change", "PATCH", "/webhooks/" + id, nil, `{"webhook":{"subscriptions":["conditional_ticket_events"]}}`, 400, "connection method"},
+		{"the secret is its own resource", "GET", "/webhooks/" + id + "/signing_secret", nil, "", 200, `"algorithm":"SHA256"`},
+		{"the webhook does not carry it", "GET", "/webhooks/" + id, nil, "", 200, `"endpoint"`},
+	})
+	run(t, base+"/api/v2", map[string]string{"Authorization": "Bearer x"}, []step{{"Basic {email}/token only", "GET", "/webhooks", nil, "", 401, "authenticate"}})
+}
+
+func mustReq(t *testing.T, method, url, body string, header map[string]string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+func TestPagerDutyFacts(t *testing.T) {
+	srv := pagerduty.New()
+	base, stop := srv.Start()
+	defer stop()
+	auth := map[string]string{"Authorization": "Token token=k", "Accept": pagerduty.Accept}
+	create := `{"webhook_subscription":{"type":"webhook_subscription","delivery_method":{"type":"http_delivery_method","url":"https://a.example.com","custom_headers":[{"name":"X-A","value":"v"}]},"events":["incident.triggered"],"filter":{"type":"account_reference"}}}`
+	run(t, base, auth, []step{
+		{"create answers 200 with the secret", "POST", "/webhook_subscriptions", nil, create, 200, `"secret":"`},
+		{"a filter is required", "POST", "/webhook_subscriptions", nil, strings.Replace(create, `"filter":{"type":"account_reference"}`, `"description":"x"`, 1), 400, "filter is required"},
+		{"events must be unique", "POST", "/webhook_subscriptions", nil, strings.Replace(create, `["incident.triggered"]`, `["a","a"]`, 1), 400, "unique"},
+		{"offset+limit past 10000", "GET", "/webhook_subscriptions?offset=9950&limit=100", nil, "", 400, "10000"},
+	})
+	id := srv.Subscriptions("k")[0].ID
+	run(t, base, auth, []step{
+		{"reads show no secret and redacted header values", "GET", "/webhook_subscriptions/" + id, nil, "", 200, `"value":"-- redacted --"`},
+		{"delivery_method cannot be updated", "PUT", "/webhook_subscriptions/" + id, nil, `{"webhook_subscription":{"delivery_method":{"url":"https://b.example.com"}}}`, 400, "cannot be updated"},
+	})
+	run(t, base, map[string]string{"Authorization": "Token token=k"}, []step{{"the versioned Accept is required", "GET", "/webhook_subscriptions", nil, "", 406, "Accept"}})
+}
+
+func TestSvixFacts(t *testing.T) {
+	srv := svix.New()
+	srv.AddApp("sk", "app_1")
+	base, stop := srv.Start()
+	defer stop()
+	auth := map[string]string{"Authorization": "Bearer sk"}
+	run(t, base+"/api/v1/app/app_1", auth, []step{
+		{"create answers 201; metadata is always an object; no filterTypes means all", "POST", "/endpoint", nil, `{"url":"https://a.example.com","uid":"orders"}`, 201, `"metadata":{}`},
+		{"a uid is taken once", "POST", "/endpoint", nil, `{"url":"https://a.example.com","uid":"orders"}`, 409, "uid"},
+		{"endpoints are addressed by uid too", "PATCH", "/endpoint/orders", nil, `{"filterTypes":["invoice.paid"]}`, 200, `"filterTypes":["invoice.paid"]`},
+		{"the secret is served on its own", "GET", "/endpoint/orders/secret", nil, "", 200, `"key":"whsec_`},
+		{"limit is 1..250", "GET", "/endpoint?limit=251", nil, "", 422, "limit"},
+		{"an unknown endpoint is 404", "GET", "/endpoint/x", nil, "", 404, "not_found"},
+	})
+	run(t, base+"/api/v1/app/app_9", auth, []step{{"an unknown app is 404", "GET", "/endpoint", nil, "", 404, "Application"}})
+}

@@ -1,0 +1,77 @@
+package rest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/rest"
+)
+
+// sampleProfile reads a shipped profile from config/samples/rest.
+func sampleProfile(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "rest", name+".profile.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func newClient(t testing.TB, profile, apiURL string, params map[string]string, credential string) *rest.Client {
+	t.Helper()
+	c, err := rest.New(providers.Config{APIURL: apiURL, Target: rest.Target(params), Settings: sampleProfile(t, profile), Credential: credential, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("rest.New(%s): %v", profile, err)
+	}
+	return c
+}
+
+// TestSubscriptionSamplesFitTheirProfiles checks each shipped subscription sample (in the
+// proposed spec.provider.rest shape) against the profile it names: the parameters are
+// accepted and, for a flags API, the events exist.
+func TestSubscriptionSamplesFitTheirProfiles(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "config", "samples", "rest", "*.subscription.yaml"))
+	if len(files) < 4 {
+		t.Fatalf("found %d subscription samples", len(files))
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sub struct {
+			Spec struct {
+				Provider struct {
+					Type string `json:"type"`
+					REST struct {
+						ProfileRef struct{ Key string } `json:"profileRef"`
+						Parameters map[string]string    `json:"parameters"`
+					} `json:"rest"`
+				} `json:"provider"`
+				Events []string `json:"events"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(raw, &sub); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := strings.TrimSuffix(sub.Spec.Provider.REST.ProfileRef.Key, ".yaml")
+		if sub.Spec.Provider.Type != "rest" || name == "" {
+			t.Errorf("%s: provider %+v", f, sub.Spec.Provider)
+			continue
+		}
+		c := newClient(t, name, "https://api.example.com", sub.Spec.Provider.REST.Parameters, "token")
+		if p := c.Profile(); p.Events.Style == rest.EventsFlags {
+			for _, e := range sub.Spec.Events {
+				if _, ok := p.Events.Flags[e]; !ok {
+					t.Errorf("%s: event %q is not one of %s's flags", f, e, name)
+				}
+			}
+		}
+	}
+}
