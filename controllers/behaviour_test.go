@@ -51,17 +51,20 @@ var (
 
 func behaviourCase(t *testing.T, p behaviourProvider, name string, fn func(t *testing.T, a behaviourAccount)) {
 	t.Run(name, func(t *testing.T) {
+		// Deferred, so a case that stops with t.Fatal is recorded too.
+		defer func() {
+			result := "PASS"
+			if t.Failed() {
+				result = "FAIL"
+			}
+			behaviourMu.Lock()
+			if behaviourResults[name] == nil {
+				behaviourResults[name] = map[string]string{}
+			}
+			behaviourResults[name][p.name] = result
+			behaviourMu.Unlock()
+		}()
 		fn(t, p.newAccount(t))
-		result := "PASS"
-		if t.Failed() {
-			result = "FAIL"
-		}
-		behaviourMu.Lock()
-		if behaviourResults[name] == nil {
-			behaviourResults[name] = map[string]string{}
-		}
-		behaviourResults[name][p.name] = result
-		behaviourMu.Unlock()
 	})
 }
 
