@@ -276,11 +276,15 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		a.valid = false
 		return nil, err
 	}
+	out := append([]providers.Registration(nil), regs...)
+	for i := range regs {
+		regs[i].Secret = "" // the cache never holds secrets (readable ones are read on demand)
+	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
 	if a.epoch.IsZero() {
 		a.epoch = a.fetchedAt
 	}
-	return append([]providers.Registration(nil), regs...), nil
+	return out, nil
 }
 
 // Create registers a webhook and adds it to the cached list.
@@ -333,6 +337,30 @@ func (o ops) Ping(ctx context.Context, id string) (ok bool, err error) {
 		return false, nil
 	}
 	return true, o.call(ctx, "ping", func() error { return p.Ping(ctx, id) })
+}
+
+// VerifierSpec is the provider's description of its verification scheme, when it has one
+// (providers.VerifierDescriber).
+func (o ops) VerifierSpec() ([]byte, bool) {
+	d, ok := o.a.client.(providers.VerifierDescriber)
+	if !ok {
+		return nil, false
+	}
+	return d.VerifierSpec(), true
+}
+
+// FetchSecret reads registration id's signing secret from the provider (providers.SecretFetcher).
+func (o ops) FetchSecret(ctx context.Context, id string) (string, error) {
+	f, ok := o.a.client.(providers.SecretFetcher)
+	if !ok {
+		return "", &providers.Error{Kind: providers.Permanent, Message: "the provider cannot read a registration's secret back"}
+	}
+	var secret string
+	err := o.call(ctx, "fetch-secret", func() (err error) {
+		secret, err = f.FetchSecret(ctx, id)
+		return err
+	})
+	return secret, err
 }
 
 // Remember puts r into the cached list as the current view of that registration.

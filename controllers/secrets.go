@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,8 @@ type signingState struct {
 	secrets map[string][]byte
 	current string
 	pending []byte
+	// verifier is the stored description of the verification scheme (REST profiles).
+	verifier []byte
 }
 
 // held reports the ids of the registrations whose secret is held.
@@ -77,6 +80,7 @@ func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSu
 	if v := sec.Data[hookv1.SecretKeyPending]; len(v) > 0 {
 		st.pending = v
 	}
+	st.verifier = sec.Data[hookv1.SecretKeyVerifier]
 	current := sec.Annotations[hookv1.AnnotationEndpointID]
 	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyPrefix+current]) {
 		current = ""
@@ -202,23 +206,63 @@ func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return nil, err
 	}
-	acct, err := r.Accounts.Get(AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: target(&sub.Spec.Provider), Credential: cred})
+	settings, err := r.settings(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := r.Accounts.Get(AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: target(&sub.Spec.Provider), Settings: settings, Credential: cred})
 	if err != nil {
 		return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
 	}
 	return acct, nil
 }
 
-// target is what one list of the subscription's provider covers (providers.Config.Target).
+// target is what one list of the subscription's provider covers (providers.Config.Target):
+// a GitHub repository or organization (GitHub's paths are case-insensitive), a REST
+// profile's parameters (form-encoded, sorted by name); nothing for Stripe, whose key is the
+// account.
 func target(p *hookv1.ProviderSpec) string {
-	switch g := p.GitHub; {
-	case g == nil:
-		return ""
-	case g.Organization != "":
-		return "orgs/" + g.Organization
-	default:
-		return "repos/" + g.Owner + "/" + g.Repository
+	switch {
+	case p.GitHub != nil && p.GitHub.Organization != "":
+		return "orgs/" + strings.ToLower(p.GitHub.Organization)
+	case p.GitHub != nil:
+		return "repos/" + strings.ToLower(p.GitHub.Owner) + "/" + strings.ToLower(p.GitHub.Repository)
+	case p.REST != nil:
+		v := url.Values{}
+		for k, val := range p.REST.Parameters {
+			v.Set(k, val)
+		}
+		return v.Encode()
 	}
+	return ""
+}
+
+// settings are the provider-specific settings of the subscription (providers.Config.Settings):
+// a REST profile, inline or read from its ConfigMap (uncached: the manager watches ConfigMaps'
+// metadata only, so profiles it does not use cost it no memory).
+func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscription) ([]byte, error) {
+	rp := sub.Spec.Provider.REST
+	switch {
+	case rp == nil:
+		return nil, nil
+	case rp.ProfileRef == nil:
+		return []byte(rp.Profile), nil
+	}
+	ref := rp.ProfileRef
+	var cm corev1.ConfigMap
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider.rest.profileRef: ConfigMap %s/%s not found", sub.Namespace, ref.Name)
+		}
+		return nil, fmt.Errorf("reading the profile ConfigMap %s: %w", ref.Name, err)
+	}
+	if v, ok := cm.Data[ref.Key]; ok {
+		return []byte(v), nil
+	}
+	if v, ok := cm.BinaryData[ref.Key]; ok {
+		return v, nil
+	}
+	return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider.rest.profileRef: ConfigMap %s/%s has no key %q", sub.Namespace, ref.Name, ref.Key)
 }
 
 // The session's writes to the signing Secret keep its in-memory view (s.signing) in step, so
@@ -259,6 +303,20 @@ func (s *session) confirmPending(ctx context.Context, id, secret string) error {
 	s.signing.secrets[id] = []byte(secret)
 	s.signing.pending = nil
 	s.signing.current = id
+	return nil
+}
+
+// describeVerifier keeps the provider's verification scheme, where it has to be described
+// (a REST profile's), in the signing Secret beside the secrets, for the receiver.
+func (s *session) describeVerifier(ctx context.Context) error {
+	spec, ok := s.ops.VerifierSpec()
+	if !ok || string(s.signing.verifier) == string(spec) {
+		return nil
+	}
+	if err := s.r.mutateSigningSecret(ctx, s.sub, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyVerifier] = spec }); err != nil {
+		return err
+	}
+	s.signing.verifier = spec
 	return nil
 }
 

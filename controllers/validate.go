@@ -16,16 +16,21 @@ func validateSpec(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 		return "", stall(hookv1.ReasonInvalidSpec, format, args...)
 	}
 	switch spec.Provider.Type {
-	case hookv1.ProviderStripe:
-		if spec.Provider.GitHub != nil {
-			return invalid("spec.provider.github must be set when spec.provider.type is github, and only then")
-		}
-	case hookv1.ProviderGitHub:
+	case hookv1.ProviderStripe, hookv1.ProviderGitHub, hookv1.ProviderREST:
+	default:
+		return invalid("spec.provider.type %q is not supported (supported: stripe, github, rest)", spec.Provider.Type)
+	}
+	switch t := spec.Provider.Type; {
+	case (t == hookv1.ProviderGitHub) != (spec.Provider.GitHub != nil):
+		return invalid("spec.provider.github must be set when spec.provider.type is github, and only then")
+	case (t == hookv1.ProviderREST) != (spec.Provider.REST != nil):
+		return invalid("spec.provider.rest must be set when spec.provider.type is rest, and only then")
+	case t == hookv1.ProviderGitHub:
 		if err := validateGitHub(spec); err != nil {
 			return "", err
 		}
-	default:
-		return invalid("spec.provider.type %q is not supported (supported: stripe, github)", spec.Provider.Type)
+	case t == hookv1.ProviderREST && (spec.Provider.REST.ProfileRef != nil) == (spec.Provider.REST.Profile != ""):
+		return invalid("spec.provider.rest: set exactly one of profileRef or profile")
 	}
 	if spec.Provider.CredentialsRef.Name == "" {
 		return invalid("spec.provider.credentialsRef.name is required")
@@ -89,8 +94,6 @@ func validateGitHub(spec *hookv1.WebhookSubscriptionSpec) error {
 	invalid := func(format string, args ...any) error { return stall(hookv1.ReasonInvalidSpec, format, args...) }
 	g := spec.Provider.GitHub
 	switch {
-	case g == nil:
-		return invalid("spec.provider.github must be set when spec.provider.type is github, and only then")
 	case (g.Organization != "") == (g.Owner != "" || g.Repository != ""):
 		return invalid("spec.provider.github: set either owner and repository (a repository hook) or organization (an organization hook)")
 	case (g.Owner != "") != (g.Repository != ""):

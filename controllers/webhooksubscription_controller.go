@@ -36,10 +36,15 @@ import (
 // +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // DefaultResyncInterval applies when spec.resyncInterval is unset.
 const DefaultResyncInterval = 10 * time.Minute
+
+// profileIndex indexes subscriptions by the ConfigMap holding their REST profile, so an edited
+// profile re-triggers only the subscriptions that use it.
+const profileIndex = ".spec.provider.rest.profileRef.name"
 
 // credentialsIndex indexes subscriptions by the name of their credentials Secret, so a rotated
 // or restored credential re-triggers only the subscriptions that use it.
@@ -89,6 +94,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, profileIndex, func(o client.Object) []string {
+		if rp := o.(*hookv1.WebhookSubscription).Spec.Provider.REST; rp != nil && rp.ProfileRef != nil {
+			return []string{rp.ProfileRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// ConfigMaps are watched by their metadata only: the manager never caches their content.
+	configMaps := &metav1.PartialObjectMetadata{}
+	configMaps.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	return ctrl.NewControllerManagedBy(mgr).
 		// Our own status patches must not wake the subscription again: after each wave's list
 		// every subscription's lastSyncTime changes, and a reconcile per patch would re-list
@@ -97,23 +113,28 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// status edited by hand is repaired at the next resync.
 		For(&hookv1.WebhookSubscription{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsingCredentials)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex))).
+		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(profileIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("webhooksubscription").
 		Complete(r)
 }
 
-func (r *Reconciler) subscriptionsUsingCredentials(ctx context.Context, o client.Object) []reconcile.Request {
-	var list hookv1.WebhookSubscriptionList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{credentialsIndex: o.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "listing subscriptions for a credentials Secret", "secret", o.GetName())
-		return nil
+// subscriptionsUsing maps a Secret or ConfigMap to the subscriptions in its namespace that
+// reference it through index.
+func (r *Reconciler) subscriptionsUsing(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list hookv1.WebhookSubscriptionList
+		if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "listing subscriptions that reference an object", "object", o.GetName(), "index", index)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, s := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+		return reqs
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, s := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
-	}
-	return reqs
 }
 
 // Reconcile is thin: fetch, finalize or suspend, reconcile, then one status patch.
@@ -187,6 +208,9 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 		Disabled:    sub.Spec.Disabled,
 		Owner:       r.owner(sub),
 	}}
+	if err := s.describeVerifier(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	var keep providers.Registration
 	for attempt := 1; ; attempt++ {
 		observed, err := o.List(ctx, r.maxListAge(sub))
@@ -266,6 +290,17 @@ func (s *session) apply(ctx context.Context, p plan) (providers.Registration, er
 				p.Drift = drift(s.desired, reg, s.caps)
 			}
 			keep = reg
+		}
+		if fields := recreateFields(p.Drift, s.caps); len(fields) > 0 {
+			// The provider cannot change these in place: replace the registration, make
+			// before break, like a rotation.
+			reg, err := s.create(ctx, s.desired, rotateKey(sub, keep.ID))
+			if err != nil {
+				return keep, err
+			}
+			p.Prune = append(p.Prune, pruneAction{Registration: keep, Why: pruneRotated})
+			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Recreate", "replaced %s by %s: the provider cannot change %v in place", keep.ID, reg.ID, fields)
+			keep, p.Drift = reg, nil
 		}
 		if len(p.Drift) > 0 {
 			d := s.desired
@@ -368,9 +403,21 @@ func (s *session) afterCreate(ctx context.Context, reg providers.Registration) e
 // since), it rotates explicitly. Either way the new registration's secret is stored before the
 // old registration is deleted.
 func (s *session) recoverSecret(ctx context.Context, keep providers.Registration) (reg providers.Registration, fixed bool, err error) {
-	if s.caps.Secret == providers.SecretClientChosen {
+	switch s.caps.Secret {
+	case providers.SecretClientChosen:
 		reg, err := s.setNewSecret(ctx, keep)
 		return reg, err == nil, err
+	case providers.SecretReadable, providers.SecretFetched:
+		// The provider shows the secret again: read it.
+		secret, err := s.ops.FetchSecret(ctx, keep.ID)
+		if err != nil {
+			return keep, false, fromProvider("reading the signing secret of "+keep.ID, err)
+		}
+		if err := s.storeSecret(ctx, keep.ID, secret); err != nil {
+			return keep, false, err
+		}
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRecovered, "RecoverSecret", "read the signing secret of %s back from the provider", keep.ID)
+		return keep, false, nil
 	}
 	if s.caps.ReplayableCreate && keep.CreateKey != "" && keep.Owner == s.desired.Owner {
 		original := providers.Desired{URL: keep.URL, Events: keep.Events, Description: keep.Description, Owner: keep.Owner}
@@ -423,6 +470,18 @@ func (s *session) setNewSecret(ctx context.Context, keep providers.Registration)
 		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "SetSecret", "the signing secret of %s was not held; set a new one on it in place", keep.ID)
 	}
 	return reg, nil
+}
+
+// recreateFields are the drifted fields the provider can only change by a new registration.
+func recreateFields(drift []string, caps providers.Capabilities) []string {
+	byName := map[string]providers.Field{"url": providers.FieldURL, "events": providers.FieldEvents, "description": providers.FieldDescription, "disabled": providers.FieldDisabled, "ownership marker": providers.FieldMarker}
+	var out []string
+	for _, d := range drift {
+		if f, ok := byName[d]; ok && caps.Recreate&f != 0 {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // ping asks the provider for a test delivery to a new registration and records the outcome in

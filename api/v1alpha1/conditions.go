@@ -69,4 +69,7 @@ const (
 	// accepts it like the others, so deliveries signed with it verify from the first one; the
 	// manager moves it under the registration's id once the provider confirmed it.
 	SecretKeyPending = "pendingSecret"
+	// SecretKeyVerifier holds, for providers whose verification scheme is described rather than
+	// known by type (REST profiles), that description (JSON), so the receiver reads no ConfigMap.
+	SecretKeyVerifier = "verifier.json"
 )

@@ -5,18 +5,20 @@ import (
 )
 
 // ProviderType names a webhook provider.
-// +kubebuilder:validation:Enum=stripe;github
+// +kubebuilder:validation:Enum=stripe;github;rest
 type ProviderType string
 
 const (
 	ProviderStripe ProviderType = "stripe"
 	ProviderGitHub ProviderType = "github"
+	// ProviderREST is any REST API described by a profile (spec.provider.rest).
+	ProviderREST ProviderType = "rest"
 )
 
 // DefaultCredentialsKey is the key of the credentials Secret read when
 // spec.provider.credentialsRef.key is empty: the provider's own word for its credential.
 func (t ProviderType) DefaultCredentialsKey() string {
-	if t == ProviderGitHub {
+	if t == ProviderGitHub || t == ProviderREST {
 		return "token"
 	}
 	return "apiKey"
@@ -38,6 +40,7 @@ type SecretKeySelector struct {
 
 // ProviderSpec says which provider account to register the webhook with.
 // +kubebuilder:validation:XValidation:rule="self.type == 'github' ? has(self.github) : !has(self.github)",message="spec.provider.github must be set when spec.provider.type is github, and only then"
+// +kubebuilder:validation:XValidation:rule="self.type == 'rest' ? has(self.rest) : !has(self.rest)",message="spec.provider.rest must be set when spec.provider.type is rest, and only then"
 type ProviderSpec struct {
 	// Type of the provider.
 	Type ProviderType `json:"type"`
@@ -54,6 +57,41 @@ type ProviderSpec struct {
 	// required when type is github.
 	// +optional
 	GitHub *GitHubTarget `json:"github,omitempty"`
+	// REST names the profile that describes the API, and the parameters of this subscription's
+	// scope; required when type is rest.
+	// +optional
+	REST *RESTProvider `json:"rest,omitempty"`
+}
+
+// RESTProvider selects a REST profile (from a ConfigMap in this namespace, or inline) and
+// fills its parameters.
+// +kubebuilder:validation:XValidation:rule="has(self.profileRef) != has(self.profile)",message="spec.provider.rest: set exactly one of profileRef or profile"
+type RESTProvider struct {
+	// ProfileRef is the ConfigMap key, in this namespace, that holds the profile (YAML or JSON).
+	// Editing it re-reconciles the subscriptions that use it.
+	// +optional
+	ProfileRef *ConfigMapKeySelector `json:"profileRef,omitempty"`
+	// Profile is the profile itself, inline.
+	// +kubebuilder:validation:MaxLength=262144
+	// +optional
+	Profile string `json:"profile,omitempty"`
+	// Parameters fill the profile's declared parameters (a GitLab project, a Zendesk
+	// subdomain); together they name what one list covers.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty"`
+}
+
+// ConfigMapKeySelector points at one key of a ConfigMap in the subscription's namespace.
+type ConfigMapKeySelector struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key within the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
 }
 
 // GitHubTarget is a repository ({owner, repository}: a repository hook) or an organization

@@ -119,6 +119,7 @@ func run(ctx context.Context, o options) error {
 	registry := providers.Registry{
 		string(hookv1.ProviderStripe): stripe.Factory(),
 		string(hookv1.ProviderGitHub): github.Factory(),
+		string(hookv1.ProviderREST):   rest.Factory(),
 	}
 	r := &controllers.Reconciler{
 		Client:                  mgr.GetClient(),
