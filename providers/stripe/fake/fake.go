@@ -14,16 +14,14 @@ package fake
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"maps"
-	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 )
 
 // Defaults follow live Stripe: 16 endpoints per account and a 24 h idempotency window.
@@ -35,17 +33,17 @@ const (
 // Server is the fake Stripe API. It is an http.Handler; all methods are safe for concurrent
 // use because tests drive it from the operator's goroutines and the test goroutine at once.
 type Server struct {
+	clock    fakeapi.Clock
+	faults   fakeapi.Faults[Fault]
+	requests *fakeapi.Log[Request]
+
 	mu           sync.Mutex
-	clock        func() time.Time
 	pageSize     int
 	maxEndpoints int
 	idemTTL      time.Duration
 	rejected     map[string]bool
 	accounts     map[string]*account
-	faults       []*faultEntry
-	faultSeq     uint64
 	seq          uint64
-	requests     []Request
 }
 
 // Option configures a Server at construction.
@@ -63,12 +61,12 @@ func WithMaxEndpoints(n int) Option { return func(s *Server) { s.maxEndpoints = 
 func WithIdempotencyTTL(d time.Duration) Option { return func(s *Server) { s.idemTTL = d } }
 
 // WithClock sets the clock used for "created" and idempotency expiry; see SetClock.
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.setClock(now) } }
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock.Set(now) } }
 
 // New returns an empty Server.
 func New(opts ...Option) *Server {
 	s := &Server{
-		clock:        time.Now,
+		requests:     fakeapi.NewLog(Request.clone),
 		maxEndpoints: DefaultMaxEndpoints,
 		idemTTL:      DefaultIdempotencyTTL,
 		rejected:     map[string]bool{},
@@ -83,25 +81,7 @@ func New(opts ...Option) *Server {
 // Start serves s on a fresh 127.0.0.1 port and returns its base URL (for
 // stripe.BackendConfig.URL) and a function that stops it. It panics if it cannot listen, like
 // httptest.NewServer, because callers are tests and demos with no way to recover.
-func (s *Server) Start() (baseURL string, stop func()) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("fake: listen: " + err.Error())
-	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.Serve(ln) // always http.ErrServerClosed after Close
-	}()
-	var once sync.Once
-	return "http://" + ln.Addr().String(), func() {
-		once.Do(func() {
-			_ = hs.Close()
-			<-done
-		})
-	}
-}
+func (s *Server) Start() (baseURL string, stop func()) { return fakeapi.Start(s) }
 
 // Endpoint is the fake's stored state of one webhook endpoint. Unlike the API, it always
 // carries Secret, so tests can check what the operator persisted.
@@ -152,13 +132,7 @@ type idemEntry struct {
 
 // AccountLabel is the stable, non-secret name the request log uses for an API key, so logs
 // can be printed or served without leaking keys. "" stays "" (no key sent).
-func AccountLabel(apiKey string) string {
-	if apiKey == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(apiKey))
-	return "acct_" + hex.EncodeToString(sum[:6])
-}
+func AccountLabel(apiKey string) string { return fakeapi.Label("acct_", apiKey) }
 
 // acct returns the account for key, creating it if create is set. Callers hold s.mu.
 func (s *Server) acct(key string, create bool) *account {
@@ -191,22 +165,11 @@ func (a *account) find(id string) (int, *entry) {
 	return -1, nil
 }
 
-func (s *Server) now() time.Time { return s.clock() }
-
-func (s *Server) setClock(now func() time.Time) {
-	if now == nil {
-		now = time.Now
-	}
-	s.clock = now
-}
+func (s *Server) now() time.Time { return s.clock.Now() }
 
 // SetClock replaces the clock used for "created" and idempotency expiry (nil restores
 // time.Now). now is called with the Server's lock held, so it must not call back into s.
-func (s *Server) SetClock(now func() time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setClock(now)
-}
+func (s *Server) SetClock(now func() time.Time) { s.clock.Set(now) }
 
 // RejectKey makes requests with apiKey fail with 401 "Invalid API Key", as after a key is
 // rolled in the dashboard. The account's state is kept.
@@ -347,36 +310,16 @@ func (r Request) clone() Request {
 }
 
 // Requests returns a copy of the request log in completion order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		out[i] = r.clone()
-	}
-	return out
-}
+func (s *Server) Requests() []Request { return s.requests.All() }
 
 // CountRequests counts logged requests with the given method ("" = any) whose path starts
 // with pathPrefix.
 func (s *Server) CountRequests(method, pathPrefix string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.requests {
-		if matches(method, pathPrefix, r.Method, r.Path) {
-			n++
-		}
-	}
-	return n
+	return s.requests.Count(func(r Request) bool { return fakeapi.Matches(method, pathPrefix, r.Method, r.Path) })
 }
 
 // ResetRequests empties the request log, so a test can count only what happens next.
-func (s *Server) ResetRequests() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = nil
-}
+func (s *Server) ResetRequests() { s.requests.Reset() }
 
 const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 

@@ -1,8 +1,9 @@
 package fake
 
 import (
-	"strings"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 )
 
 // Fault makes matching requests slow or fail, to test the operator's handling of rate limits,
@@ -31,72 +32,17 @@ type Fault struct {
 	AfterApply bool
 }
 
-type faultEntry struct {
-	id   uint64
-	f    Fault
-	left int // remaining uses when f.Times > 0
-}
-
 // Inject adds a fault and returns a function that removes it (safe to call more than once).
 // All matching latency-only faults apply; of the faults with a Status, the earliest injected
 // one that matches wins. Each applied fault uses up one of its Times.
 func (s *Server) Inject(f Fault) (remove func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faultSeq++
-	id := s.faultSeq
-	s.faults = append(s.faults, &faultEntry{id: id, f: f, left: f.Times})
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.dropFault(id)
+	rule := fakeapi.Rule{Method: f.Method, PathPrefix: f.PathPrefix, Latency: f.Latency, Times: f.Times, AfterApply: f.AfterApply}
+	var fail *Fault
+	if f.Status != 0 {
+		fail = &f
 	}
+	return s.faults.Inject(rule, fail)
 }
 
 // ClearFaults removes every injected fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
-
-func (s *Server) dropFault(id uint64) {
-	for i, fe := range s.faults {
-		if fe.id == id {
-			s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			return
-		}
-	}
-}
-
-// takeFaults picks the faults for one request and uses them up. Callers hold s.mu.
-func (s *Server) takeFaults(method, path string) (latency time.Duration, fail *Fault) {
-	var used []uint64
-	for _, fe := range s.faults {
-		if !matches(fe.f.Method, fe.f.PathPrefix, method, path) {
-			continue
-		}
-		if fe.f.Status != 0 {
-			if fail != nil {
-				continue
-			}
-			f := fe.f
-			fail = &f
-		}
-		latency += fe.f.Latency
-		if fe.f.Times > 0 {
-			fe.left--
-			if fe.left <= 0 {
-				used = append(used, fe.id)
-			}
-		}
-	}
-	for _, id := range used {
-		s.dropFault(id)
-	}
-	return latency, fail
-}
-
-func matches(wantMethod, prefix, method, path string) bool {
-	return (wantMethod == "" || strings.EqualFold(wantMethod, method)) && strings.HasPrefix(path, prefix)
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }

@@ -1,7 +1,6 @@
 package fake
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,14 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 )
 
 const (
-	basePath         = "/v1/webhook_endpoints"
-	statusEnabled    = "enabled"
-	statusDisabled   = "disabled"
-	maxBodyBytes     = 1 << 20
-	statusClientGone = 499
+	basePath       = "/v1/webhook_endpoints"
+	statusEnabled  = "enabled"
+	statusDisabled = "disabled"
+	maxBodyBytes   = 1 << 20
 )
 
 // result is a complete response, kept as bytes so idempotent replays are byte-for-byte.
@@ -67,7 +67,6 @@ func marshal(v any) []byte {
 // ServeHTTP implements the Stripe API surface described in the package comment.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := apiKey(r)
-	s.mu.Lock()
 	rec := Request{
 		Time:           s.now(),
 		Account:        AccountLabel(key),
@@ -76,25 +75,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Query:          r.URL.Query(),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	}
-	latency, fail := s.takeFaults(r.Method, r.URL.Path)
-	s.mu.Unlock()
+	taken := s.faults.Take(r.Method, r.URL.Path)
 
-	res, ok := s.serve(r.Context(), r, key, &rec, latency, fail)
+	res, ok := s.serve(r, key, &rec, taken)
 	if ok {
 		writeResult(w, r, res)
 	} else {
-		rec.Status = statusClientGone
+		rec.Status = fakeapi.StatusClientGone
 	}
 	if rec.Status == 0 {
 		rec.Status = res.status
 	}
-	s.mu.Lock()
-	s.requests = append(s.requests, rec)
-	s.mu.Unlock()
+	s.requests.Add(rec)
 }
 
 // serve computes the response; ok is false if the client gave up during injected latency.
-func (s *Server) serve(ctx context.Context, r *http.Request, key string, rec *Request, latency time.Duration, fail *Fault) (res result, ok bool) {
+func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.Taken[Fault]) (res result, ok bool) {
 	params := rec.Query
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		// Parsed by hand: net/http's ParseForm ignores DELETE bodies, and stripe-go sends
@@ -111,25 +107,7 @@ func (s *Server) serve(ctx context.Context, r *http.Request, key string, rec *Re
 			params[k] = append(params[k], vs...)
 		}
 	}
-
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return result{}, false
-		case <-t.C:
-		}
-	}
-	if fail != nil && !fail.AfterApply {
-		return faultResult(fail), true
-	}
-
-	res = s.handle(r, key, rec, params)
-	if fail != nil {
-		res = faultResult(fail)
-	}
-	return res, true
+	return fakeapi.Serve(r.Context(), taken, func() result { return s.handle(r, key, rec, params) }, faultResult)
 }
 
 func (s *Server) handle(r *http.Request, key string, rec *Request, params url.Values) result {
