@@ -1,0 +1,467 @@
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/go-resty/resty/v2"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// DefaultAPIURL is github.com's REST API; GitHub Enterprise Server serves it at https://HOST/api/v3.
+const DefaultAPIURL = "https://api.github.com"
+
+// DefaultTimeout bounds one HTTP request when Config.Timeout is zero.
+const DefaultTimeout = 20 * time.Second
+
+// APIVersion is the REST API version the client speaks (X-GitHub-Api-Version).
+const APIVersion = "2022-11-28"
+
+const (
+	perPage = 100 // GitHub's maximum
+	// maxPages bounds one List: 100 pages of 100 hooks is far past GitHub's 20 hooks per
+	// event, so more means a server that keeps answering rel="next".
+	maxPages     = 100
+	maxBodyBytes = 8 << 20
+	userAgent    = "hookwarden (+https://github.com/hookwarden/hookwarden)"
+)
+
+// Client manages the hooks of one repository or organization. It is safe for concurrent use.
+type Client struct {
+	rc     *resty.Client
+	base   *url.URL
+	target string // "repos/<owner>/<repo>" or "orgs/<org>"
+	org    bool
+	token  string
+	now    func() time.Time
+
+	mu sync.Mutex
+	// pages remembers each list page's ETag and decoded hooks from the last complete List, by
+	// page URL, so the next List sends If-None-Match and reuses the page on a 304, which
+	// GitHub does not charge to the rate limit.
+	pages map[string]cachedPage
+}
+
+type cachedPage struct {
+	etag string
+	regs []providers.Registration
+	next string
+}
+
+var (
+	_ providers.Client = (*Client)(nil)
+	_ providers.Pinger = (*Client)(nil)
+)
+
+// capabilities: GitHub hooks carry no metadata (no marker, no description), the client chooses
+// the secret and must resend it on every update (GitHub removes a secret a config omits), and
+// there is no idempotency key.
+var capabilities = providers.Capabilities{
+	Markers:           false,
+	Secret:            providers.SecretClientChosen,
+	UpdateNeedsSecret: true,
+	ReplayableCreate:  false,
+	Fields:            providers.FieldDisabled,
+}
+
+// Capabilities says what GitHub can promise.
+func (c *Client) Capabilities() providers.Capabilities { return capabilities }
+
+// Factory returns a providers.Factory that builds GitHub clients with New.
+func Factory() providers.Factory {
+	return providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+		c, err := New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	})
+}
+
+var (
+	ownerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+	repoName  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+)
+
+// New builds a Client for cfg.Target ("repos/<owner>/<repository>" or "orgs/<organization>")
+// with the token cfg.Credential. cfg.APIURL overrides https://api.github.com (GitHub
+// Enterprise Server: https://HOST/api/v3; fakes); cfg.Timeout defaults to DefaultTimeout.
+// Configuration errors are *providers.Error of kind Permanent.
+func New(cfg providers.Config) (*Client, error) {
+	tok := cfg.Credential
+	if tok == "" {
+		return nil, invalid("github token is empty")
+	}
+	if strings.IndexFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		// Checked here because net/http would otherwise fail every request on the header.
+		return nil, invalid("github token contains whitespace or control characters")
+	}
+	target, org, err := parseTarget(cfg.Target)
+	if err != nil {
+		return nil, err
+	}
+
+	raw := DefaultAPIURL
+	if cfg.APIURL != "" {
+		raw = strings.TrimRight(cfg.APIURL, "/")
+	}
+	base, err := url.Parse(raw)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" ||
+		base.User != nil || base.RawQuery != "" || base.Fragment != "" {
+		return nil, invalid("github API URL must be an absolute http(s) URL without credentials, query or fragment (GitHub Enterprise Server: https://HOST/api/v3)")
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+
+	rc := resty.New().
+		SetBaseURL(base.String()).
+		SetAuthToken(tok).
+		SetHeader("Accept", "application/vnd.github+json").
+		SetHeader("X-GitHub-Api-Version", APIVersion).
+		SetHeader("User-Agent", userAgent).
+		SetTimeout(timeout).
+		// The reconciler owns retries and backoff.
+		SetRetryCount(0).
+		// A redirect is reported, not followed: a 301 on a renamed repository would turn a
+		// POST into a GET, and the token must not travel to another host.
+		SetRedirectPolicy(resty.RedirectPolicyFunc(func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse })).
+		SetResponseBodyLimit(maxBodyBytes).
+		SetDisableWarn(true).
+		SetLogger(quietLogger{})
+	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: time.Now, pages: map[string]cachedPage{}}, nil
+}
+
+// parseTarget validates "repos/<owner>/<repository>" or "orgs/<organization>".
+func parseTarget(t string) (string, bool, error) {
+	parts := strings.Split(t, "/")
+	switch {
+	case len(parts) == 3 && parts[0] == "repos":
+		if !ownerName.MatchString(parts[1]) {
+			return "", false, invalid(fmt.Sprintf("github target %q: %q is not a GitHub owner name", t, parts[1]))
+		}
+		if !repoName.MatchString(parts[2]) || parts[2] == "." || parts[2] == ".." {
+			return "", false, invalid(fmt.Sprintf("github target %q: %q is not a GitHub repository name", t, parts[2]))
+		}
+		return t, false, nil
+	case len(parts) == 2 && parts[0] == "orgs":
+		if !ownerName.MatchString(parts[1]) {
+			return "", false, invalid(fmt.Sprintf("github target %q: %q is not a GitHub organization name", t, parts[1]))
+		}
+		return t, true, nil
+	}
+	return "", false, invalid(fmt.Sprintf("github target %q must be repos/<owner>/<repository> or orgs/<organization>", t))
+}
+
+// wireHook is the part of GitHub's hook object the client reads.
+type wireHook struct {
+	ID        int64    `json:"id"`
+	Active    bool     `json:"active"`
+	Events    []string `json:"events"`
+	CreatedAt string   `json:"created_at"`
+	Config    struct {
+		URL         string     `json:"url"`
+		ContentType string     `json:"content_type"`
+		InsecureSSL flexString `json:"insecure_ssl"`
+	} `json:"config"`
+	LastResponse *struct {
+		Code    *int    `json:"code"`
+		Status  *string `json:"status"`
+		Message *string `json:"message"`
+	} `json:"last_response"`
+}
+
+// flexString decodes a JSON string or number: GitHub's description allows insecure_ssl as
+// either.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*f = flexString(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("insecure_ssl is neither a string nor a number: %s", b)
+	}
+	*f = flexString(n.String())
+	return nil
+}
+
+func (h wireHook) registration() providers.Registration {
+	r := providers.Registration{
+		ID:       strconv.FormatInt(h.ID, 10),
+		URL:      h.Config.URL,
+		Events:   slices.Clone(h.Events),
+		Disabled: !h.Active,
+	}
+	if t, err := time.Parse(time.RFC3339, h.CreatedAt); err == nil {
+		r.Created = t.UTC()
+	}
+	if h.Config.ContentType != "json" {
+		r.Misconfigured = append(r.Misconfigured, "content_type")
+	}
+	if h.Config.InsecureSSL != "0" {
+		r.Misconfigured = append(r.Misconfigured, "insecure_ssl")
+	}
+	if lr := h.LastResponse; lr != nil {
+		d := &providers.DeliveryReport{}
+		if lr.Code != nil {
+			d.Code = *lr.Code
+		}
+		if lr.Status != nil {
+			d.Status = *lr.Status
+		}
+		if lr.Message != nil {
+			d.Message = *lr.Message
+		}
+		r.LastDelivery = d
+	}
+	return r
+}
+
+// List returns every hook on the target, following rel="next" to the end. Each page is
+// requested with If-None-Match on the ETag it had in the last complete List; a 304 reuses the
+// page as decoded then. A pagination that does not end or repeats a page is a Transient error,
+// never a partial list.
+func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
+	c.mu.Lock()
+	old := c.pages
+	c.mu.Unlock()
+
+	fresh := map[string]cachedPage{}
+	seen := map[string]bool{}
+	u := c.base.String() + c.hooksPath() + "?per_page=" + strconv.Itoa(perPage)
+	var regs []providers.Registration
+	for n := 0; ; n++ {
+		if n == maxPages {
+			return nil, &providers.Error{Kind: providers.Transient, Message: fmt.Sprintf("list pagination did not end after %d pages", maxPages)}
+		}
+		if seen[u] {
+			return nil, &providers.Error{Kind: providers.Transient, Message: "list pagination repeated a page: " + c.redact(u)}
+		}
+		seen[u] = true
+
+		req := c.rc.R().SetContext(ctx)
+		cached, haveCached := old[u]
+		if haveCached && cached.etag != "" {
+			req.SetHeader("If-None-Match", cached.etag)
+		}
+		resp, err := req.Get(u)
+		if err != nil {
+			return nil, c.networkError(err)
+		}
+		var page cachedPage
+		switch {
+		case resp.StatusCode() == http.StatusNotModified && haveCached:
+			page = cached
+			// The 304 may carry the current Link; the cached one is the fallback.
+			if resp.Header().Get("Link") != "" {
+				page.next = parseLinks(resp.Header().Values("Link"))["next"]
+			}
+		case resp.StatusCode() == http.StatusOK:
+			var hooks []wireHook
+			if err := json.Unmarshal(resp.Body(), &hooks); err != nil {
+				return nil, c.classify(resp, opList)
+			}
+			page = cachedPage{etag: resp.Header().Get("ETag"), next: parseLinks(resp.Header().Values("Link"))["next"]}
+			for _, h := range hooks {
+				page.regs = append(page.regs, h.registration())
+			}
+		default:
+			return nil, c.classify(resp, opList)
+		}
+		fresh[u] = page
+		for _, r := range page.regs {
+			regs = append(regs, cloneRegistration(r))
+		}
+		if page.next == "" {
+			break
+		}
+		if u, err = c.resolve(u, page.next); err != nil {
+			return nil, err
+		}
+	}
+
+	c.mu.Lock()
+	c.pages = fresh
+	c.mu.Unlock()
+	return regs, nil
+}
+
+// resolve makes a Link reference absolute (relative to the page that sent it, as RFC 8288
+// says) and refuses one that leaves the API: the request carries the token.
+func (c *Client) resolve(current, ref string) (string, error) {
+	cur, err1 := url.Parse(current)
+	r, err2 := url.Parse(ref)
+	if err1 != nil || err2 != nil {
+		return "", &providers.Error{Kind: providers.Transient, Message: "GitHub sent an unreadable Link rel=\"next\""}
+	}
+	u := cur.ResolveReference(r)
+	if u.Scheme != c.base.Scheme || !strings.EqualFold(u.Host, c.base.Host) {
+		return "", &providers.Error{Kind: providers.Transient, Message: "GitHub's Link rel=\"next\" points to another host (" + u.Host + "); not following it with the token"}
+	}
+	return u.String(), nil
+}
+
+func cloneRegistration(r providers.Registration) providers.Registration {
+	r.Events = slices.Clone(r.Events)
+	r.Misconfigured = slices.Clone(r.Misconfigured)
+	if r.LastDelivery != nil {
+		d := *r.LastDelivery
+		r.LastDelivery = &d
+	}
+	return r
+}
+
+type hookConfig struct {
+	URL         string `json:"url"`
+	ContentType string `json:"content_type"`
+	InsecureSSL string `json:"insecure_ssl"`
+	Secret      string `json:"secret"`
+}
+
+type createBody struct {
+	Name   string     `json:"name"`
+	Active bool       `json:"active"`
+	Events []string   `json:"events"`
+	Config hookConfig `json:"config"`
+}
+
+type updateBody struct {
+	Active bool       `json:"active"`
+	Events []string   `json:"events"`
+	Config hookConfig `json:"config"`
+}
+
+// config is what every create and update sends: JSON payloads (the signature then covers the
+// JSON body the receiver parses), TLS verified, and the secret, which GitHub removes when a
+// config omits it.
+func config(d providers.Desired) hookConfig {
+	return hookConfig{URL: d.URL, ContentType: "json", InsecureSSL: "0", Secret: d.Secret}
+}
+
+// Create registers a hook. idempotencyKey is ignored: GitHub has no idempotency keys (a
+// second create for the same URL and events is refused as AlreadyExists instead).
+func (c *Client) Create(ctx context.Context, d providers.Desired, _ string) (providers.Registration, error) {
+	if err := validate(d); err != nil {
+		return providers.Registration{}, err
+	}
+	body := createBody{Name: "web", Active: !d.Disabled, Events: canonicalEvents(d.Events), Config: config(d)}
+	resp, err := c.rc.R().SetContext(ctx).SetBody(body).Post(c.hooksPath())
+	if err != nil {
+		return providers.Registration{}, c.networkError(err)
+	}
+	return c.hookResponse(resp, http.StatusCreated, opCreate)
+}
+
+// Update sets URL, events, active and the secret of hook id, and repairs content_type and
+// insecure_ssl (the config is sent whole every time).
+func (c *Client) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
+	if err := checkID(id); err != nil {
+		return providers.Registration{}, err
+	}
+	if err := validate(d); err != nil {
+		return providers.Registration{}, err
+	}
+	body := updateBody{Active: !d.Disabled, Events: canonicalEvents(d.Events), Config: config(d)}
+	resp, err := c.rc.R().SetContext(ctx).SetBody(body).Patch(c.hooksPath() + "/" + id)
+	if err != nil {
+		return providers.Registration{}, c.networkError(err)
+	}
+	return c.hookResponse(resp, http.StatusOK, opUpdate)
+}
+
+// Delete removes hook id; a hook that is already gone (404) is not an error.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	resp, err := c.rc.R().SetContext(ctx).Delete(c.hooksPath() + "/" + id)
+	if err != nil {
+		return c.networkError(err)
+	}
+	if resp.StatusCode() == http.StatusNoContent {
+		return nil
+	}
+	if err := c.classify(resp, opDelete); !providers.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// Ping asks GitHub to send a ping delivery to hook id; its outcome appears later as the hook's
+// last_response (Registration.LastDelivery).
+func (c *Client) Ping(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	resp, err := c.rc.R().SetContext(ctx).Post(c.hooksPath() + "/" + id + "/pings")
+	if err != nil {
+		return c.networkError(err)
+	}
+	if resp.StatusCode() == http.StatusNoContent {
+		return nil
+	}
+	return c.classify(resp, opPing)
+}
+
+func (c *Client) hookResponse(resp *resty.Response, want int, op operation) (providers.Registration, error) {
+	if resp.StatusCode() != want {
+		return providers.Registration{}, c.classify(resp, op)
+	}
+	var h wireHook
+	if err := json.Unmarshal(resp.Body(), &h); err != nil || h.ID == 0 {
+		return providers.Registration{}, &providers.Error{Kind: providers.Transient, StatusCode: resp.StatusCode(),
+			Message: "GitHub answered HTTP " + strconv.Itoa(resp.StatusCode()) + " without a hook object", RequestID: resp.Header().Get("X-GitHub-Request-Id")}
+	}
+	return h.registration(), nil
+}
+
+func (c *Client) hooksPath() string { return "/" + c.target + "/hooks" }
+
+// canonicalEvents sends events sorted and without repeats, so a request does not depend on
+// the order a list returned them in.
+func canonicalEvents(events []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(events)))
+}
+
+func validate(d providers.Desired) error {
+	switch {
+	case d.URL == "":
+		return invalid("webhook URL is empty")
+	case len(d.Events) == 0:
+		return invalid("at least one event is required (\"*\" for all)")
+	case d.Secret == "":
+		// Without it GitHub would deliver unsigned, or remove the secret an update omits.
+		return invalid("the signing secret is empty: GitHub hooks are created and updated with the secret the operator chose")
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 || strconv.FormatInt(n, 10) != id {
+		return invalid(fmt.Sprintf("github hook id %q is not a positive decimal integer", id))
+	}
+	return nil
+}
+
+// quietLogger drops resty's log lines: the client reports through its errors.
+type quietLogger struct{}
+
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Warnf(string, ...any)  {}
+func (quietLogger) Debugf(string, ...any) {}
