@@ -37,7 +37,9 @@ type envConfig struct {
 	timeout  time.Duration
 }
 
-func withFake(o ...fake.Option) envOption { return func(c *envConfig) { c.fake = append(c.fake, o...) } }
+func withFake(o ...fake.Option) envOption {
+	return func(c *envConfig) { c.fake = append(c.fake, o...) }
+}
 
 // unvalidated serves the fake without the OpenAPI validator, for answers GitHub's description
 // cannot describe (an HTML error page).

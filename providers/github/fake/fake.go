@@ -203,9 +203,9 @@ type target struct {
 type access int
 
 const (
-	accessNone access = iota
-	accessRead        // fine-grained "Webhooks: read-only"
-	accessAdmin       // can create, edit and delete hooks
+	accessNone  access = iota
+	accessRead         // fine-grained "Webhooks: read-only"
+	accessAdmin        // can create, edit and delete hooks
 )
 
 type token struct {
@@ -523,7 +523,7 @@ func (s *Server) CountRequests(method, pathPrefix string) int {
 type Stats struct {
 	// Lists counts list-page requests; NotModified how many of them (and of single-hook GETs)
 	// were answered 304 and so cost no rate limit.
-	Lists, NotModified int
+	Lists, NotModified                     int
 	Creates, Gets, Updates, Deletes, Pings int
 	RateLimited                            int
 }
