@@ -443,6 +443,8 @@ func validate(d providers.Desired) error {
 	switch {
 	case d.URL == "":
 		return invalid("webhook URL is empty")
+	case !absoluteHTTP(d.URL):
+		return invalid("webhook URL must be an absolute http(s) URL")
 	case len(d.Events) == 0:
 		return invalid("at least one event is required (\"*\" for all)")
 	case d.Secret == "":
@@ -450,6 +452,11 @@ func validate(d providers.Desired) error {
 		return invalid("the signing secret is empty: GitHub hooks are created and updated with the secret the operator chose")
 	}
 	return nil
+}
+
+func absoluteHTTP(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func checkID(id string) error {
