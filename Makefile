@@ -65,7 +65,7 @@ bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis 
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
-	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader \
+	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers/github:FuzzGitHubLink \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
 	./internal/jsonscan:FuzzTopLevelStrings
 

@@ -36,7 +36,11 @@ func parseLinks(values []string) map[string]string {
 			} else {
 				v = ""
 			}
-			for _, p := range splitOutsideQuotes(params, ';') {
+			parts := splitOutsideQuotes(params, ';')
+			if strings.TrimSpace(parts[0]) != "" || strings.ContainsAny(ref, "<>") {
+				continue // parameters start with ";", and a URI reference has no angle brackets
+			}
+			for _, p := range parts[1:] {
 				name, val, ok := strings.Cut(p, "=")
 				if !ok || !strings.EqualFold(strings.TrimSpace(name), "rel") {
 					continue
