@@ -51,15 +51,24 @@ type Validator struct {
 	undocumented []string
 }
 
-// New loads and validates the description.
-func New() (*Validator, error) {
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(description)
+// parsed is the loaded description, shared read-only by every Validator: loading and
+// validating it costs far more than a test that uses it.
+var parsed = sync.OnceValues(func() (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(description)
 	if err != nil {
 		return nil, err
 	}
 	if err := doc.Validate(context.Background()); err != nil {
 		return nil, fmt.Errorf("the OpenAPI description does not validate: %w", err)
+	}
+	return doc, nil
+})
+
+// New returns a Validator with nothing recorded.
+func New() (*Validator, error) {
+	doc, err := parsed()
+	if err != nil {
+		return nil, err
 	}
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
