@@ -33,7 +33,7 @@ func TestContract(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.srv.WaitDeliveries() // the ping after the create changes last_response
-			for range 2 { // the second round is all 304s
+			for range 2 {          // the second round is all 304s
 				if regs, err := e.client.List(ctx); err != nil || len(regs) != 4 {
 					t.Fatalf("List = %d, %v", len(regs), err)
 				}
@@ -102,7 +102,9 @@ func TestGoGitHubAgainstTheFake(t *testing.T) {
 			edit: func(id int64, h *gogithub.Hook) (*gogithub.Hook, *gogithub.Response, error) {
 				return gh.Repositories.EditHook(ctx, "octo-org", "hello-world", id, h)
 			},
-			del: func(id int64) (*gogithub.Response, error) { return gh.Repositories.DeleteHook(ctx, "octo-org", "hello-world", id) },
+			del: func(id int64) (*gogithub.Response, error) {
+				return gh.Repositories.DeleteHook(ctx, "octo-org", "hello-world", id)
+			},
 		},
 		org: {
 			list: func(p int) ([]*gogithub.Hook, *gogithub.Response, error) {
@@ -111,7 +113,9 @@ func TestGoGitHubAgainstTheFake(t *testing.T) {
 			create: func(h *gogithub.Hook) (*gogithub.Hook, *gogithub.Response, error) {
 				return gh.Organizations.CreateHook(ctx, "octo-org", h)
 			},
-			get: func(id int64) (*gogithub.Hook, *gogithub.Response, error) { return gh.Organizations.GetHook(ctx, "octo-org", id) },
+			get: func(id int64) (*gogithub.Hook, *gogithub.Response, error) {
+				return gh.Organizations.GetHook(ctx, "octo-org", id)
+			},
 			edit: func(id int64, h *gogithub.Hook) (*gogithub.Hook, *gogithub.Response, error) {
 				return gh.Organizations.EditHook(ctx, "octo-org", id, h)
 			},
