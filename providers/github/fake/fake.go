@@ -192,8 +192,7 @@ const (
 
 type target struct {
 	kind  string // KindRepository or KindOrganization
-	path  string // as first mentioned: "repos/Octo/Hello" or "orgs/Octo"
-	owner string // repository owner, or the organization
+	owner string // repository owner, or the organization, as first mentioned
 	repo  string // "" for organizations
 	id    int64  // the installation target id GitHub sends in deliveries
 	hooks []*Hook
@@ -222,9 +221,9 @@ type token struct {
 func parseTarget(t string) (kind, owner, repo string, ok bool) {
 	parts := strings.Split(strings.TrimPrefix(t, "/"), "/")
 	switch {
-	case len(parts) == 3 && parts[0] == "repos" && parts[1] != "" && parts[2] != "":
+	case len(parts) == 3 && strings.EqualFold(parts[0], "repos") && parts[1] != "" && parts[2] != "":
 		return KindRepository, parts[1], parts[2], true
-	case len(parts) == 2 && parts[0] == "orgs" && parts[1] != "":
+	case len(parts) == 2 && strings.EqualFold(parts[0], "orgs") && parts[1] != "":
 		return KindOrganization, parts[1], "", true
 	}
 	return "", "", "", false
@@ -248,7 +247,7 @@ func (s *Server) mustTarget(t string) (string, *target) {
 	tg := s.targets[key]
 	if tg == nil {
 		s.nextTarget++
-		tg = &target{kind: kind, path: strings.TrimPrefix(t, "/"), owner: owner, repo: repo, id: s.nextTarget}
+		tg = &target{kind: kind, owner: owner, repo: repo, id: s.nextTarget}
 		s.targets[key] = tg
 	}
 	return key, tg
