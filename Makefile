@@ -88,6 +88,7 @@ build: ## Build the binaries into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/receiver ./cmd/receiver
 	go build -o $(BIN)/fakestripe ./cmd/fakestripe
+	go build -o $(BIN)/fakegithub ./cmd/fakegithub
 
 RECEIVER_BASE_URL ?=
 

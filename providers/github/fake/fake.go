@@ -229,6 +229,12 @@ func parseTarget(t string) (kind, owner, repo string, ok bool) {
 	return "", "", "", false
 }
 
+// ValidTarget reports whether t names a target: "repos/<owner>/<repo>" or "orgs/<org>".
+func ValidTarget(t string) bool {
+	_, _, _, ok := parseTarget(t)
+	return ok
+}
+
 func targetKey(kind, owner, repo string) string {
 	if kind == KindOrganization {
 		return "orgs/" + strings.ToLower(owner)

@@ -1,0 +1,198 @@
+// Command fakegithub serves the fake GitHub webhook API (providers/github/fake) on a TCP
+// address, so demos and scripts can point the operator, go-github or curl at it without a
+// GitHub account. Point a client at http://ADDR (github.com style) or http://ADDR/api/v3
+// (GitHub Enterprise Server style).
+//
+// Besides the GitHub API it serves an admin API for scripts (tokens travel in bodies, never
+// in URLs, and the request log holds only labels):
+//
+//	POST /_fake/grant        {"token":T,"targets":["repos/o/r","orgs/o"],"read_only":false}
+//	GET  /_fake/hooks?target=repos/o/r   the target's hooks as JSON, secrets included
+//	POST /_fake/deliver      {"target":"repos/o/r","hook_id":N,"event":"push","payload":{...}}
+//	GET  /_fake/deliveries   every delivery attempted
+//	GET  /_fake/requests     the request log
+//	GET  /_fake/stats        the request log summed up (lists, 304s, creates, ...)
+//	POST /_fake/reset-requests
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/hookwarden/hookwarden/providers/github/fake"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakegithub:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is cancelled, then shuts down gracefully. It returns errors instead of
+// exiting so that only main decides the exit status (and so tests can call it).
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fakegithub", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:12121", "listen address")
+	pageSize := fs.Int("page-size", 0, "cap list pages at this many hooks (0 = GitHub's per_page, at most 100), to exercise pagination")
+	hookCap := fs.Int("hook-cap", fake.DefaultHookCap, "hooks allowed per event on one repository or organization")
+	rateLimit := fs.Int("rate-limit", fake.DefaultRateLimit, "requests per token and hour")
+	limitStatus := fs.Int("rate-limit-status", http.StatusForbidden, "status of a primary rate-limit refusal (403 or 429)")
+	deliveries := fs.Bool("deliveries", true, "ping config.url after a create and on POST .../pings, as GitHub does")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *limitStatus != http.StatusForbidden && *limitStatus != http.StatusTooManyRequests {
+		return fmt.Errorf("-rate-limit-status must be 403 or 429, not %d", *limitStatus)
+	}
+
+	opts := []fake.Option{fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus)}
+	if *deliveries {
+		opts = append(opts, fake.WithDeliveries(nil))
+	}
+	srv := fake.New(opts...)
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: handler(srv), ReadHeaderTimeout: 10 * time.Second}
+	// Print the bound address, so -addr 127.0.0.1:0 is usable too.
+	fmt.Fprintf(stderr, "fakegithub listening on http://%s\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = hs.Shutdown(shutdownCtx)
+	srv.WaitDeliveries()
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+type grantRequest struct {
+	Token    string   `json:"token"`
+	Targets  []string `json:"targets"`
+	ReadOnly bool     `json:"read_only"`
+}
+
+type deliverRequest struct {
+	Target  string          `json:"target"`
+	HookID  int64           `json:"hook_id"`
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func handler(srv *fake.Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /_fake/grant", func(w http.ResponseWriter, r *http.Request) {
+		var g grantRequest
+		if err := decode(r, &g); err != nil || g.Token == "" || len(g.Targets) == 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"token":T,"targets":["repos/<owner>/<repo>" or "orgs/<org>", ...]}`})
+			return
+		}
+		for _, t := range g.Targets {
+			if !fake.ValidTarget(t) {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "target " + strconv.Quote(t) + " is neither repos/<owner>/<repo> nor orgs/<org>"})
+				return
+			}
+		}
+		if g.ReadOnly {
+			srv.GrantRead(g.Token, g.Targets...)
+		} else {
+			srv.Grant(g.Token, g.Targets...)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /_fake/hooks", func(w http.ResponseWriter, r *http.Request) {
+		target := r.URL.Query().Get("target")
+		if !fake.ValidTarget(target) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter target (repos/<owner>/<repo> or orgs/<org>) is required"})
+			return
+		}
+		hooks := srv.Hooks(target)
+		if hooks == nil {
+			hooks = []fake.Hook{}
+		}
+		writeJSON(w, http.StatusOK, hooks)
+	})
+	mux.HandleFunc("POST /_fake/deliver", func(w http.ResponseWriter, r *http.Request) {
+		var d deliverRequest
+		if err := decode(r, &d); err != nil || d.Event == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":T,"hook_id":N,"event":E,"payload":{...}}`})
+			return
+		}
+		out, err := srv.Deliver(d.Target, d.HookID, d.Event, d.Payload)
+		if err != nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+	mux.HandleFunc("GET /_fake/deliveries", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
+	})
+	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, nonNil(srv.Requests()))
+	})
+	mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, srv.Stats())
+	})
+	mux.HandleFunc("POST /_fake/reset-requests", func(w http.ResponseWriter, r *http.Request) {
+		srv.ResetRequests()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.Handle("/", srv)
+	return mux
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client may have gone; nothing useful to do
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/github/fake"
+)
+
+// TestRunServesAndShutsDown checks the binary's contract: it logs the address, serves the
+// GitHub API (with deliveries) and the admin API, and returns nil once its context is cancelled.
+func TestRunServesAndShutsDown(t *testing.T) {
+	var pings []string
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Header.Get(github.SignatureHeader) == github.Sign([]byte("s3cret"), b) {
+			pings = append(pings, r.Header.Get(github.EventHeader))
+		}
+	}))
+	defer rcv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-page-size", "1"}, pw)
+		pw.Close() // unblocks the reader below if run fails before logging
+		done <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the log line: %v (run: %v)", err, <-done)
+	}
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "fakegithub listening on ")
+	if !ok {
+		t.Fatalf("log line %q", line)
+	}
+
+	const tok = "ghp_cmdtest"
+	if st := post(t, base+"/_fake/grant", `{"token":"`+tok+`","targets":["repos/octo/hello"]}`, ""); st != http.StatusNoContent {
+		t.Fatalf("grant: %d", st)
+	}
+	if st := post(t, base+"/_fake/grant", `{"token":"x","targets":["users/octo"]}`, ""); st != http.StatusBadRequest {
+		t.Errorf("grant of a bad target: %d, want 400", st)
+	}
+	if st := post(t, base+"/api/v3/repos/octo/hello/hooks", `{"config":{"url":"`+rcv.URL+`","secret":"s3cret","content_type":"json"}}`, tok); st != http.StatusCreated {
+		t.Fatalf("create: %d", st)
+	}
+
+	var hooks []fake.Hook
+	getJSON(t, base+"/_fake/hooks?target=repos/octo/hello", &hooks)
+	if len(hooks) != 1 || hooks[0].Config.Secret != "s3cret" {
+		t.Fatalf("/_fake/hooks = %+v, want one hook with its secret", hooks)
+	}
+	body := `{"target":"repos/octo/hello","hook_id":` + jsonInt(hooks[0].ID) + `,"event":"push","payload":{"ref":"refs/heads/main"}}`
+	if st := post(t, base+"/_fake/deliver", body, ""); st != http.StatusOK {
+		t.Fatalf("deliver: %d", st)
+	}
+	var reqs []fake.Request
+	getJSON(t, base+"/_fake/requests", &reqs)
+	if len(reqs) != 1 || reqs[0].Token != fake.TokenLabel(tok) || reqs[0].Status != http.StatusCreated {
+		t.Errorf("/_fake/requests = %+v", reqs)
+	}
+	var st fake.Stats
+	getJSON(t, base+"/_fake/stats", &st)
+	if st.Creates != 1 {
+		t.Errorf("/_fake/stats = %+v", st)
+	}
+
+	var deliveries []fake.Delivery
+	getJSON(t, base+"/_fake/deliveries", &deliveries)
+	if len(deliveries) == 0 || deliveries[len(deliveries)-1].Code != http.StatusOK {
+		t.Errorf("/_fake/deliveries = %+v", deliveries)
+	}
+
+	cancel() // waits for the ping in flight
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	if strings.Join(pings, ",") != "push,ping" && strings.Join(pings, ",") != "ping,push" {
+		t.Errorf("signed deliveries %v, want the ping after create and the push", pings)
+	}
+}
+
+func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func post(t *testing.T, u, body, tok string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", u, err)
+	}
+}
