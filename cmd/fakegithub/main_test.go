@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,11 +20,14 @@ import (
 // TestRunServesAndShutsDown checks the binary's contract: it logs the address, serves the
 // GitHub API (with deliveries) and the admin API, and returns nil once its context is cancelled.
 func TestRunServesAndShutsDown(t *testing.T) {
+	var mu sync.Mutex
 	var pings []string
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.Header.Get(github.SignatureHeader) == github.Sign([]byte("s3cret"), b) {
+			mu.Lock()
 			pings = append(pings, r.Header.Get(github.EventHeader))
+			mu.Unlock()
 		}
 	}))
 	defer rcv.Close()
@@ -92,6 +96,8 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after cancel")
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if strings.Join(pings, ",") != "push,ping" && strings.Join(pings, ",") != "ping,push" {
 		t.Errorf("signed deliveries %v, want the ping after create and the push", pings)
 	}
