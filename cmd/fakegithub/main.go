@@ -22,14 +22,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/github/fake"
 )
 
@@ -72,32 +71,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		opts = append(opts, fake.WithDeliveries(nil))
 	}
 	srv := fake.New(opts...)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: handler(srv), ReadHeaderTimeout: 10 * time.Second}
-	// Print the bound address, so -addr 127.0.0.1:0 is usable too.
-	fmt.Fprintf(stderr, "fakegithub listening on http://%s\n", ln.Addr())
-
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = hs.Shutdown(shutdownCtx)
-	srv.WaitDeliveries()
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return fakeapi.Run(ctx, "fakegithub", *addr, handler(srv), stderr, srv.WaitDeliveries)
 }
 
 type grantRequest struct {
@@ -118,12 +92,12 @@ func handler(srv *fake.Server) http.Handler {
 	mux.HandleFunc("POST /_fake/grant", func(w http.ResponseWriter, r *http.Request) {
 		var g grantRequest
 		if err := decode(r, &g); err != nil || g.Token == "" || len(g.Targets) == 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"token":T,"targets":["repos/<owner>/<repo>" or "orgs/<org>", ...]}`})
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"token":T,"targets":["repos/<owner>/<repo>" or "orgs/<org>", ...]}`})
 			return
 		}
 		for _, t := range g.Targets {
 			if !fake.ValidTarget(t) {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "target " + strconv.Quote(t) + " is neither repos/<owner>/<repo> nor orgs/<org>"})
+				fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "target " + strconv.Quote(t) + " is neither repos/<owner>/<repo> nor orgs/<org>"})
 				return
 			}
 		}
@@ -137,36 +111,36 @@ func handler(srv *fake.Server) http.Handler {
 	mux.HandleFunc("GET /_fake/hooks", func(w http.ResponseWriter, r *http.Request) {
 		target := r.URL.Query().Get("target")
 		if !fake.ValidTarget(target) {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter target (repos/<owner>/<repo> or orgs/<org>) is required"})
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter target (repos/<owner>/<repo> or orgs/<org>) is required"})
 			return
 		}
 		hooks := srv.Hooks(target)
 		if hooks == nil {
 			hooks = []fake.Hook{}
 		}
-		writeJSON(w, http.StatusOK, hooks)
+		fakeapi.WriteJSON(w, http.StatusOK, hooks)
 	})
 	mux.HandleFunc("POST /_fake/deliver", func(w http.ResponseWriter, r *http.Request) {
 		var d deliverRequest
 		if err := decode(r, &d); err != nil || d.Event == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":T,"hook_id":N,"event":E,"payload":{...}}`})
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":T,"hook_id":N,"event":E,"payload":{...}}`})
 			return
 		}
 		out, err := srv.Deliver(d.Target, d.HookID, d.Event, d.Payload)
 		if err != nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			fakeapi.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, out)
+		fakeapi.WriteJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /_fake/deliveries", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
+		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
 	})
 	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, nonNil(srv.Requests()))
+		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Requests()))
 	})
 	mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, srv.Stats())
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Stats())
 	})
 	mux.HandleFunc("POST /_fake/reset-requests", func(w http.ResponseWriter, r *http.Request) {
 		srv.ResetRequests()
@@ -187,12 +161,4 @@ func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // the client may have gone; nothing useful to do
 }

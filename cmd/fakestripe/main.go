@@ -10,18 +10,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -54,57 +52,26 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints))
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: handler(srv), ReadHeaderTimeout: 10 * time.Second}
-	// Print the bound address, so -addr 127.0.0.1:0 is usable too.
-	fmt.Fprintf(stderr, "fakestripe listening on http://%s\n", ln.Addr())
-
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return fakeapi.Run(ctx, "fakestripe", *addr, handler(srv), stderr, nil)
 }
 
 func handler(srv *fake.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, srv.Requests())
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Requests())
 	})
 	mux.HandleFunc("GET /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
 		if key == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) is required"})
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) is required"})
 			return
 		}
 		eps := srv.Endpoints(key)
 		if eps == nil {
 			eps = []fake.Endpoint{}
 		}
-		writeJSON(w, http.StatusOK, eps)
+		fakeapi.WriteJSON(w, http.StatusOK, eps)
 	})
 	mux.Handle("/", srv)
 	return mux
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // the client may have gone; nothing useful to do
 }

@@ -11,8 +11,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -247,6 +253,62 @@ func (l *Log[R]) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entries = nil
+}
+
+// CloneValues deep-copies query or form values (nil stays nil), for request logs that hand
+// out copies.
+func CloneValues(v url.Values) url.Values {
+	if v == nil {
+		return nil
+	}
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	return out
+}
+
+// Run serves h on addr until ctx is cancelled, then shuts down gracefully and calls drain (if
+// not nil) to wait for the fake's own background work. It prints "NAME listening on
+// http://ADDR" to log once listening, so -addr 127.0.0.1:0 is usable. It is the body of the
+// fake binaries (cmd/fakestripe, cmd/fakegithub).
+func Run(ctx context.Context, name, addr string, h http.Handler, log io.Writer, drain func()) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(log, "%s listening on http://%s\n", name, ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = hs.Shutdown(shutdownCtx)
+	if drain != nil {
+		drain()
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// WriteJSON answers with v as indented JSON, for the fakes' admin endpoints.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client may have gone; nothing useful to do
 }
 
 // Start serves h on a fresh 127.0.0.1 port and returns its base URL and a function that stops

@@ -95,17 +95,12 @@ func (s *Server) Deliveries() []Delivery { return s.sent.All() }
 // not WithDeliveries is set. An unknown or inactive hook is an error: GitHub would not deliver.
 func (s *Server) Deliver(target string, hookID int64, event string, payload []byte) (Delivery, error) {
 	s.mu.Lock()
-	tg := s.lookup(target)
-	var h *Hook
-	if tg != nil {
-		if i := tg.find(hookID); i >= 0 {
-			h = tg.hooks[i]
-		}
-	}
-	if h == nil {
+	tg, i := s.locate(target, hookID)
+	if i < 0 {
 		s.mu.Unlock()
 		return Delivery{}, fmt.Errorf("fake: no hook %d on %s", hookID, target)
 	}
+	h := tg.hooks[i]
 	if !h.Active {
 		s.mu.Unlock()
 		return Delivery{}, fmt.Errorf("fake: hook %d on %s is inactive", hookID, target)

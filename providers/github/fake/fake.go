@@ -422,11 +422,7 @@ func (s *Server) Seed(target string, h Hook) Hook {
 func (s *Server) Edit(target string, id int64, fn func(*Hook)) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tg := s.lookup(target)
-	if tg == nil {
-		return false
-	}
-	i := tg.find(id)
+	tg, i := s.locate(target, id)
 	if i < 0 {
 		return false
 	}
@@ -441,16 +437,20 @@ func (s *Server) Edit(target string, id int64, fn func(*Hook)) bool {
 func (s *Server) Remove(target string, id int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tg := s.lookup(target)
-	if tg == nil {
-		return false
-	}
-	i := tg.find(id)
+	tg, i := s.locate(target, id)
 	if i < 0 {
 		return false
 	}
 	tg.hooks = slices.Delete(tg.hooks, i, i+1)
 	return true
+}
+
+// locate finds hook id on target; i is -1 when either is unknown. Callers hold s.mu.
+func (s *Server) locate(target string, id int64) (tg *target, i int) {
+	if tg = s.lookup(target); tg == nil {
+		return nil, -1
+	}
+	return tg, tg.find(id)
 }
 
 func (tg *target) find(id int64) int {
@@ -496,13 +496,7 @@ type Request struct {
 }
 
 func (r Request) clone() Request {
-	if r.Query != nil {
-		q := make(url.Values, len(r.Query))
-		for k, v := range r.Query {
-			q[k] = slices.Clone(v)
-		}
-		r.Query = q
-	}
+	r.Query = fakeapi.CloneValues(r.Query)
 	return r
 }
 

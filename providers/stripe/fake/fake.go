@@ -292,20 +292,9 @@ type Request struct {
 	Replayed bool `json:"replayed,omitempty"` // served from the idempotency cache
 }
 
-func cloneValues(v url.Values) url.Values {
-	if v == nil {
-		return nil
-	}
-	out := make(url.Values, len(v))
-	for k, vs := range v {
-		out[k] = slices.Clone(vs)
-	}
-	return out
-}
-
 func (r Request) clone() Request {
-	r.Query = cloneValues(r.Query)
-	r.Form = cloneValues(r.Form)
+	r.Query = fakeapi.CloneValues(r.Query)
+	r.Form = fakeapi.CloneValues(r.Form)
 	return r
 }
 

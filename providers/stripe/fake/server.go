@@ -102,7 +102,7 @@ func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.
 		if err != nil {
 			return invalid(http.StatusBadRequest, "", "", "Invalid request body: %v", err).result(), true
 		}
-		params = cloneValues(rec.Query)
+		params = fakeapi.CloneValues(rec.Query)
 		for k, vs := range rec.Form {
 			params[k] = append(params[k], vs...)
 		}
