@@ -148,8 +148,9 @@ func TestListMapsHooks(t *testing.T) {
 		want   *providers.DeliveryReport
 	}{
 		{repo, &providers.DeliveryReport{Code: 502, Status: "failed", Message: "Invalid HTTP Response: 502"}},
-		// GitHub's description has no last_response on organization hooks.
-		{org, nil},
+		// GitHub's description promises last_response on repository hooks only; the fake
+		// sends it on organization hooks too.
+		{org, &providers.DeliveryReport{Code: 502, Status: "failed", Message: "Invalid HTTP Response: 502"}},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			e := newEnv(t, tc.target)
@@ -390,5 +391,23 @@ func TestEnterpriseAPIURL(t *testing.T) {
 		if !strings.HasPrefix(r.Path, "/api/v3/repos/") {
 			t.Errorf("request path %q, want under /api/v3", r.Path)
 		}
+	}
+}
+
+// TestListWithoutLastResponse: GitHub's description has no last_response on organization
+// hooks; without one there is no delivery report, and numeric insecure_ssl (allowed on
+// repository hooks) reads as its string.
+func TestListWithoutLastResponse(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`[{"id":1,"url":"https://api.github.com/orgs/octo-org/hooks/1","ping_url":"https://api.github.com/orgs/octo-org/hooks/1/pings","name":"web","events":["push"],"active":true,"config":{"url":"https://example.com","content_type":"json","insecure_ssl":0},"updated_at":"2011-09-06T20:39:23Z","created_at":"2011-09-06T17:26:27Z","type":"Organization"}]`))
+	}))
+	defer hs.Close()
+	regs, err := newClient(t, hs.URL, org, time.Second).List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []providers.Registration{{ID: "1", URL: "https://example.com", Events: []string{"push"}, Created: time.Date(2011, 9, 6, 17, 26, 27, 0, time.UTC)}}
+	if d := cmp.Diff(want, regs); d != "" {
+		t.Errorf("List (-want +got):\n%s", d)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha1" //nolint:gosec // GitHub still sends the legacy SHA-1 signature beside SHA-256
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -153,14 +152,9 @@ func (s *Server) post(j job, d *Delivery, body []byte, ctype string) LastRespons
 		h.Set("X-Hub-Signature", "sha1="+hexMAC(sha1.New, sec, body))
 		d.Signed = true
 	}
-	client := s.httpClient
-	if j.hook.Config.InsecureSSL == "1" {
-		c := *client
-		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the hook asked for it
-		defer c.CloseIdleConnections()
-		client = &c
-	}
-	resp, err := client.Do(req)
+	// insecure_ssl is stored, not acted on: the delivery client decides TLS (tests deliver
+	// over plain HTTP).
+	resp, err := s.httpClient.Do(req)
 	if err != nil {
 		var ne interface{ Timeout() bool }
 		if errors.As(err, &ne) && ne.Timeout() {
