@@ -121,26 +121,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	taken := s.faults.Take(r.Method, rt.path)
 
+	logged := false
 	apply := func() result {
+		// The log entry is added under the same lock as the state change, so a test that sees
+		// the change (Hooks) and then resets the log never finds the request logged afterwards.
+		s.mu.Lock()
 		res := s.handle(r, cred, hasAuth, rt, body)
+		final := res
+		if taken.Fail != nil { // AfterApply: the client gets the fault instead
+			final = result{status: taken.Fail.Status, rateLimited: taken.Fail.Secondary}
+		}
+		rec.Status, rec.NotModified, rec.RateLimited = final.status, final.status == http.StatusNotModified, final.rateLimited
+		s.requests.Add(rec)
+		logged = true
+		s.mu.Unlock()
 		s.launch(res.pings)
 		return res
 	}
 	res, ok := fakeapi.Serve(r.Context(), taken, apply, func(f *Fault) result { return s.faultResult(f, cred) })
 	if ok {
 		writeResult(w, r, res)
-		rec.Status = res.status
-		rec.NotModified = res.status == http.StatusNotModified
-		rec.RateLimited = res.rateLimited
-	} else {
+	}
+	if logged {
+		return
+	}
+	rec.Status, rec.RateLimited = res.status, res.rateLimited
+	if !ok {
 		rec.Status = fakeapi.StatusClientGone
 	}
 	s.requests.Add(rec)
 }
 
+// handle answers one request that passed the faults. Callers hold s.mu.
 func (s *Server) handle(r *http.Request, cred string, hasAuth bool, rt route, body []byte) result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !hasAuth {
 		res := basicError(http.StatusUnauthorized, "Requires authentication", docsRoot)
 		s.anonymousLimit(&res)
