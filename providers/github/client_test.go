@@ -117,8 +117,8 @@ func TestListConditionalRequestsSpendNoRateLimit(t *testing.T) {
 	if d := cmp.Diff(first, second); d != "" {
 		t.Errorf("second list differs (-first +second):\n%s", d)
 	}
-	if st := e.srv.Stats(); st.Lists != 3 || st.NotModified != 3 {
-		t.Errorf("second round: %+v, want 3 lists, all 304", st)
+	if st := e.srv.Stats(); st.Lists != 1 || st.ListPages != 3 || st.NotModified != 3 {
+		t.Errorf("second round: %+v, want one list of 3 pages, all 304", st)
 	}
 	if used := e.srv.RateLimit(token).Used; used != spent {
 		t.Errorf("rate limit used %d after the 304 round, want %d (unchanged)", used, spent)
@@ -136,8 +136,8 @@ func TestListConditionalRequestsSpendNoRateLimit(t *testing.T) {
 	if len(third) != 6 || third[2].Events[0] != "issues" || third[5].URL != "https://example.com/new" {
 		t.Errorf("third list = %+v, want the edit and the new hook", third)
 	}
-	if st := e.srv.Stats(); st.Lists != 3 || st.NotModified != 1 {
-		t.Errorf("third round: %+v, want 3 lists, only page 1 a 304", st)
+	if st := e.srv.Stats(); st.ListPages != 3 || st.NotModified != 1 {
+		t.Errorf("third round: %+v, want 3 pages, only page 1 a 304", st)
 	}
 }
 

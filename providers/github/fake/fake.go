@@ -482,9 +482,11 @@ type Request struct {
 	Query  url.Values `json:"query,omitempty"`
 	Body   string     `json:"body,omitempty"`
 	// Op and Target name what the request addressed ("" when the path is not a hook route);
-	// Target is lower-case ("repos/octo/hello").
+	// Target is lower-case ("repos/octo/hello"). Every page of a list is one OpList request;
+	// Page is the page it asked for (1 when the query names none), so Page == 1 counts Lists.
 	Op     string `json:"op,omitempty"`
 	Target string `json:"target,omitempty"`
+	Page   int    `json:"page,omitempty"`
 	// Conditional: the request carried If-None-Match. NotModified: it was answered 304, which
 	// GitHub does not charge to the rate limit.
 	Conditional bool `json:"conditional,omitempty"`
@@ -520,9 +522,10 @@ func (s *Server) CountRequests(method, pathPrefix string) int {
 
 // Stats sums up the request log.
 type Stats struct {
-	// Lists counts list-page requests; NotModified how many of them (and of single-hook GETs)
-	// were answered 304 and so cost no rate limit.
-	Lists, NotModified                     int
+	// ListPages counts list requests, one per page; Lists those for page 1, one per list a
+	// client runs from the start. NotModified counts the 304s among list pages and single-hook
+	// GETs, which cost no rate limit.
+	ListPages, Lists, NotModified          int
 	Creates, Gets, Updates, Deletes, Pings int
 	RateLimited                            int
 }
@@ -533,7 +536,10 @@ func (s *Server) Stats() Stats {
 	for _, r := range s.requests.All() {
 		switch r.Op {
 		case OpList:
-			st.Lists++
+			st.ListPages++
+			if r.Page == 1 {
+				st.Lists++
+			}
 		case OpCreate:
 			st.Creates++
 		case OpGet:

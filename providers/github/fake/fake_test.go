@@ -316,7 +316,7 @@ func TestListPagingAndConditionalRequests(t *testing.T) {
 	if a := c.do("GET", "/repos/octo/hello/hooks?per_page=20&page=2", tok, "", "If-None-Match", etag); a.status != 200 {
 		t.Errorf("after an edit the page changed; got %d", a.status)
 	}
-	if st := c.srv.Stats(); st.Lists != 5 || st.NotModified != 1 {
+	if st := c.srv.Stats(); st.ListPages != 5 || st.Lists != 2 || st.NotModified != 1 {
 		t.Errorf("Stats = %+v", st)
 	}
 }

@@ -119,6 +119,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.op != "" {
 		rec.Target = rt.key()
 	}
+	if rt.op == OpList {
+		rec.Page = 1
+		if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 0 {
+			rec.Page = n
+		}
+	}
 	taken := s.faults.Take(r.Method, rt.path)
 
 	logged := false
