@@ -170,6 +170,7 @@ type Config struct {
 }
 
 // LastResponse is GitHub's account of the latest delivery: Status "unused" before the first.
+// It is kept for every hook but sent only on repository hooks, as GitHub's description has it.
 type LastResponse struct {
 	Code    int    `json:"code,omitempty"` // 0 is null on the wire
 	Status  string `json:"status"`

@@ -804,7 +804,7 @@ func hasHookScope(scopes []string, kind string, write bool) bool {
 }
 
 // wireConfig and wireHook are the JSON hook objects of GitHub's description ("hook" for
-// repositories, "org-hook" for organizations: no test_url).
+// repositories, "org-hook" for organizations: no test_url and no last_response).
 type wireConfig struct {
 	ContentType string `json:"content_type"`
 	InsecureSSL string `json:"insecure_ssl"`
@@ -853,24 +853,22 @@ func wire(tg *target, h Hook, base string) wireHook {
 	if h.Config.Secret != "" {
 		w.Config.Secret = MaskedSecret
 	}
+	// GitHub's description has test_url and last_response (required) on repository hooks
+	// only; the org-hook schema and examples carry neither, so neither is invented for them.
 	if tg.kind == KindRepository {
 		w.TestURL = self + "/test"
+		lr := wireResponse{}
+		if h.LastResponse.Code != 0 {
+			lr.Code = &h.LastResponse.Code
+		}
+		if h.LastResponse.Status != "" {
+			lr.Status = &h.LastResponse.Status
+		}
+		if h.LastResponse.Message != "" {
+			lr.Message = &h.LastResponse.Message
+		}
+		w.LastResponse = &lr
 	}
-	// GitHub's description requires last_response on repository hooks and does not mention
-	// it on organization hooks (whose schema allows more properties); the fake sends it on
-	// both, so a ping's outcome is visible for either. Live GitHub may omit it on
-	// organization hooks: the client then reports no last delivery.
-	lr := wireResponse{}
-	if h.LastResponse.Code != 0 {
-		lr.Code = &h.LastResponse.Code
-	}
-	if h.LastResponse.Status != "" {
-		lr.Status = &h.LastResponse.Status
-	}
-	if h.LastResponse.Message != "" {
-		lr.Message = &h.LastResponse.Message
-	}
-	w.LastResponse = &lr
 	return w
 }
 
