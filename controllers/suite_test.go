@@ -74,6 +74,9 @@ var _ = BeforeSuite(func() {
 	// Manager logs go to the Ginkgo writer and to a buffer the secret-leak check greps.
 	logf.SetLogger(zap.New(zap.WriteTo(ioMulti{GinkgoWriter, logs}), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel)))
 	suiteCtx, cancelAll = context.WithCancel(context.Background())
+	// Waits without their own timeout get room for a loaded machine (Gomega's default is 1s):
+	// they fail on what never happens, not on what happens slowly.
+	SetDefaultEventuallyTimeout(15 * time.Second)
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(hookv1.AddToScheme(scheme)).To(Succeed())
