@@ -67,7 +67,7 @@ bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader \
-	./internal/jsonscan:FuzzTopLevelStrings
+	./internal/jsonscan:FuzzTopLevelStrings ./internal/receiver:FuzzHostileDeliveries
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seed corpora also run in make test.
