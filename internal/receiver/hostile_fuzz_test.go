@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 )
 
 // FuzzHostileDeliveries drives whole receivers, on SQLite and on PostgreSQL, with validly
@@ -26,73 +28,91 @@ func FuzzHostileDeliveries(f *testing.F) {
 	f.Add([]byte(` évènement %41 "q" `), []byte(""), []byte(`{"id":"inner"}`))
 	f.Add([]byte(""), []byte("invoice.paid"), []byte(""))
 
-	stacks := []*stack{newStack(f, "sqlite"), newStack(f, "postgres")}
+	// A slot database: fuzzing workers are killed when fuzzing ends, before their cleanups.
+	stacks := []*stack{newStack(f, "sqlite"), newStackOn(f, "postgres", storetest.PostgresSlotDSN(f, "receiver_fuzz"))}
 	// Valid ids carry a per-process token the fuzzer cannot produce, so no hostile id
 	// collides with one.
 	var token [8]byte
 	_, _ = rand.Read(token[:])
 	tok := hex.EncodeToString(token[:])
-	accepted := map[string]bool{} // by sink key, per stack: every event acknowledged 202 so far
+	accepted := make([]map[string]bool, len(stacks)) // per stack: every event acknowledged 202 so far
+	for i := range accepted {
+		accepted[i] = map[string]bool{}
+	}
 	n := 0
 
 	f.Fuzz(func(t *testing.T, id, typ, body []byte) {
 		n++
-		for _, s := range stacks {
-			hostile := []delivery{stripeDelivery(s.now, id, typ, body), githubDelivery(string(id), string(typ), body)}
-			var valid []delivery
-			for k := range 4 {
-				valid = append(valid, stripeDelivery(s.now, fmt.Appendf(nil, "evt_%s_%d_%d", tok, n, k), []byte("invoice.paid"), []byte("valid")))
-			}
-			for k := range 2 {
-				valid = append(valid, githubDelivery(fmt.Sprintf("%s-%d-%d", tok, n, k), "push", []byte(`{"zen":"ok"}`)))
-			}
-			all := append(valid, hostile...)
-			answers := make([]answer, len(all))
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i, d := range all {
-				wg.Go(func() {
-					<-start
-					a := s.serve(d)
-					for try := 0; a.status == 503 && try < 3; try++ {
-						a = s.serve(d)
-					}
-					answers[i] = a
-				})
-			}
-			close(start)
-			wg.Wait()
+		var wg sync.WaitGroup
+		for i, s := range stacks {
+			wg.Go(func() { checkHostile(t, s, accepted[i], fmt.Sprintf("%s_%d", tok, n), id, typ, body) })
+		}
+		wg.Wait()
+	})
+}
 
-			for i, d := range all {
-				a := answers[i]
-				switch {
-				case a.status == 503:
-					t.Fatalf("%s: %q (type %q) still answered %v after retries", s.kind, d.id, d.typ, a)
-				case a.status >= 500 || a.status < 200 || (a.status >= 300 && a.status < 400):
-					t.Fatalf("%s: %q (type %q) answered %v, want 2xx or 4xx", s.kind, d.id, d.typ, a)
-				case i < len(valid) && a.status != 202:
-					t.Fatalf("%s: valid delivery %q answered %v beside hostile id %q, want 202", s.kind, d.id, a, id)
-				}
-				key := s.kind + "\x00" + sinkKey(d.source, d.id)
-				switch a.status {
-				case 202:
-					if accepted[key] {
-						t.Fatalf("%s: %q accepted twice", s.kind, d.id)
-					}
-					accepted[key] = true
-					s.checkDelivered(t, d)
-				case 200:
-					if !accepted[key] {
-						t.Fatalf("%s: %q answered duplicate of an event never accepted", s.kind, d.id)
-					}
-					if got := len(s.sink.arrivals(d.source, d.id)); got != 1 {
-						t.Fatalf("%s: duplicate %q: the event reached the sink %d times, want once", s.kind, d.id, got)
-					}
-				}
+// checkHostile sends the hostile deliveries made of id, typ and body to s together with valid
+// ones, whose ids start with prefix, and checks the answers and what reached the sink.
+// accepted holds the sink keys of every event s acknowledged with 202 so far.
+func checkHostile(t *testing.T, s *stack, accepted map[string]bool, prefix string, id, typ, body []byte) {
+	hostile := []delivery{stripeDelivery(s.now, id, typ, body), githubDelivery(string(id), string(typ), body)}
+	var valid []delivery
+	for k := range 3 {
+		valid = append(valid, stripeDelivery(s.now, fmt.Appendf(nil, "evt_%s_%d", prefix, k), []byte("invoice.paid"), []byte("valid")))
+	}
+	valid = append(valid, githubDelivery(prefix+"-gh", "push", []byte(`{"zen":"ok"}`)))
+	all := append(valid, hostile...)
+	answers := make([]answer, len(all))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, d := range all {
+		wg.Go(func() {
+			<-start
+			a := s.serve(d)
+			for try := 0; a.status == 503 && try < 3; try++ {
+				a = s.serve(d)
 			}
-			if len(s.sink.problems) > 0 {
-				t.Fatalf("%s sink: %v", s.kind, s.sink.problems)
+			answers[i] = a
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	for i, d := range all {
+		a := answers[i]
+		switch {
+		case a.status == 503:
+			t.Errorf("%s: %q (type %q) still answered %v after retries", s.kind, d.id, d.typ, a)
+			return
+		case a.status >= 500 || a.status < 200 || (a.status >= 300 && a.status < 400):
+			t.Errorf("%s: %q (type %q) answered %v, want 2xx or 4xx", s.kind, d.id, d.typ, a)
+			return
+		case i < len(valid) && a.status != 202:
+			t.Errorf("%s: valid delivery %q answered %v beside hostile id %q, want 202", s.kind, d.id, a, id)
+			return
+		}
+		key := sinkKey(d.source, d.id)
+		switch a.status {
+		case 202:
+			if accepted[key] {
+				t.Errorf("%s: %q accepted twice", s.kind, d.id)
+				return
+			}
+			accepted[key] = true
+			s.checkDelivered(t, d)
+		case 200:
+			if !accepted[key] {
+				t.Errorf("%s: %q answered duplicate of an event never accepted", s.kind, d.id)
+				return
+			}
+			if got := len(s.sink.arrivals(d.source, d.id)); got != 1 {
+				t.Errorf("%s: duplicate %q: the event reached the sink %d times, want once", s.kind, d.id, got)
 			}
 		}
-	})
+	}
+	s.sink.mu.Lock()
+	defer s.sink.mu.Unlock()
+	if len(s.sink.problems) > 0 {
+		t.Errorf("%s sink: %v", s.kind, s.sink.problems)
+	}
 }

@@ -158,6 +158,11 @@ func TestEventsAreCarriedOrRefused(t *testing.T) {
 					t.Errorf("%s: the refused event reached the store (%d claim batches)", c.name, reached)
 				}
 			}
+			// The sink answered; the worker records the completion just after.
+			deadline := time.Now().Add(10 * time.Second)
+			for s.depth(t) != 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if n := s.depth(t); n != 0 {
 				t.Errorf("%d jobs still queued, want 0: every carried event delivered, no refused one stored", n)
 			}

@@ -85,12 +85,18 @@ func (c *claimLog) batchesWith(id string) int {
 	return n
 }
 
+// newStack builds a stack on a fresh SQLite file or PostgreSQL database.
 func newStack(t testing.TB, kind string) *stack {
 	t.Helper()
 	dsn := "sqlite://" + storetest.SQLitePath(t)
 	if kind == "postgres" {
 		dsn = storetest.PostgresDSN(t)
 	}
+	return newStackOn(t, kind, dsn)
+}
+
+func newStackOn(t testing.TB, kind, dsn string) *stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, dsn)
@@ -125,7 +131,7 @@ func newStack(t testing.TB, kind string) *stack {
 	}
 	// Retries a few milliseconds apart: an undeliverable event is dead within the test.
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), resolve, deliver.Options{
-		Workers: 8, PollInterval: 20 * time.Millisecond, Wake: batcher.Committed(),
+		Workers: 8, PollInterval: 100 * time.Millisecond, Wake: batcher.Committed(),
 		Backoff: deliver.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}, Logger: logr.Discard(),
 	})
 	runCtx, stop := context.WithCancel(context.Background())
@@ -251,9 +257,12 @@ type recordingSink struct {
 	mu       sync.Mutex
 	got      map[string][]arrival
 	problems []string
+	changed  chan struct{} // closed and replaced on every arrival
 }
 
-func newRecordingSink() *recordingSink { return &recordingSink{got: map[string][]arrival{}} }
+func newRecordingSink() *recordingSink {
+	return &recordingSink{got: map[string][]arrival{}, changed: make(chan struct{})}
+}
 
 func sinkKey(source, id string) string { return source + "\x00" + id }
 
@@ -273,31 +282,46 @@ func (s *recordingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	k := sinkKey(r.Header.Get("ce-source"), a.id)
 	s.got[k] = append(s.got[k], a)
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *recordingSink) arrivals(source, id string) []arrival {
+	got, _ := s.arrivalsOrWait(source, id)
+	return got
+}
+
+// arrivalsOrWait returns what arrived for (source, id) and a channel closed on the next arrival.
+func (s *recordingSink) arrivalsOrWait(source, id string) ([]arrival, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.got[sinkKey(source, id)]
+	return s.got[sinkKey(source, id)], s.changed
 }
 
 // outcome waits until d's event reached the sink or was dead-lettered, and returns what the
-// sink received and the dead letter's error.
+// sink received and the dead letter's error. It wakes on arrivals, and looks for the dead
+// letter every 100 ms.
 func (s *stack) outcome(t testing.TB, d delivery, timeout time.Duration) ([]arrival, string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for tick := 0; ; tick++ {
-		if got := s.sink.arrivals(d.source, d.id); len(got) > 0 {
+	deadline := time.After(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, changed := s.sink.arrivalsOrWait(d.source, d.id)
+		if len(got) > 0 {
 			return got, ""
 		}
-		if tick%20 == 0 || time.Now().After(deadline) {
-			if err := s.deadLetter(t, d); err != "" || time.Now().After(deadline) {
-				return nil, err
+		select {
+		case <-changed:
+		case <-tick.C:
+			if dead := s.deadLetter(t, d); dead != "" {
+				return nil, dead
 			}
+		case <-deadline:
+			return nil, s.deadLetter(t, d)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -305,7 +329,8 @@ func (s *stack) deadLetter(t testing.TB, d delivery) string {
 	t.Helper()
 	dead, err := s.st.DeadLetters(context.Background(), 1000)
 	if err != nil {
-		t.Fatalf("DeadLetters: %v", err)
+		t.Errorf("DeadLetters: %v", err) // not Fatal: the fuzz target calls this off the test goroutine
+		return ""
 	}
 	sub := strings.TrimPrefix(d.source, "hookwarden/")
 	for _, j := range dead {
