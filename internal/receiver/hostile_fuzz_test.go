@@ -10,7 +10,7 @@ import (
 	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 )
 
-// FuzzHostileDeliveries drives whole receivers, on SQLite and on PostgreSQL, with validly
+// FuzzHostileDeliveries drives whole receivers, on SQLite, PostgreSQL and Redis, with validly
 // signed deliveries whose event id, type and body are the fuzzer's bytes (once in a Stripe
 // body, once in GitHub's headers, where they may be any bytes at all), each sent together with
 // valid deliveries so that they share claim batches. It checks:
@@ -29,7 +29,7 @@ func FuzzHostileDeliveries(f *testing.F) {
 	f.Add([]byte(""), []byte("invoice.paid"), []byte(""))
 
 	// A slot database: fuzzing workers are killed when fuzzing ends, before their cleanups.
-	stacks := []*stack{newStack(f, "sqlite"), newStackOn(f, "postgres", storetest.PostgresSlotDSN(f, "receiver_fuzz"))}
+	stacks := []*stack{newStack(f, "sqlite"), newStackOn(f, "postgres", storetest.PostgresSlotDSN(f, "receiver_fuzz")), newStack(f, "redis")}
 	// Valid ids carry a per-process token the fuzzer cannot produce, so no hostile id
 	// collides with one.
 	var token [8]byte

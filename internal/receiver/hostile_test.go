@@ -134,12 +134,20 @@ func TestEventsAreCarriedOrRefused(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
 			s := newStack(t, kind)
+			var carriedReport, refusedReport []string
+			defer func() {
+				fmt.Printf("REPORT hostile-carry %s: %s\n", kind, strings.Join(carriedReport, "; "))
+				fmt.Printf("REPORT hostile-refuse %s: %s\n", kind, strings.Join(refusedReport, "; "))
+			}()
 			for _, c := range carried {
 				d := stripeDelivery(s.now, []byte(c.id), []byte(c.typ), []byte(c.name))
 				a := s.post(t, d)
 				got, dead := s.outcome(t, d, 10*time.Second)
-				fmt.Printf("REPORT hostile-carry %s, %s: answered %v; sink arrivals %d, ce-id decodes to the id: %t; dead letter: %q\n",
-					kind, c.name, a, len(got), len(got) > 0 && got[0].id == d.id, dead)
+				outcome := fmt.Sprintf("delivered %d×, ce-id decodes to the id: %t", len(got), len(got) > 0 && got[0].id == d.id)
+				if dead != "" {
+					outcome = "dead letter: " + dead
+				}
+				carriedReport = append(carriedReport, fmt.Sprintf("%s → %v, %s", c.name, a, outcome))
 				if a.status != 202 {
 					t.Errorf("%s: answered %v, want 202", c.name, a)
 					continue
@@ -150,7 +158,7 @@ func TestEventsAreCarriedOrRefused(t *testing.T) {
 				d := c.d(s.now)
 				a := s.post(t, d)
 				reached := s.claims.batchesWith(d.id)
-				fmt.Printf("REPORT hostile-refuse %s, %s: answered %v; reached a claim batch %d times\n", kind, c.name, a, reached)
+				refusedReport = append(refusedReport, fmt.Sprintf("%s → %v (in %d claim batches)", c.name, a, reached))
 				if a.status != 422 || a.result != "invalid_event" {
 					t.Errorf("%s: answered %v, want 422 invalid_event", c.name, a)
 				}

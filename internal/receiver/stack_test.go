@@ -42,8 +42,8 @@ const (
 // stack is one whole receiver on a real store: the handler (also behind a real HTTP server),
 // the Batcher, the delivery pool and a sink that records what arrives.
 type stack struct {
-	kind    string // "sqlite" or "postgres"
-	st      *store.SQL
+	kind    string // one of storeKinds
+	st      store.Store
 	claims  *claimLog
 	handler http.Handler
 	srv     *httptest.Server
@@ -51,17 +51,26 @@ type stack struct {
 	now     time.Time // the handler's clock; deliveries are signed at it
 }
 
-var storeKinds = []string{"sqlite", "postgres"}
+// storeKinds are the stores the hostile-delivery tests run on.
+var storeKinds = []string{"sqlite", "postgres", "redis"}
 
-// claimLog is the stack's store with a record of every ClaimBatch: which event ids were
+// claimLog is the stack's store with a record of every claim batch: which event ids were
 // committed together.
 type claimLog struct {
-	*store.SQL // keeps Writers, so the Batcher picks the store's committer count
-	mu         sync.Mutex
-	batches    [][]string
+	store.Store
+	mu      sync.Mutex
+	batches [][]string
 }
 
-func (c *claimLog) ClaimBatch(ctx context.Context, events []store.Event) ([]bool, error) {
+// Writers passes the store's committer count on to the Batcher.
+func (c *claimLog) Writers() int {
+	if w, ok := c.Store.(interface{ Writers() int }); ok {
+		return w.Writers()
+	}
+	return 1
+}
+
+func (c *claimLog) record(events []store.Event) {
 	ids := make([]string, len(events))
 	for i, e := range events {
 		ids[i] = e.EventID
@@ -69,7 +78,23 @@ func (c *claimLog) ClaimBatch(ctx context.Context, events []store.Event) ([]bool
 	c.mu.Lock()
 	c.batches = append(c.batches, ids)
 	c.mu.Unlock()
-	return c.SQL.ClaimBatch(ctx, events)
+}
+
+func (c *claimLog) ClaimBatch(ctx context.Context, events []store.Event) ([]bool, error) {
+	c.record(events)
+	return c.Store.ClaimBatch(ctx, events)
+}
+
+// claimLogEach is claimLog on a store that answers each claim on its own (Redis), so that the
+// Batcher still sees it as one.
+type claimLogEach struct {
+	*claimLog
+	each store.EachClaimer
+}
+
+func (c claimLogEach) ClaimEach(ctx context.Context, events []store.Event) []store.ClaimResult {
+	c.record(events)
+	return c.each.ClaimEach(ctx, events)
 }
 
 // batchesWith counts the ClaimBatch calls that held id.
@@ -85,12 +110,18 @@ func (c *claimLog) batchesWith(id string) int {
 	return n
 }
 
-// newStack builds a stack on a fresh SQLite file or PostgreSQL database.
+// newStack builds a stack on a fresh SQLite file, PostgreSQL database or Redis server
+// (appendfsync always: the store's strict promise).
 func newStack(t testing.TB, kind string) *stack {
 	t.Helper()
-	dsn := "sqlite://" + storetest.SQLitePath(t)
-	if kind == "postgres" {
+	var dsn string
+	switch kind {
+	case "sqlite":
+		dsn = "sqlite://" + storetest.SQLitePath(t)
+	case "postgres":
 		dsn = storetest.PostgresDSN(t)
+	case "redis":
+		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
 	}
 	return newStackOn(t, kind, dsn)
 }
@@ -103,7 +134,7 @@ func newStackOn(t testing.TB, kind, dsn string) *stack {
 	if err != nil {
 		t.Fatalf("open %s store: %v", kind, err)
 	}
-	s := &stack{kind: kind, st: st, claims: &claimLog{SQL: st}, sink: newRecordingSink(), now: time.Now().Truncate(time.Second)}
+	s := &stack{kind: kind, st: st, claims: &claimLog{Store: st}, sink: newRecordingSink(), now: time.Now().Truncate(time.Second)}
 	s.sink.srv = httptest.NewServer(s.sink)
 
 	routes := receiver.NewRoutes()
@@ -114,7 +145,11 @@ func newStackOn(t testing.TB, kind, dsn string) *stack {
 		r.Secrets, r.Sink, r.MaxAttempts, r.DedupeWindow = [][]byte{[]byte(stackSecret)}, s.sink.srv.URL, 3, time.Hour
 		routes.Set(r)
 	}
-	batcher := store.NewBatcher(s.claims, store.BatcherOptions{})
+	var claims store.Store = s.claims
+	if each, ok := st.(store.EachClaimer); ok {
+		claims = claimLogEach{s.claims, each}
+	}
+	batcher := store.NewBatcher(claims, store.BatcherOptions{})
 	h := &receiver.Handler{
 		Routes:    routes,
 		Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier(), "github": github.NewVerifier()},
