@@ -64,6 +64,9 @@ func serve(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Production mode samples repeated messages (the first 100 per second, then every 100th),
+	// which thins the store path's per-delivery errors in an outage; requests_total counts
+	// each one. --zap-devel or --zap-log-level=2 turns sampling off (README, "The receiver").
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	return run(ctrl.SetupSignalHandler(), o)
 }

@@ -44,6 +44,9 @@ const (
 	resultUnknownRoute = "unknown_route"
 	resultTooLarge     = "too_large"
 	resultNoEventID    = "no_event_id"
+	// resultInvalidEvent is an authentic delivery whose event the ledger cannot record (see
+	// store.CheckEvent): answered 422, nothing stored.
+	resultInvalidEvent = "invalid_event"
 	resultStoreError   = "store_error"
 )
 
@@ -112,9 +115,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		MaxAttempts:     route.MaxAttempts,
 		DedupeWindow:    route.DedupeWindow,
 	})
+	if errors.Is(err, store.ErrInvalidEvent) {
+		// No retry can store it, so no 503; the provider sees its own request refused. The
+		// message names the rule broken, not the value; the id is logged cut short.
+		log().Info("delivery refused: the event cannot be recorded", "reason", err.Error(),
+			"eventID", truncate(v.EventID, 64), "eventIDBytes", len(v.EventID))
+		return resultInvalidEvent, http.StatusUnprocessableEntity
+	}
 	if err != nil {
 		// Never acknowledge what is not committed: the provider retries a 503.
-		log().Error(err, "recording the delivery failed", "eventID", v.EventID)
+		log().Error(err, "recording the delivery failed", "eventID", truncate(v.EventID, 64))
 		w.Header().Set("Retry-After", "5")
 		return resultStoreError, http.StatusServiceUnavailable
 	}
@@ -131,11 +141,19 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 var responses = func() map[string][]byte {
 	m := map[string][]byte{}
 	for _, r := range []string{resultAccepted, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
-		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultStoreError} {
+		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultInvalidEvent, resultStoreError} {
 		m[r] = []byte(`{"result":"` + r + `"}` + "\n")
 	}
 	return m
 }()
+
+// truncate cuts s to at most n bytes for a log line.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
 
 func writeJSON(w http.ResponseWriter, status int, result string) {
 	w.Header().Set("Content-Type", "application/json")

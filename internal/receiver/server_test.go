@@ -3,10 +3,13 @@ package receiver_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +174,109 @@ func TestStoreFailureIsNotAcknowledged(t *testing.T) {
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("a 503 should tell the provider when to retry")
 	}
+}
+
+// failingClaimer fails every claim, as a store outage does.
+type failingClaimer struct{}
+
+func (failingClaimer) Claim(context.Context, store.Event) (bool, error) {
+	return false, errors.New("store: claim: connection refused")
+}
+
+// countingSink counts error log entries.
+type countingSink struct{ errors atomic.Int64 }
+
+func (s *countingSink) Init(logr.RuntimeInfo)          {}
+func (s *countingSink) Enabled(int) bool               { return true }
+func (s *countingSink) Info(int, string, ...any)       {}
+func (s *countingSink) Error(error, string, ...any)    { s.errors.Add(1) }
+func (s *countingSink) WithValues(...any) logr.LogSink { return s }
+func (s *countingSink) WithName(string) logr.LogSink   { return s }
+
+// Under a burst of store failures the handler logs every one and counts every one: the
+// production logger in cmd/receiver samples repeated messages, the counter does not.
+func TestStoreErrorsAreCountedUnderABurst(t *testing.T) {
+	const burst = 1000
+	reg := prometheus.NewRegistry()
+	logs := &countingSink{}
+	now := time.Unix(1_800_000_000, 0)
+	routes := receiver.NewRoutes()
+	routes.Set(receiver.Route{Namespace: "shop", Name: "orders", UID: "uid-1", Provider: "stripe", Secrets: [][]byte{[]byte(oldSecret)}})
+	h := &receiver.Handler{
+		Routes: routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: failingClaimer{},
+		MaxBody: 1 << 10, ClaimTimeout: time.Second, Metrics: receiver.NewMetrics(reg), Log: logr.New(logs),
+		Now: func() time.Time { return now },
+	}
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			body := event(fmt.Sprintf("evt_%d", i))
+			req := httptest.NewRequest(http.MethodPost, "/hooks/shop/orders", bytes.NewReader(body))
+			req.Header.Set("Stripe-Signature", stripe.SignHeader(oldSecret, now, body))
+			rec := httptest.NewRecorder()
+			h.Mux().ServeHTTP(rec, req)
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Errorf("status %d, want 503", rec.Code)
+			}
+		})
+	}
+	wg.Wait()
+	if got := requestsByResult(t, reg)["store_error"]; got != burst {
+		t.Errorf("requests_total{result=store_error} = %v, want %d", got, burst)
+	}
+	if got := logs.errors.Load(); got != burst {
+		t.Errorf("%d error log entries, want %d", got, burst)
+	}
+}
+
+func TestInvalidEventHasItsOwnResult(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batcher := store.NewBatcher(st, store.BatcherOptions{})
+	t.Cleanup(func() { batcher.Close(); st.Close() })
+	now := time.Unix(1_800_000_000, 0)
+	routes := receiver.NewRoutes()
+	routes.Set(receiver.Route{Namespace: "shop", Name: "orders", UID: "uid-1", Provider: "stripe", Secrets: [][]byte{[]byte(oldSecret)}})
+	h := &receiver.Handler{
+		Routes: routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
+		MaxBody: 4 << 10, ClaimTimeout: time.Second, Metrics: receiver.NewMetrics(reg), Log: logr.Discard(),
+		Now: func() time.Time { return now },
+	}
+	for _, id := range []string{`evt_\u0000`, "evt_" + strings.Repeat("x", store.MaxEventIDBytes)} {
+		body := []byte(`{"id":"` + id + `","type":"invoice.paid"}`)
+		req := httptest.NewRequest(http.MethodPost, "/hooks/shop/orders", bytes.NewReader(body))
+		req.Header.Set("Stripe-Signature", stripe.SignHeader(oldSecret, now, body))
+		rec := httptest.NewRecorder()
+		h.Mux().ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `"invalid_event"`) {
+			t.Errorf("id %.20q: %d %s, want 422 invalid_event", id, rec.Code, rec.Body)
+		}
+	}
+	if got := requestsByResult(t, reg); got["invalid_event"] != 2 || len(got) != 1 {
+		t.Errorf("requests by result = %v, want invalid_event 2 and nothing else", got)
+	}
+	if n, err := st.Depth(context.Background()); err != nil || n != 0 {
+		t.Errorf("Depth = %d, %v; want 0: nothing stored", n, err)
+	}
+}
+
+func requestsByResult(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookwarden_receiver_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	return got
 }

@@ -309,6 +309,8 @@ func TestPoolDeadLetters(t *testing.T) {
 		eventMax        int
 		sinkMax         int
 		wantAttempt     int
+		unsent          bool               // the sink gets no request
+		event           func(*store.Event) // changes testEvent()
 		wantLastErrPart string
 	}{
 		{
@@ -317,6 +319,14 @@ func TestPoolDeadLetters(t *testing.T) {
 			eventMax:        5,
 			wantAttempt:     1,
 			wantLastErrPart: "400",
+		},
+		{
+			reason:          "an event no request can carry (stored before the receiver checked) is dead at once, never sent",
+			event:           func(ev *store.Event) { ev.ContentType = "application/json\r\nX-Injected: yes" },
+			eventMax:        5,
+			wantAttempt:     1,
+			unsent:          true,
+			wantLastErrPart: "request not sent (permanent): the event's Content-Type is not a valid HTTP header value",
 		},
 		{
 			reason:          "a sink failing every time exhausts the event's attempts",
@@ -349,14 +359,21 @@ func TestPoolDeadLetters(t *testing.T) {
 			}}, tc.script...)
 			ev := testEvent()
 			ev.MaxAttempts = tc.eventMax
+			if tc.event != nil {
+				tc.event(&ev)
+			}
 			id := h.claim(t, ev)
 			h.start(t)
 
 			got := h.waitState(t, id, store.StateDead)
 			h.stop(t)
 
-			if got.Attempt != tc.wantAttempt || len(h.sink.received()) != tc.wantAttempt {
-				t.Errorf("Attempt = %d, sink requests = %d; want %d for both", got.Attempt, len(h.sink.received()), tc.wantAttempt)
+			wantSent := tc.wantAttempt
+			if tc.unsent {
+				wantSent = 0
+			}
+			if got.Attempt != tc.wantAttempt || len(h.sink.received()) != wantSent {
+				t.Errorf("Attempt = %d, sink requests = %d; want %d and %d", got.Attempt, len(h.sink.received()), tc.wantAttempt, wantSent)
 			}
 			if !strings.Contains(got.LastError, tc.wantLastErrPart) {
 				t.Errorf("LastError = %q, want it to mention %q", got.LastError, tc.wantLastErrPart)

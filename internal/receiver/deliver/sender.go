@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
 )
 
@@ -44,12 +46,18 @@ type Error struct {
 	RetryAfter time.Duration
 	// Err is the transport error when there was no response.
 	Err error
+	// Unsent is true when no request could be built for the sink (Err says why), so nothing
+	// was sent.
+	Unsent bool
 }
 
 func (e *Error) Error() string {
 	kind := "permanent"
 	if e.Retryable {
 		kind = "retryable"
+	}
+	if e.Unsent {
+		return fmt.Sprintf("request not sent (%s): %v", kind, e.Err)
 	}
 	if e.StatusCode == 0 {
 		return fmt.Sprintf("sink unreachable (%s): %v", kind, e.Err)
@@ -111,8 +119,46 @@ func (s *Sender) Timeout() time.Duration { return s.timeout }
 // replay, so the sink can drop a retried delivery it already processed. It uses the
 // subscription's UID rather than its name: a subscription deleted and recreated under the same
 // name is a different stream of events.
+//
+// The event id in it is percent-encoded as in ce-id (see HeaderValue), so the key carries any
+// id HTTP could not, and a sink that decodes it gets "<uid>:<event id>" back.
 func IdempotencyKey(ev store.Event) string {
-	return ev.SubscriptionUID + ":" + ev.EventID
+	return HeaderValue(ev.SubscriptionUID + ":" + ev.EventID)
+}
+
+// HeaderValue percent-encodes s for a header of the CloudEvents HTTP protocol binding (1.0.2,
+// section 3.1.3.2, "HTTP Header Values"): space, double quote, percent and every character
+// outside printable ASCII U+0021-U+007E (control characters included, as the binding
+// recommends) become %XY per UTF-8 byte, upper-case hex; everything else stays. One round of
+// percent-decoding gives s back. A string with nothing to encode is returned as it is.
+func HeaderValue(s string) string {
+	i := 0
+	for i < len(s) && !mustEncode(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s) + 2*(len(s)-i))
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		if c := s[i]; mustEncode(c) {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xF])
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// mustEncode reports whether HeaderValue encodes byte c. Bytes of a multi-byte UTF-8
+// character are all >= 0x80, so encoding byte by byte encodes each such character whole.
+func mustEncode(c byte) bool {
+	return c <= ' ' || c > '~' || c == '"' || c == '%'
 }
 
 // Send posts ev to sinkURL. It returns the sink's status code (0 when there was no response)
@@ -124,7 +170,7 @@ func (s *Sender) Send(ctx context.Context, sinkURL string, ev store.Event) (int,
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sinkURL, bytes.NewReader(ev.Payload))
 	if err != nil {
 		// A malformed URL is a configuration error the user can fix; keep the job until then.
-		return 0, &Error{Retryable: true, Err: errors.New("invalid sink URL")}
+		return 0, &Error{Retryable: true, Unsent: true, Err: errors.New("invalid sink URL")}
 	}
 	eventType := ev.EventType
 	if eventType == "" {
@@ -136,13 +182,23 @@ func (s *Sender) Send(ctx context.Context, sinkURL string, ev store.Event) (int,
 	}
 	h := req.Header
 	h.Set("ce-specversion", "1.0")
-	h.Set("ce-id", ev.EventID)
-	h.Set("ce-source", "hookwarden/"+ev.Subscription)
-	h.Set("ce-type", eventType)
+	h.Set("ce-id", HeaderValue(ev.EventID))
+	h.Set("ce-source", HeaderValue("hookwarden/"+ev.Subscription))
+	h.Set("ce-type", HeaderValue(eventType))
 	h.Set("ce-time", ev.ReceivedAt.UTC().Format(time.RFC3339Nano))
 	h.Set("Content-Type", contentType)
 	h.Set("Idempotency-Key", IdempotencyKey(ev))
 	h.Set("User-Agent", UserAgent)
+	// net/http would refuse the request inside Do, an error no retry can fix. The receiver
+	// records no such event (store.CheckEvent), but a row written before that check existed
+	// may still carry one.
+	for name, values := range h {
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return 0, &Error{Unsent: true, Err: fmt.Errorf("the event's %s is not a valid HTTP header value", name)}
+			}
+		}
+	}
 
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
 )
@@ -44,6 +48,8 @@ func TestSenderRequest(t *testing.T) {
 	full := testEvent()
 	bare := testEvent()
 	bare.EventType, bare.ContentType = "", ""
+	hostile := testEvent()
+	hostile.EventID, hostile.EventType = "evt\r\nX-Injected: yes \"é\"%41", "invoice.paid\r\n"
 
 	cases := []struct {
 		reason string
@@ -75,6 +81,20 @@ func TestSenderRequest(t *testing.T) {
 				"Ce-Time":         "2026-03-14T14:09:26.535897932Z",
 				"Content-Type":    "application/json",
 				"Idempotency-Key": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
+				"User-Agent":      "hookwarden-receiver",
+			},
+		},
+		{
+			reason: "id, type and key are percent-encoded as the CloudEvents HTTP binding says (CR, LF, space, quote, percent, non-ASCII)",
+			ev:     hostile,
+			want: map[string]string{
+				"Ce-Specversion":  "1.0",
+				"Ce-Id":           "evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
+				"Ce-Source":       "hookwarden/shop/payments",
+				"Ce-Type":         "invoice.paid%0D%0A",
+				"Ce-Time":         "2026-03-14T14:09:26.535897932Z",
+				"Content-Type":    "application/json; charset=utf-8",
+				"Idempotency-Key": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
 				"User-Agent":      "hookwarden-receiver",
 			},
 		},
@@ -120,6 +140,7 @@ type outcome struct {
 	Retryable  bool
 	RetryAfter time.Duration
 	Transport  bool // no response at all
+	Unsent     bool // no request either
 }
 
 func TestSenderClassification(t *testing.T) {
@@ -146,7 +167,8 @@ func TestSenderClassification(t *testing.T) {
 	cases := []struct {
 		reason  string
 		handler http.HandlerFunc
-		url     string // overrides the test server
+		url     string             // overrides the test server
+		event   func(*store.Event) // changes testEvent(); without a handler a sent request gets 404
 		want    outcome
 	}{
 		{reason: "200 delivers", handler: respond(200), want: outcome{Status: 200, Delivered: true}},
@@ -189,6 +211,11 @@ func TestSenderClassification(t *testing.T) {
 			want: outcome{Retryable: true, Transport: true},
 		},
 		{reason: "connection refused retries", url: refused, want: outcome{Retryable: true, Transport: true}},
+		{
+			reason: "an event net/http cannot send (a Content-Type with CRLF stored before the receiver checked) is permanent and never sent",
+			event:  func(ev *store.Event) { ev.ContentType = "application/json\r\nX-Injected: yes" },
+			want:   outcome{Transport: true, Unsent: true},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
@@ -205,8 +232,12 @@ func TestSenderClassification(t *testing.T) {
 				url = tc.url
 			}
 
+			ev := testEvent()
+			if tc.event != nil {
+				tc.event(&ev)
+			}
 			s := NewSender(SenderOptions{Timeout: 500 * time.Millisecond, Now: func() time.Time { return t0 }})
-			status, err := s.Send(context.Background(), url, testEvent())
+			status, err := s.Send(context.Background(), url, ev)
 
 			got := outcome{Status: status, Delivered: err == nil}
 			if err != nil {
@@ -217,7 +248,10 @@ func TestSenderClassification(t *testing.T) {
 				if de.StatusCode != status {
 					t.Errorf("Error.StatusCode = %d, returned status %d", de.StatusCode, status)
 				}
-				got.Retryable, got.RetryAfter, got.Transport = de.Retryable, de.RetryAfter, de.Err != nil
+				got.Retryable, got.RetryAfter, got.Transport, got.Unsent = de.Retryable, de.RetryAfter, de.Err != nil, de.Unsent
+				if de.Unsent && strings.Contains(err.Error(), "sink unreachable") {
+					t.Errorf("error %q blames the sink for a request that was never sent", err)
+				}
 				for _, secret := range []string{"PAYLOAD-MARKER", "URL-SECRET"} {
 					if strings.Contains(err.Error(), secret) {
 						t.Errorf("error %q leaks %s", err, secret)
@@ -255,5 +289,50 @@ func TestParseRetryAfter(t *testing.T) {
 				t.Errorf("parseRetryAfter(%q) = %s, want %s", tc.value, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestHeaderValue(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"evt_1NqZ", "evt_1NqZ"},
+		// The binding's own example (section 3.1.3.2).
+		{"Euro \u20ac \U0001F600", "Euro%20%E2%82%AC%20%F0%9F%98%80"},
+		{"a\r\nb", "a%0D%0Ab"},
+		{"\x00\x1f\x7f\t", "%00%1F%7F%09"},
+		{`say "100%"`, "say%20%22100%25%22"},
+		{"!#$&'()*+,/:;<=>?@[\\]^_`{|}~", "!#$&'()*+,/:;<=>?@[\\]^_`{|}~"}, // printable ASCII stays
+		{"", ""},
+	}
+	for _, tc := range cases {
+		if got := HeaderValue(tc.in); got != tc.want {
+			t.Errorf("HeaderValue(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Any valid UTF-8 string is carried: the encoded value is a valid header value, and one round
+// of percent-decoding gives the string back.
+func TestHeaderValueRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	for range 20000 {
+		runes := make([]rune, r.IntN(12))
+		for i := range runes {
+			switch r.IntN(3) {
+			case 0:
+				runes[i] = rune(r.IntN(0x80))
+			case 1:
+				runes[i] = rune(r.IntN(0x800))
+			default:
+				runes[i] = rune(r.IntN(utf8.MaxRune + 1))
+			}
+		}
+		s := strings.ToValidUTF8(string(runes), "?")
+		enc := HeaderValue(s)
+		if !httpguts.ValidHeaderFieldValue(enc) || strings.ContainsAny(enc, " \"") {
+			t.Fatalf("HeaderValue(%q) = %q: not a plain header value", s, enc)
+		}
+		if dec, err := url.PathUnescape(enc); err != nil || dec != s {
+			t.Fatalf("HeaderValue(%q) = %q decodes to %q, %v", s, enc, dec, err)
+		}
 	}
 }

@@ -83,12 +83,16 @@ func NewBatcher(s Store, opts BatcherOptions) *Batcher {
 }
 
 // Claim records e and enqueues its job. It returns once the transaction holding the claim has
-// committed (duplicate reports whether e was recorded before) or failed (err is the store's
-// error, shared by every claim of that transaction; an EachClaimer fails claims one by one). When ctx ends first Claim returns
-// ctx.Err(); the claim may still commit, and the provider's redelivery is then a duplicate.
+// committed (duplicate reports whether e was recorded before) or failed: err wraps
+// ErrInvalidEvent for an event CheckEvent refuses, and is otherwise the store's error for this
+// claim (see commit: a failed batch is retried in parts, and an EachClaimer fails claims one
+// by one, so a claim that can be recorded is not failed by one that cannot). When ctx ends
+// first Claim returns ctx.Err(); the claim may still commit, and the provider's redelivery is
+// then a duplicate.
 func (b *Batcher) Claim(ctx context.Context, e Event) (duplicate bool, err error) {
-	if e.Subscription == "" || e.EventID == "" {
-		return false, errors.New("store: claim: empty subscription or event id")
+	if err := CheckEvent(e); err != nil {
+		// Refused before it joins a batch, where it would fail every claim of the commit.
+		return false, fmt.Errorf("store: claim: %w", err)
 	}
 	c := &claim{ctx: ctx, event: e, result: make(chan claimResult, 1)}
 	b.mu.RLock()
@@ -117,7 +121,8 @@ func (b *Batcher) Claim(ctx context.Context, e Event) (duplicate bool, err error
 // one new job, so the delivery side can lease without polling.
 func (b *Batcher) Committed() <-chan struct{} { return b.committed }
 
-// Commits is the number of ClaimBatch transactions run so far, failed ones included.
+// Commits is the number of ClaimBatch transactions run so far, failed ones and the retries of
+// a failed batch's parts included.
 func (b *Batcher) Commits() int64 { return b.commits.Load() }
 
 // Close stops accepting claims, commits the ones already queued and returns when the
@@ -161,6 +166,12 @@ func (b *Batcher) drain(batch []*claim) []*claim {
 	return batch
 }
 
+// commit records the batch in one ClaimBatch (or ClaimEach) and answers its claims. When a
+// ClaimBatch fails as a whole the batch is split in halves, each committed again, down to single claims: a claim the database
+// refuses for its content (one CheckEvent did not foresee) then fails alone instead of
+// failing every claim that shared its transaction. The normal case stays one transaction.
+// A commit that timed out is not split: the database is slow, and more transactions would
+// only slow it down further.
 func (b *Batcher) commit(batch []*claim) {
 	live := make([]*claim, 0, len(batch))
 	events := make([]Event, 0, len(batch))
@@ -177,9 +188,16 @@ func (b *Batcher) commit(batch []*claim) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.CommitTimeout)
-	results := b.claim(ctx, events)
+	results, batchErr := b.claim(ctx, events)
 	cancel()
 	b.commits.Add(1)
+	if batchErr != nil && len(live) > 1 && !errors.Is(batchErr, context.DeadlineExceeded) {
+		// Claims whose callers left meanwhile are dropped by the recursive commits.
+		half := len(live) / 2
+		b.commit(live[:half])
+		b.commit(live[half:])
+		return
+	}
 	if slices.ContainsFunc(results, func(r ClaimResult) bool { return r.Err == nil && !r.Duplicate }) {
 		// Before answering, so that a caller who saw its claim accepted also finds the signal.
 		select {
@@ -192,16 +210,17 @@ func (b *Batcher) commit(batch []*claim) {
 	}
 }
 
-// claim runs one ClaimBatch (or ClaimEach) and gives every event its result.
-func (b *Batcher) claim(ctx context.Context, events []Event) []ClaimResult {
-	results := make([]ClaimResult, len(events))
+// claim runs one ClaimBatch (or ClaimEach) and gives every event its result. batchErr is the
+// error of a ClaimBatch that failed as a whole (every result carries it).
+func (b *Batcher) claim(ctx context.Context, events []Event) (results []ClaimResult, batchErr error) {
+	results = make([]ClaimResult, len(events))
 	if each, ok := b.s.(EachClaimer); ok {
 		got := each.ClaimEach(ctx, events)
 		if len(got) == len(events) {
-			return got
+			return got, nil
 		}
 		fail(results, fmt.Errorf("store: claim batch answered %d of %d claims", len(got), len(events)))
-		return results
+		return results, nil
 	}
 	dup, err := b.s.ClaimBatch(ctx, events)
 	if err == nil && len(dup) != len(events) {
@@ -209,12 +228,12 @@ func (b *Batcher) claim(ctx context.Context, events []Event) []ClaimResult {
 	}
 	if err != nil {
 		fail(results, err)
-		return results
+		return results, err
 	}
 	for i, d := range dup {
 		results[i].Duplicate = d
 	}
-	return results
+	return results, nil
 }
 
 func fail(results []ClaimResult, err error) {

@@ -110,12 +110,14 @@ func newTokenBase() string {
 	return hex.EncodeToString(b[:])
 }
 
-// validate refuses events that cannot be keyed: the subscription becomes a hash tag, which a
-// brace would cut short (Kubernetes names never contain one).
+// validate refuses what every store refuses (CheckEvent: the rules are the same on all of them,
+// though Redis strings could hold more) and events that cannot be keyed: the subscription
+// becomes a hash tag, which a brace would cut short (Kubernetes names never contain one).
 func validate(e Event) error {
+	if err := CheckEvent(e); err != nil {
+		return fmt.Errorf("store: claim: %w", err)
+	}
 	switch {
-	case e.Subscription == "" || e.EventID == "":
-		return errors.New("store: claim: empty subscription or event id")
 	case strings.ContainsAny(e.Subscription, "{}"):
 		return fmt.Errorf("store: claim: subscription %q contains a brace", e.Subscription)
 	}

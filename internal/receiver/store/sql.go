@@ -58,7 +58,8 @@ type eventKey struct{ subscription, eventID string }
 
 // ClaimBatch implements Store. One INSERT ... ON CONFLICT DO NOTHING RETURNING records the
 // batch: the unique constraint decides between concurrent claims, also across processes, and
-// each inserted row is its event's pending job.
+// each inserted row is its event's pending job. An event CheckEvent refuses fails the batch
+// before the database sees it.
 func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	dup := make([]bool, len(events))
 	if len(events) == 0 {
@@ -69,8 +70,8 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	first := make(map[eventKey]int, len(events))
 	uniq := make([]int, 0, len(events))
 	for i, e := range events {
-		if e.Subscription == "" || e.EventID == "" {
-			return nil, fmt.Errorf("store: claim: event %d has an empty subscription or event id", i)
+		if err := CheckEvent(e); err != nil {
+			return nil, fmt.Errorf("store: claim: event %d: %w", i, err)
 		}
 		dup[i] = true
 		k := eventKey{e.Subscription, e.EventID}
