@@ -21,6 +21,9 @@ type Verified struct {
 	EventType string // e.g. "invoice.paid", "push"; may be empty
 	// IDFallback is true when no stable id existed and EventID is a hash of stable fields.
 	IDFallback bool
+	// Ping marks an authentic test delivery the provider sends to check the endpoint (GitHub's
+	// ping on create): the receiver answers it and counts it, and never delivers it to the sink.
+	Ping bool
 }
 
 // Verifier checks a delivery against every secret that may currently sign it (rotation overlap) and extracts its dedupe key.

@@ -27,6 +27,8 @@ import (
 	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/rest"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 )
 
@@ -96,7 +98,10 @@ func (o options) validate() error {
 
 // verifiers maps provider types to their signature schemes; main owns the registry.
 func verifiers() map[string]providers.Verifier {
-	return map[string]providers.Verifier{string(hookv1.ProviderStripe): stripe.NewVerifier()}
+	return map[string]providers.Verifier{
+		string(hookv1.ProviderStripe): stripe.NewVerifier(),
+		string(hookv1.ProviderGitHub): github.NewVerifier(),
+	}
 }
 
 func run(ctx context.Context, o options) error {
@@ -149,7 +154,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	routes := receiver.NewRoutes()
-	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes}
+	// REST profiles describe their scheme in the signing Secret.
+	schemes := map[string]func([]byte) (providers.Verifier, error){string(hookv1.ProviderREST): rest.NewVerifierFromSpec}
+	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes, Schemes: schemes}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return err
 	}

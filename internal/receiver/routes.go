@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Route is what the receiver knows about one subscription.
@@ -29,6 +30,9 @@ type Route struct {
 	Provider        string
 	// Secrets are every signing secret that may currently sign deliveries (rotation overlap).
 	Secrets [][]byte
+	// Verifier, when set, verifies this route's deliveries instead of the provider type's: a
+	// scheme described in the signing Secret (a REST profile's).
+	Verifier providers.Verifier
 	// Sink, MaxAttempts and DedupeWindow come from spec.delivery.
 	Sink         string
 	MaxAttempts  int
@@ -98,6 +102,9 @@ func (t *Routes) Len() int {
 type RouteReconciler struct {
 	client.Reader
 	Routes *Routes
+	// Schemes build, by provider type, the verifier a signing Secret describes
+	// (hookv1.SecretKeyVerifier) for providers whose scheme is not known from the type alone.
+	Schemes map[string]func(spec []byte) (providers.Verifier, error)
 }
 
 // SetupWithManager watches subscriptions and the signing Secrets (the manager's cache must be
@@ -152,6 +159,9 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	default:
 		route.Secrets = signingSecrets(&sec)
 	}
+	if build, ok := r.Schemes[route.Provider]; ok {
+		route.Verifier = describedVerifier(build, sec.Data[hookv1.SecretKeyVerifier])
+	}
 	r.Routes.Set(route)
 	return ctrl.Result{}, nil
 }
@@ -192,6 +202,30 @@ func (r *RouteReconciler) routesAll(subs []hookv1.WebhookSubscription) bool {
 		}
 	}
 	return true
+}
+
+// describedVerifier builds the verifier a signing Secret describes. Until the manager has
+// written a description, or when it cannot be used, the route refuses every delivery (401),
+// as it does without secrets: nothing unverified is ever recorded.
+func describedVerifier(build func([]byte) (providers.Verifier, error), spec []byte) providers.Verifier {
+	if len(spec) == 0 {
+		return refusing("the manager has not described this route's signature scheme yet")
+	}
+	v, err := build(spec)
+	switch {
+	case err != nil:
+		return refusing("the signature scheme in the signing Secret cannot be used: " + err.Error())
+	case v == nil:
+		return refusing("the profile declares no signature scheme, and the receiver accepts no unsigned delivery")
+	}
+	return v
+}
+
+// refusing is the verifier of a route that cannot verify: it refuses everything.
+type refusing string
+
+func (r refusing) Verify(providers.Delivery, [][]byte) (providers.Verified, error) {
+	return providers.Verified{}, providers.VerifyError("receiver", providers.ErrBadSignature, "%s", string(r))
 }
 
 // signingSecrets returns every distinct secret in a signing Secret, in a stable order: the

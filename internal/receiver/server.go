@@ -36,6 +36,7 @@ type Handler struct {
 // Results of one delivery request, as counted in metrics.
 const (
 	resultAccepted     = "accepted"
+	resultPing         = "ping"
 	resultDuplicate    = "duplicate"
 	resultBadSignature = "bad_signature"
 	resultTooOld       = "too_old"
@@ -72,10 +73,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	if !ok {
 		return resultUnknownRoute, http.StatusNotFound
 	}
-	verifier, ok := h.Verifiers[route.Provider]
-	if !ok {
-		log().Info("no verifier for provider", "provider", route.Provider)
-		return resultUnknownRoute, http.StatusNotFound
+	verifier := route.Verifier
+	if verifier == nil {
+		if verifier, ok = h.Verifiers[route.Provider]; !ok {
+			log().Info("no verifier for provider", "provider", route.Provider)
+			return resultUnknownRoute, http.StatusNotFound
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxBody))
 	if err != nil {
@@ -101,6 +104,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 			log().V(1).Info("delivery refused", "reason", err.Error())
 		}
 		return result, http.StatusUnauthorized
+	}
+	if v.Ping {
+		// The provider checking the endpoint: authentic, answered, counted, not an event.
+		return resultPing, http.StatusOK
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.ClaimTimeout)
 	defer cancel()
@@ -140,7 +147,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 // responses are the pre-encoded bodies, one per result.
 var responses = func() map[string][]byte {
 	m := map[string][]byte{}
-	for _, r := range []string{resultAccepted, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
+	for _, r := range []string{resultAccepted, resultPing, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
 		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultInvalidEvent, resultStoreError} {
 		m[r] = []byte(`{"result":"` + r + `"}` + "\n")
 	}

@@ -25,6 +25,9 @@ const (
 	DeliveryHeader = "X-GitHub-Delivery"
 	// EventHeader names the event ("push", "ping", ...).
 	EventHeader = "X-GitHub-Event"
+	// PingEvent is the X-GitHub-Event of the test delivery GitHub sends when a hook is created
+	// (and on POST …/pings).
+	PingEvent = "ping"
 	// HookIDHeader carries the id of the hook that sent the delivery.
 	HookIDHeader = "X-GitHub-Hook-ID"
 	// legacySignatureHeader is the SHA-1 signature, which is never accepted.
@@ -115,7 +118,8 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		}
 		id = hook + "/" + id
 	}
-	return providers.Verified{EventID: id, EventType: d.Header.Get(EventHeader)}, nil
+	event := d.Header.Get(EventHeader)
+	return providers.Verified{EventID: id, EventType: event, Ping: event == PingEvent}, nil
 }
 
 func mac(secret, body []byte) []byte {

@@ -1,0 +1,198 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/receiver"
+	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/rest"
+)
+
+// routeFrom builds a route the way the receiver does: from a subscription and its signing
+// Secret, through the RouteReconciler.
+func routeFrom(t *testing.T, provider hookv1.ProviderType, data map[string][]byte) receiver.Route {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := hookv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	sub := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-1"},
+		Spec: hookv1.WebhookSubscriptionSpec{Provider: hookv1.ProviderSpec{Type: provider}, SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"},
+			Delivery: &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "http://sink.invalid/"}}}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-signing"}, Data: data}
+	routes := receiver.NewRoutes()
+	r := &receiver.RouteReconciler{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(sub, sec).Build(), Routes: routes,
+		Schemes: map[string]func([]byte) (providers.Verifier, error){"rest": rest.NewVerifierFromSpec}}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}); err != nil {
+		t.Fatal(err)
+	}
+	route, ok := routes.Lookup("shop", "orders")
+	if !ok {
+		t.Fatal("no route")
+	}
+	return route
+}
+
+type providerHarness struct {
+	srv     *httptest.Server
+	st      *store.SQL
+	metrics *prometheus.Registry
+}
+
+func newProviderHarness(t *testing.T, route receiver.Route) *providerHarness {
+	t.Helper()
+	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batcher := store.NewBatcher(st, store.BatcherOptions{})
+	routes := receiver.NewRoutes()
+	routes.Set(route)
+	reg := prometheus.NewRegistry()
+	h := &receiver.Handler{
+		Routes: routes, Verifiers: map[string]providers.Verifier{"github": github.NewVerifier()}, Claims: batcher,
+		MaxBody: 1 << 16, ClaimTimeout: 5 * time.Second, Metrics: receiver.NewMetrics(reg), Log: logr.Discard(), Now: time.Now,
+	}
+	srv := httptest.NewServer(h.Mux())
+	t.Cleanup(func() { srv.Close(); batcher.Close(); st.Close() })
+	return &providerHarness{srv: srv, st: st, metrics: reg}
+}
+
+func (h *providerHarness) post(t *testing.T, body []byte, header map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/shop/orders", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (h *providerHarness) depth(t *testing.T) int {
+	n, err := h.st.Depth(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestGitHubRoutes: deliveries verify against every secret in the signing Secret (the pending
+// one too: GitHub signs its first ping with it), dedupe on X-GitHub-Delivery, and a ping is
+// answered and counted but never recorded for the sink.
+func TestGitHubRoutes(t *testing.T) {
+	const current, pending = "current-secret-0123456789abcdef", "pending-secret-fedcba9876543210"
+	route := routeFrom(t, hookv1.ProviderGitHub, map[string][]byte{
+		hookv1.SecretKeyCurrent: []byte(current), hookv1.SecretKeyPrefix + "101": []byte(current), hookv1.SecretKeyPending: []byte(pending),
+	})
+	h := newProviderHarness(t, route)
+	deliver := func(secret, guid, event string) int {
+		body := []byte(`{"zen":"Design for failure.","hook_id":101}`)
+		return h.post(t, body, map[string]string{
+			github.SignatureHeader: github.Sign([]byte(secret), body), github.DeliveryHeader: guid, github.EventHeader: event, github.HookIDHeader: "101",
+		})
+	}
+	if got := deliver(pending, "guid-ping", "ping"); got != http.StatusOK {
+		t.Errorf("ping signed with the pending secret: %d; want 200", got)
+	}
+	if d := h.depth(t); d != 0 {
+		t.Errorf("a ping was recorded for the sink (depth %d)", d)
+	}
+	if got := requests(t, h.metrics, "ping"); got != 1 {
+		t.Errorf("ping counted %v times; want 1", got)
+	}
+	if got := deliver(current, "guid-1", "push"); got != http.StatusAccepted {
+		t.Errorf("push: %d; want 202", got)
+	}
+	if got := deliver(pending, "guid-1", "push"); got != http.StatusOK {
+		t.Errorf("the same delivery GUID again (redelivery): %d; want 200 duplicate", got)
+	}
+	if got := deliver("not-ours", "guid-2", "push"); got != http.StatusUnauthorized {
+		t.Errorf("a wrong secret: %d; want 401", got)
+	}
+	if d := h.depth(t); d != 1 {
+		t.Errorf("depth %d; want the one push", d)
+	}
+	jobs, err := h.st.Lease(context.Background(), 10, time.Now(), time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Lease = %v, %v; want the push", jobs, err)
+	}
+	if jobs[0].Event.EventID != "guid-1" || jobs[0].Event.EventType != "push" {
+		t.Errorf("recorded %q of type %q; want guid-1 of type push (ce-type comes from X-GitHub-Event)", jobs[0].Event.EventID, jobs[0].Event.EventType)
+	}
+}
+
+// TestRESTRoutes: a REST route verifies with the scheme its signing Secret describes, and
+// refuses everything until there is a usable one.
+func TestRESTRoutes(t *testing.T) {
+	const token = "gitlab-token-0123456789abcdef"
+	spec := []byte(`{"scheme":"token","token":{"header":"X-Gitlab-Token","eventIDHeader":"Idempotency-Key"}}`)
+	body := []byte(`{"object_kind":"push"}`)
+	headers := map[string]string{"X-Gitlab-Token": token, "Idempotency-Key": "b4d8e2a0-1"}
+	cases := []struct {
+		reason string
+		data   map[string][]byte
+		want   int
+	}{
+		{"described scheme, right token", map[string][]byte{hookv1.SecretKeyCurrent: []byte(token), hookv1.SecretKeyVerifier: spec}, http.StatusAccepted},
+		{"described scheme, another token", map[string][]byte{hookv1.SecretKeyCurrent: []byte("another"), hookv1.SecretKeyVerifier: spec}, http.StatusUnauthorized},
+		{"no description yet", map[string][]byte{hookv1.SecretKeyCurrent: []byte(token)}, http.StatusUnauthorized},
+		{"an unusable description", map[string][]byte{hookv1.SecretKeyCurrent: []byte(token), hookv1.SecretKeyVerifier: []byte(`{"scheme":"rot13"}`)}, http.StatusUnauthorized},
+		{"unsigned by the profile", map[string][]byte{hookv1.SecretKeyVerifier: []byte(`{"scheme":"none"}`)}, http.StatusUnauthorized},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			h := newProviderHarness(t, routeFrom(t, hookv1.ProviderREST, c.data))
+			if got := h.post(t, body, headers); got != c.want {
+				t.Errorf("delivery: %d; want %d (%s)", got, c.want, c.reason)
+			}
+		})
+	}
+}
+
+// requests reads hookwarden_receiver_requests_total{result} from reg.
+func requests(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookwarden_receiver_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
