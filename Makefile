@@ -15,6 +15,10 @@ CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen
 KUSTOMIZE_VERSION ?= v5.7.1
 GEN_PATHS := ./api/...;./controllers/...
 TEST_TIMEOUT ?= 20m
+# The version --version prints and the images carry; overridable (make images VERSION=v0.3.0).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# Static, reproducible binaries: no cgo (the images have no libc), no local paths, no build id.
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid= -X github.com/hookwarden/hookwarden/internal/version.version=$(VERSION)"
 
 .PHONY: all
 all: build
@@ -77,10 +81,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s); their seed corpora als
 
 ##@ Build
 .PHONY: build
-build: ## Build the binaries into bin/.
-	go build -o $(BIN)/manager ./cmd/manager
-	go build -o $(BIN)/receiver ./cmd/receiver
-	go build -o $(BIN)/fakestripe ./cmd/fakestripe
+build: ## Build static binaries into bin/ (CGO_ENABLED=0, version from VERSION).
+	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(BIN)/receiver ./cmd/receiver
+	$(GO_BUILD) -o $(BIN)/fakestripe ./cmd/fakestripe
 
 RECEIVER_BASE_URL ?=
 

@@ -47,6 +47,12 @@ const (
 	resultStoreError   = "store_error"
 )
 
+// Results lists every value of the result label of hookwarden_receiver_requests_total.
+func Results() []string {
+	return []string{resultAccepted, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
+		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultStoreError}
+}
+
 // Mux returns the receiver's HTTP routes.
 func (h *Handler) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
@@ -130,8 +136,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 // responses are the pre-encoded bodies, one per result.
 var responses = func() map[string][]byte {
 	m := map[string][]byte{}
-	for _, r := range []string{resultAccepted, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
-		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultStoreError} {
+	for _, r := range Results() {
 		m[r] = []byte(`{"result":"` + r + `"}` + "\n")
 	}
 	return m
