@@ -86,6 +86,30 @@ build: ## Build static binaries into bin/ (CGO_ENABLED=0, version from VERSION).
 	$(GO_BUILD) -o $(BIN)/receiver ./cmd/receiver
 	$(GO_BUILD) -o $(BIN)/fakestripe ./cmd/fakestripe
 
+# Images: built here without a container engine (hack/image, go-containerregistry) from the
+# static binaries; a docker-save tarball per image, or pushed with REGISTRY.
+PLATFORM ?= linux/$(shell go env GOARCH)
+IMAGE_REPO ?= hookwarden
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_BIN := $(BIN)/images/$(subst /,-,$(PLATFORM))
+IMAGE_ARGS = -version $(VERSION) -revision "$(REVISION)" -platform $(PLATFORM) -source-date-epoch $(SOURCE_DATE_EPOCH) \
+	manager=$(IMAGE_BIN)/manager receiver=$(IMAGE_BIN)/receiver
+
+.PHONY: image-binaries
+image-binaries:
+	GOOS=$(word 1,$(subst /, ,$(PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(PLATFORM))) $(GO_BUILD) -o $(IMAGE_BIN)/manager ./cmd/manager
+	GOOS=$(word 1,$(subst /, ,$(PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(PLATFORM))) $(GO_BUILD) -o $(IMAGE_BIN)/receiver ./cmd/receiver
+
+.PHONY: images
+images: image-binaries ## Build the manager and receiver images into bin/images/{manager,receiver}.tar (docker load -i / kind load image-archive).
+	go run ./hack/image -repository $(IMAGE_REPO) -out $(BIN)/images $(IMAGE_ARGS)
+
+.PHONY: images-push
+images-push: image-binaries ## Push the images to REGISTRY (e.g. make images-push REGISTRY=ghcr.io/me), credentials from ~/.docker/config.json.
+	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make images-push REGISTRY=ghcr.io/me"; exit 1; }
+	go run ./hack/image -push $(REGISTRY) $(IMAGE_ARGS)
+
 RECEIVER_BASE_URL ?=
 
 .PHONY: run
