@@ -46,7 +46,7 @@ verify-generated: ## Fail when generated files are stale.
 
 .PHONY: verify-manifests
 verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
-	@for d in config/crd config/rbac config/manager config/receiver config/samples config/default; do \
+	@for d in config/crd config/rbac config/manager config/receiver config/samples config/default config/prometheus; do \
 	  $(BIN)/kustomize build $$d >/dev/null || { echo "kustomize build $$d failed"; exit 1; }; done
 	@echo "kustomize overlays build"
 

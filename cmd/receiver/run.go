@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -53,9 +54,17 @@ type options struct {
 	shutdownGrace                    time.Duration
 }
 
+// storeEnv may hold the store DSN instead of --store: a DSN with a password then comes from a
+// Secret through the environment, not through the command line every process can read.
+const storeEnv = "HOOKWARDEN_STORE"
+
 func defaultOptions() options {
+	dsn := defaultStore
+	if v := os.Getenv(storeEnv); v != "" {
+		dsn = v
+	}
 	return options{
-		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: defaultStore, storePromise: store.PromiseStrict.String(),
+		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: dsn, storePromise: store.PromiseStrict.String(),
 		maxBody: 5 << 20, claimTimeout: 10 * time.Second, workers: deliver.DefaultWorkers,
 		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: deliver.DefaultTimeout,
 		retryBase: deliver.DefaultBackoffBase, retryMax: deliver.DefaultBackoffMax, retention: receiver.DefaultDedupeWindow,
@@ -67,7 +76,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.bindAddr, "bind-address", o.bindAddr, "address deliveries arrive on (POST /hooks/<namespace>/<name>)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Prometheus metrics address; \"0\" disables")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "/healthz and /readyz address")
-	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica), postgres://... or redis://... / rediss://... (several replicas)")
+	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica), postgres://... or redis://... / rediss://... (several replicas); default $"+storeEnv+" if set")
 	fs.StringVar(&o.storePromise, "store-promise", o.storePromise, "weakest promise to run with: strict, at-least-once (Redis may evict delivered events' dedupe keys) "+
 		"or best-effort (Redis may lose acknowledged events); the receiver refuses to start when its Redis allows less")
 	bindStorePassword(fs, &o.storePasswordFile)
