@@ -13,6 +13,7 @@ IMG ?= hookwarden/manager:dev
 RECEIVER_IMG ?= hookwarden/receiver:dev
 CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen
 KUSTOMIZE_VERSION ?= v5.7.1
+HELM_VERSION ?= v3.22.0
 GEN_PATHS := ./api/...;./controllers/...
 TEST_TIMEOUT ?= 20m
 # The version --version prints and the images carry; overridable (make images VERSION=v0.3.0).
@@ -50,6 +51,20 @@ verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
 	  $(BIN)/kustomize build $$d >/dev/null || { echo "kustomize build $$d failed"; exit 1; }; done
 	@echo "kustomize overlays build"
 
+.PHONY: chart-sync
+chart-sync: manifests ## Copy the generated CRD and manager rules into the Helm chart (make test fails when they differ).
+	@rm -f charts/hookwarden/crds/*.yaml
+	@cp config/crd/bases/*.yaml charts/hookwarden/crds/
+	@cp config/rbac/role.yaml charts/hookwarden/files/manager-role.yaml
+
+.PHONY: helm
+helm: ## Build helm $(HELM_VERSION) from the module proxy into bin/ (cached).
+	@test -x $(BIN)/helm || { echo "== installing helm $(HELM_VERSION)"; GOBIN=$(BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+
+.PHONY: promtool
+promtool: ## Make sure promtool is installed (Debian's prometheus package; installed with apt-get when root).
+	@hack/promtool.sh >/dev/null
+
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
 	@hack/control-plane.sh >/dev/null
@@ -59,10 +74,10 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-generated verify-manifests vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster).
+test: verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, Helm chart, alerts).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
-	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
+	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
 .PHONY: bench-receiver
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
