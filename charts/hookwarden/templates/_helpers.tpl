@@ -23,7 +23,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "hookwarden.managerSA" -}}{{ include "hookwarden.fullname" . }}-manager{{- end -}}
 {{- define "hookwarden.receiverSA" -}}{{ include "hookwarden.fullname" . }}-receiver{{- end -}}
 
-{{- define "hookwarden.metricsPort" -}}{{ if .Values.metrics.secure }}8443{{ else }}8080{{ end }}{{- end -}}
+{{- define "hookwarden.metricsPort" -}}{{ if .Values.metrics.secure }}8443{{ else }}9090{{ end }}{{- end -}}
 {{- define "hookwarden.metricsScheme" -}}{{ if .Values.metrics.secure }}https{{ else }}http{{ end }}{{- end -}}
 
 {{/* Refuses values that cannot work, at render time, with a message. */}}
