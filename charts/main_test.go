@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -50,13 +51,13 @@ func run(m *testing.M) int {
 	if _, err := os.Stat(helmBin); err != nil {
 		return fail("helm not found at %s (make helm builds it): %v", helmBin, err)
 	}
-	// The binaries exactly as `make build` makes them (static, cached by the Go build cache).
-	binDir = filepath.Join(tmpDir, "bin")
-	build := exec.Command("make", "-s", "build", "BIN="+binDir, "VERSION=v0.0.0-charttest")
+	// The binaries the images carry (make image-binaries: make build's static flags).
+	build := exec.Command("make", "-s", "image-binaries", "BIN="+filepath.Join(tmpDir, "bin"), "VERSION=v0.0.0-charttest", "PLATFORM=linux/"+runtime.GOARCH)
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
-		return fail("make build: %v\n%s", err, out)
+		return fail("make image-binaries: %v\n%s", err, out)
 	}
+	binDir = filepath.Join(tmpDir, "bin", "images", "linux-"+runtime.GOARCH)
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,17 +31,37 @@ import (
 
 const testVersion = "v0.0.0-imagetest"
 
-// binaries runs `make build` (the target users run) into a temporary folder: the images are
-// made of exactly what it produces. Cached by the Go build cache, a few seconds warm.
-func binaries(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("make", "-s", "build", "BIN="+dir, "VERSION="+testVersion)
+// builtBinaries runs `make image-binaries` (what `make images` packs, built with the same
+// static flags as `make build`) once for the package's tests: compiles are cached, linking is
+// the cost left.
+var builtBinaries = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "image-test-bin-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("make", "-s", "image-binaries", "BIN="+dir, "VERSION="+testVersion, "PLATFORM=linux/"+runtime.GOARCH)
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make build: %v\n%s", err, out)
+		return "", fmt.Errorf("make image-binaries: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "images", "linux-"+runtime.GOARCH), nil
+})
+
+func binaries(t *testing.T) string {
+	t.Helper()
+	dir, err := builtBinaries()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dir, err := builtBinaries(); err == nil {
+		_ = os.RemoveAll(filepath.Dir(filepath.Dir(dir)))
+	}
+	os.Exit(code)
 }
 
 func TestImages(t *testing.T) {
