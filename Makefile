@@ -13,8 +13,13 @@ IMG ?= hookwarden/manager:dev
 RECEIVER_IMG ?= hookwarden/receiver:dev
 CONTROLLER_GEN := go run sigs.k8s.io/controller-tools/cmd/controller-gen
 KUSTOMIZE_VERSION ?= v5.7.1
+HELM_VERSION ?= v3.22.0
 GEN_PATHS := ./api/...;./controllers/...
 TEST_TIMEOUT ?= 20m
+# The version --version prints and the images carry; overridable (make images VERSION=v0.3.0).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# Static, reproducible binaries: no cgo (the images have no libc), no local paths, no build id.
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid= -X github.com/hookwarden/hookwarden/internal/version.version=$(VERSION)"
 
 .PHONY: all
 all: build
@@ -42,9 +47,23 @@ verify-generated: ## Fail when generated files are stale.
 
 .PHONY: verify-manifests
 verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
-	@for d in config/crd config/rbac config/manager config/receiver config/samples config/samples/github config/default; do \
+	@for d in config/crd config/rbac config/manager config/receiver config/samples config/samples/github config/default config/prometheus; do \
 	  $(BIN)/kustomize build $$d >/dev/null || { echo "kustomize build $$d failed"; exit 1; }; done
 	@echo "kustomize overlays build"
+
+.PHONY: chart-sync
+chart-sync: manifests ## Copy the generated CRD and manager rules into the Helm chart (make test fails when they differ).
+	@rm -f charts/hookwarden/crds/*.yaml
+	@cp config/crd/bases/*.yaml charts/hookwarden/crds/
+	@cp config/rbac/role.yaml charts/hookwarden/files/manager-role.yaml
+
+.PHONY: helm
+helm: ## Build helm $(HELM_VERSION) from the module proxy into bin/ (cached).
+	@test -x $(BIN)/helm || { echo "== installing helm $(HELM_VERSION)"; GOBIN=$(BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+
+.PHONY: promtool
+promtool: ## Make sure promtool is installed (Debian's prometheus package; installed with apt-get when root).
+	@hack/promtool.sh >/dev/null
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
@@ -55,10 +74,10 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-generated verify-manifests vet control-plane stripe-mock ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster).
+test: verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, Helm chart, alerts).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
-	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
+	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
 .PHONY: bench-receiver
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
@@ -93,11 +112,35 @@ validate-profile: ## Check a REST provider profile (PROFILE=path) before anythin
 
 ##@ Build
 .PHONY: build
-build: ## Build the binaries into bin/.
-	go build -o $(BIN)/manager ./cmd/manager
-	go build -o $(BIN)/receiver ./cmd/receiver
-	go build -o $(BIN)/fakestripe ./cmd/fakestripe
-	go build -o $(BIN)/fakegithub ./cmd/fakegithub
+build: ## Build static binaries into bin/ (CGO_ENABLED=0, version from VERSION).
+	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
+	$(GO_BUILD) -o $(BIN)/receiver ./cmd/receiver
+	$(GO_BUILD) -o $(BIN)/fakestripe ./cmd/fakestripe
+	$(GO_BUILD) -o $(BIN)/fakegithub ./cmd/fakegithub
+
+# Images: built here without a container engine (hack/image, go-containerregistry) from the
+# static binaries; a docker-save tarball per image, or pushed with REGISTRY.
+PLATFORM ?= linux/$(shell go env GOARCH)
+IMAGE_REPO ?= hookwarden
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_BIN := $(BIN)/images/$(subst /,-,$(PLATFORM))
+IMAGE_ARGS = -version $(VERSION) -revision "$(REVISION)" -platform $(PLATFORM) -source-date-epoch $(SOURCE_DATE_EPOCH) \
+	manager=$(IMAGE_BIN)/manager receiver=$(IMAGE_BIN)/receiver
+
+.PHONY: image-binaries
+image-binaries:
+	GOOS=$(word 1,$(subst /, ,$(PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(PLATFORM))) $(GO_BUILD) -o $(IMAGE_BIN)/manager ./cmd/manager
+	GOOS=$(word 1,$(subst /, ,$(PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(PLATFORM))) $(GO_BUILD) -o $(IMAGE_BIN)/receiver ./cmd/receiver
+
+.PHONY: images
+images: image-binaries ## Build the manager and receiver images into bin/images/{manager,receiver}.tar (docker load -i / kind load image-archive).
+	go run ./hack/image -repository $(IMAGE_REPO) -out $(BIN)/images $(IMAGE_ARGS)
+
+.PHONY: images-push
+images-push: image-binaries ## Push the images to REGISTRY (e.g. make images-push REGISTRY=ghcr.io/me), credentials from ~/.docker/config.json.
+	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make images-push REGISTRY=ghcr.io/me"; exit 1; }
+	go run ./hack/image -push $(REGISTRY) $(IMAGE_ARGS)
 
 RECEIVER_BASE_URL ?=
 

@@ -9,18 +9,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	krest "k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/rest"
@@ -28,17 +38,20 @@ import (
 )
 
 type options struct {
-	metricsAddr    string
-	probeAddr      string
-	leaderElect    bool
-	leaderElectNS  string
-	clusterName    string
-	listTTL        time.Duration
-	providerQPS    float64
-	providerBurst  int
-	requestTimeout time.Duration
-	concurrency    int
-	receiverBase   string
+	metricsAddr     string
+	metricsSecure   bool
+	metricsCertPath string
+	probeAddr       string
+	leaderElect     bool
+	leaderElectNS   string
+	clusterName     string
+	watchNamespaces []string
+	listTTL         time.Duration
+	providerQPS     float64
+	providerBurst   int
+	requestTimeout  time.Duration
+	concurrency     int
+	receiverBase    string
 }
 
 func main() {
@@ -46,11 +59,18 @@ func main() {
 		os.Exit(validateProfiles(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	var o options
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to; \"0\" disables it")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS and only to clients whose token may GET /metrics (TokenReview and SubjectAccessReview, as kubebuilder v4 does)")
+	flag.StringVar(&o.metricsCertPath, "metrics-cert-path", "", "directory with tls.crt and tls.key for --metrics-secure (default: a self-signed certificate made at start)")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health probe endpoint binds to")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader so that only one replica talks to providers")
 	flag.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
-	flag.StringVar(&o.clusterName, "cluster-name", "default", "name of this cluster in ownership markers; clusters sharing a provider account must use different names")
+	flag.StringVar(&o.clusterName, "cluster-name", "", "name of this cluster in ownership markers; clusters sharing a provider account must use different names (default: the UID of the kube-system namespace, unique per cluster)")
+	flag.Func("watch-namespace", "reconcile subscriptions in these namespaces only (comma-separated; default: all); subscriptions elsewhere are ignored", func(s string) error {
+		o.watchNamespaces = splitList(s)
+		return nil
+	})
 	flag.DurationVar(&o.listTTL, "list-ttl", 30*time.Second, "longest time one provider list serves the other subscriptions on the same account")
 	flag.Float64Var(&o.providerQPS, "provider-qps", 10, "requests per second to one provider account, shared by all its subscriptions")
 	flag.IntVar(&o.providerBurst, "provider-burst", 5, "burst of requests to one provider account")
@@ -60,9 +80,17 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("manager", version.Get())
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+	cfg, err := ctrl.GetConfig()
+	if err == nil {
+		err = run(ctrl.SetupSignalHandler(), cfg, o)
+	}
+	if err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
@@ -89,10 +117,38 @@ func validateProfiles(files []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func run(ctx context.Context, o options) error {
-	if o.clusterName == "" {
-		return errors.New("--cluster-name must not be empty")
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
 	}
+	return out
+}
+
+// clusterNameSource is the namespace whose UID names the cluster by default: every cluster has
+// it, it is never deleted, and its UID is random per cluster.
+const clusterNameSource = metav1.NamespaceSystem
+
+// resolveClusterName returns the --cluster-name, or the kube-system namespace's UID when it is
+// empty. A default that cannot be read is an error, never a silent shared name: two clusters
+// with the same name on one provider account would prune each other's registrations.
+func resolveClusterName(ctx context.Context, r client.Reader, flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: clusterNameSource}, &ns); err != nil {
+		return "", fmt.Errorf("--cluster-name is empty and its default, the UID of namespace %s, is unreadable (the manager needs get on namespaces/%s, or set --cluster-name to a name unique among the clusters sharing a provider account): %w", clusterNameSource, clusterNameSource, err)
+	}
+	return string(ns.UID), nil
+}
+
+func run(ctx context.Context, cfg *krest.Config, o options) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -100,13 +156,25 @@ func run(ctx context.Context, o options) error {
 	if err := hookv1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("finding the cluster: %w", err)
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		metricsOpts.SecureServing = true
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.CertDir = o.metricsCertPath
+	}
+	var cacheOpts cache.Options
+	if len(o.watchNamespaces) > 0 {
+		// The cache, and so every watch and cached read, sees these namespaces only; the
+		// RBAC of this mode grants nothing elsewhere.
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Cache:                         cacheOpts,
+		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "hookwarden-manager.hookwarden.io",
@@ -116,7 +184,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	registry := providers.Registry{
+	clusterName, err := resolveClusterName(ctx, mgr.GetAPIReader(), o.clusterName)
+	if err != nil {
+		return err
+	}
+		registry := providers.Registry{
 		string(hookv1.ProviderStripe): stripe.Factory(),
 		string(hookv1.ProviderGitHub): github.Factory(),
 		string(hookv1.ProviderREST):   rest.Factory(),
@@ -126,7 +198,7 @@ func run(ctx context.Context, o options) error {
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("hookwarden-manager"),
 		Accounts:                controllers.NewAccounts(registry, controllers.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout}),
-		ClusterName:             o.clusterName,
+		ClusterName:             clusterName,
 		ListTTL:                 o.listTTL,
 		ReceiverBaseURL:         o.receiverBase,
 		MaxConcurrentReconciles: o.concurrency,
@@ -137,9 +209,24 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("informers", informersSynced(mgr.GetCache())); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "cluster", o.clusterName, "leaderElection", o.leaderElect)
+	ctrl.Log.Info("starting manager", "version", version.Get().Version, "cluster", clusterName,
+		"leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces)
 	return mgr.Start(ctx)
+}
+
+// informersSynced is ready once every informer the controllers use has listed its objects:
+// before that a standby replica taking over would act on an empty view. Every replica syncs its
+// cache, leader or not.
+func informersSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("informers not synced yet")
+		}
+		return nil
+	}
 }

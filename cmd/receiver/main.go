@@ -3,6 +3,7 @@
 //	receiver [serve] [flags]              serve deliveries (the default)
 //	receiver dead-letters --store DSN     list dead-lettered deliveries
 //	receiver replay --store DSN ID...     send dead letters to the sink again
+//	receiver --version                    print the version
 //
 // It learns routes and signing secrets by watching WebhookSubscriptions and the labelled
 // signing Secrets the manager writes, verifies each delivery with its provider's scheme,
@@ -26,11 +27,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/internal/version"
 )
 
 func main() {
 	args := os.Args[1:]
 	cmd := "serve"
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		args = []string{"version"}
+	}
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
@@ -42,10 +47,12 @@ func main() {
 		err = deadLetters(args, os.Stdout)
 	case "replay":
 		err = replay(args, os.Stdout)
+	case "version":
+		fmt.Println("receiver", version.Get())
 	case "help":
-		fmt.Fprintln(os.Stderr, "usage: receiver [serve|dead-letters|replay|help] [flags]; receiver <command> -h for flags")
+		fmt.Fprintln(os.Stderr, "usage: receiver [serve|dead-letters|replay|version|help] [flags]; receiver <command> -h for flags")
 	default:
-		err = fmt.Errorf("unknown command %q (serve, dead-letters, replay, help)", cmd)
+		err = fmt.Errorf("unknown command %q (serve, dead-letters, replay, version, help)", cmd)
 	}
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -20,12 +21,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/receiver"
 	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/rest"
@@ -36,10 +39,12 @@ const defaultStore = "sqlite://receiver.db"
 
 type options struct {
 	bindAddr, metricsAddr, probeAddr string
+	metricsSecure                    bool
+	metricsCertPath                  string
 	storeDSN                         string
 	storePromise                     string
 	storePasswordFile                string
-	namespace                        string
+	namespaces                       []string
 	maxBody                          int64
 	claimTimeout                     time.Duration
 	committers                       int
@@ -51,9 +56,17 @@ type options struct {
 	shutdownGrace                    time.Duration
 }
 
+// storeEnv may hold the store DSN instead of --store: a DSN with a password then comes from a
+// Secret through the environment, not through the command line every process can read.
+const storeEnv = "HOOKWARDEN_STORE"
+
 func defaultOptions() options {
+	dsn := defaultStore
+	if v := os.Getenv(storeEnv); v != "" {
+		dsn = v
+	}
 	return options{
-		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: defaultStore, storePromise: store.PromiseStrict.String(),
+		bindAddr: ":8080", metricsAddr: ":9090", probeAddr: ":8081", storeDSN: dsn, storePromise: store.PromiseStrict.String(),
 		maxBody: 5 << 20, claimTimeout: 10 * time.Second, workers: deliver.DefaultWorkers,
 		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: deliver.DefaultTimeout,
 		retryBase: deliver.DefaultBackoffBase, retryMax: deliver.DefaultBackoffMax, retention: receiver.DefaultDedupeWindow,
@@ -65,11 +78,23 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.bindAddr, "bind-address", o.bindAddr, "address deliveries arrive on (POST /hooks/<namespace>/<name>)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Prometheus metrics address; \"0\" disables")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "/healthz and /readyz address")
-	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica), postgres://... or redis://... / rediss://... (several replicas)")
+	fs.StringVar(&o.storeDSN, "store", o.storeDSN, "durable store: sqlite:///path/file.db (embedded, one replica), postgres://... or redis://... / rediss://... (several replicas); default $"+storeEnv+" if set")
 	fs.StringVar(&o.storePromise, "store-promise", o.storePromise, "weakest promise to run with: strict, at-least-once (Redis may evict delivered events' dedupe keys) "+
 		"or best-effort (Redis may lose acknowledged events); the receiver refuses to start when its Redis allows less")
 	bindStorePassword(fs, &o.storePasswordFile)
-	fs.StringVar(&o.namespace, "namespace", o.namespace, "watch subscriptions in this namespace only (default: all)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "serve metrics over HTTPS and only to clients whose token may GET /metrics (TokenReview and SubjectAccessReview, as kubebuilder v4 does)")
+	fs.StringVar(&o.metricsCertPath, "metrics-cert-path", o.metricsCertPath, "directory with tls.crt and tls.key for --metrics-secure (default: a self-signed certificate made at start)")
+	watch := func(s string) error {
+		o.namespaces = nil
+		for _, ns := range strings.Split(s, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				o.namespaces = append(o.namespaces, ns)
+			}
+		}
+		return nil
+	}
+	fs.Func("watch-namespace", "route subscriptions in these namespaces only (comma-separated; default: all), as the manager's flag of the same name", watch)
+	fs.Func("namespace", "old name of --watch-namespace", watch)
 	fs.Int64Var(&o.maxBody, "max-body-bytes", o.maxBody, "largest delivery body accepted (413 above)")
 	fs.IntVar(&o.committers, "store-committers", o.committers, "group commits in flight at once (0: 1 for SQLite, 2 for PostgreSQL; raise it for a remote database)")
 	fs.DurationVar(&o.claimTimeout, "claim-timeout", o.claimTimeout, "longest wait for the durable commit before answering 503")
@@ -139,13 +164,22 @@ func run(ctx context.Context, o options) error {
 		// Only the Secrets the manager writes; the receiver never reads others.
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{hookv1.LabelSigningSecret: "true"})},
 	}}
-	if o.namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	if len(o.namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		metricsOpts.SecureServing = true
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.CertDir = o.metricsCertPath
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          false, // every replica serves and delivers; the store coordinates
 		GracefulShutdownTimeout: &o.shutdownGrace,
@@ -233,8 +267,33 @@ func run(ctx context.Context, o options) error {
 	}); err != nil {
 		return err
 	}
-	log.Info("starting receiver", "bind", o.bindAddr, "store", store.Redact(o.storeDSN), "promise", promise.String())
+	if err := mgr.AddReadyzCheck("store", storeReachable(st)); err != nil {
+		return err
+	}
+	log.Info("starting receiver", "version", version.Get().Version, "bind", o.bindAddr, "store", store.Redact(o.storeDSN),
+		"promise", promise.String(), "watchNamespaces", o.namespaces)
 	return mgr.Start(ctx)
+}
+
+// storeReachable is ready while the store answers: a replica that cannot commit would answer
+// every delivery 503, so the Service should send deliveries to one that can. Liveness does not
+// depend on it: restarting does not bring a database back. A store without Ping (Redis) is
+// asked for its queue depth, a round trip as well.
+func storeReachable(st store.Store) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+		defer cancel()
+		var err error
+		if p, ok := st.(interface{ Ping(context.Context) error }); ok {
+			err = p.Ping(ctx)
+		} else {
+			_, err = st.Depth(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("store unreachable: %w", err)
+		}
+		return nil
+	}
 }
 
 // sinkResolver gives the delivery pool each subscription's current sink.

@@ -38,6 +38,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"store", "promise"}),
 	}
 	reg.MustRegister(m.requests, m.ackSeconds, m.depth, m.promise)
+	// Every result exists from the start at 0: an alert on rate() or absent() of a result
+	// that has not happened yet would otherwise see no series at all.
+	for _, r := range Results() {
+		m.requests.WithLabelValues(r)
+	}
 	return m
 }
 

@@ -51,6 +51,12 @@ const (
 	resultStoreError   = "store_error"
 )
 
+// Results lists every value of the result label of hookwarden_receiver_requests_total.
+func Results() []string {
+	return []string{resultAccepted, resultPing, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
+		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultInvalidEvent, resultStoreError}
+}
+
 // Mux returns the receiver's HTTP routes.
 func (h *Handler) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
@@ -147,8 +153,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 // responses are the pre-encoded bodies, one per result.
 var responses = func() map[string][]byte {
 	m := map[string][]byte{}
-	for _, r := range []string{resultAccepted, resultPing, resultDuplicate, resultBadSignature, resultTooOld, resultTooNew,
-		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultInvalidEvent, resultStoreError} {
+	for _, r := range Results() {
 		m[r] = []byte(`{"result":"` + r + `"}` + "\n")
 	}
 	return m

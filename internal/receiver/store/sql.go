@@ -43,6 +43,10 @@ func (s *SQL) Writers() int {
 	return 1
 }
 
+// Ping checks that the database answers (the receiver's readiness): with PostgreSQL it is a
+// round trip to the server.
+func (s *SQL) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
 // Close closes the database.
 func (s *SQL) Close() error {
 	s.claimMu.Lock()

@@ -1,0 +1,265 @@
+package charts_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// The chart's CRD and the manager's rules are copies of what controller-gen generates
+// (make chart-sync): they follow every API or marker change, or this fails.
+func TestChartFollowsGeneratedFiles(t *testing.T) {
+	pairs := map[string]string{filepath.Join("..", "config", "rbac", "role.yaml"): filepath.Join(chartDir, "files", "manager-role.yaml")}
+	gen, err := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(gen) == 0 {
+		t.Fatalf("no generated CRDs: %v", err)
+	}
+	for _, g := range gen {
+		pairs[g] = filepath.Join(chartDir, "crds", filepath.Base(g))
+	}
+	copies, _ := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+	if len(copies) != len(gen) {
+		t.Errorf("%d CRDs in the chart, %d generated: run make chart-sync", len(copies), len(gen))
+	}
+	for src, dst := range pairs {
+		a, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(dst)
+		if err != nil {
+			t.Errorf("%s: %v (run make chart-sync)", dst, err)
+			continue
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the generated %s: run make chart-sync", dst, src)
+		}
+	}
+}
+
+func TestHelmLint(t *testing.T) {
+	for _, set := range [][]string{
+		nil,
+		{"receiver.store.type=postgres", "receiver.store.postgres.dsnSecret.name=db", "receiver.replicas=3", "receiver.ingress.enabled=true"},
+		{"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false"},
+	} {
+		args := []string{"lint", "--strict", chartDir}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		if out, err := runCmd(t, nil, helmBin, args...); err != nil {
+			t.Errorf("helm lint %v: %v\n%s", set, err, out)
+		}
+	}
+}
+
+func TestBadValuesFailAtRender(t *testing.T) {
+	cases := []struct {
+		reason string
+		set    []string
+		want   string
+	}{
+		{"SQLite has one writer on one volume", []string{"receiver.replicas=2"},
+			"receiver.replicas=2 with receiver.store.type=sqlite"},
+		{"PostgreSQL needs its DSN from a Secret", []string{"receiver.store.type=postgres"},
+			"receiver.store.type=postgres needs receiver.store.postgres.dsnSecret.name"},
+		{"an unknown store", []string{"receiver.store.type=redis"}, "receiver.store.type must be sqlite or postgres"},
+		{"no receiver replica", []string{"receiver.replicas=0"}, "receiver.replicas must be at least 1"},
+		{"kube-system is never watched", []string{"watchNamespaces={shop,kube-system}"}, "watchNamespaces must not include kube-system"},
+	}
+	for _, c := range cases {
+		_, err := helmTemplate(t, "hw", "hw-system", c.set...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: helm template %v: %v, want an error containing %q", c.reason, c.set, err, c.want)
+		}
+	}
+}
+
+type rendered struct {
+	objs  []*unstructured.Unstructured
+	other [][]byte // monitoring.coreos.com: its CRDs are not in envtest
+	rest  []byte   // everything the API server can check
+}
+
+func render(t *testing.T, release, ns string, set ...string) rendered {
+	t.Helper()
+	out, err := helmTemplate(t, release, ns, set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r rendered
+	var rest bytes.Buffer
+	for _, d := range splitDocs(out) {
+		var m map[string]any
+		if err := yaml.Unmarshal(d, &m); err != nil {
+			t.Fatalf("rendered YAML: %v\n%s", err, d)
+		}
+		if m == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		r.objs = append(r.objs, u)
+		if strings.HasPrefix(u.GetAPIVersion(), "monitoring.coreos.com/") {
+			r.other = append(r.other, d)
+			continue
+		}
+		rest.WriteString("---\n")
+		rest.Write(bytes.TrimPrefix(bytes.TrimSpace(d), []byte("---")))
+		rest.WriteString("\n")
+	}
+	r.rest = rest.Bytes()
+	return r
+}
+
+func (r rendered) find(kind, name string) *unstructured.Unstructured {
+	for _, o := range r.objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func (r rendered) kinds() map[string]int {
+	k := map[string]int{}
+	for _, o := range r.objs {
+		k[o.GetKind()]++
+	}
+	return k
+}
+
+// helm template | kubectl apply --dry-run=server: the API server validates every object
+// (schemas, admission, the CRD's CEL rules) without keeping any.
+func TestTemplateAppliesToAPIServer(t *testing.T) {
+	ensureNamespace(t, "hw-system")
+	ensureNamespace(t, "team-a")
+	ensureNamespace(t, "team-system")
+	sets := []struct {
+		name, release, ns string
+		set               []string
+		check             func(t *testing.T, r rendered)
+	}{
+		{"defaults: cluster mode, SQLite receiver", "hw", "hw-system", []string{"--include-crds"}, func(t *testing.T, r rendered) {
+			d := r.find("Deployment", "hw-hookwarden-receiver")
+			if s, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type"); s != "Recreate" {
+				t.Errorf("SQLite receiver strategy %q, want Recreate", s)
+			}
+			if r.find("PersistentVolumeClaim", "hw-hookwarden-receiver-data") == nil {
+				t.Error("no PVC for the SQLite store")
+			}
+			if r.find("PodDisruptionBudget", "hw-hookwarden-manager") == nil {
+				t.Error("no PodDisruptionBudget for the manager")
+			}
+			m := r.find("Deployment", "hw-hookwarden-manager")
+			spread, _, _ := unstructured.NestedSlice(m.Object, "spec", "template", "spec", "topologySpreadConstraints")
+			if len(spread) != 2 {
+				t.Errorf("manager topology spread constraints: %d, want hostname and zone", len(spread))
+			}
+			for _, a := range containerArgs(t, m) {
+				if strings.HasPrefix(a, "--cluster-name") {
+					t.Errorf("manager has %s: the default must be the kube-system UID", a)
+				}
+			}
+			if r.find("ClusterRole", "hw-hookwarden-cluster-name") == nil {
+				t.Error("no get on namespaces/kube-system for the default cluster name")
+			}
+			for _, k := range []string{"Role", "ClusterRole", "NetworkPolicy", "ValidatingAdmissionPolicy"} {
+				if r.kinds()[k] == 0 {
+					t.Errorf("no %s rendered", k)
+				}
+			}
+		}},
+		{"PostgreSQL receiver with 3 replicas, ingress, monitoring", "hw", "hw-system", []string{
+			"receiver.store.type=postgres", "receiver.store.postgres.dsnSecret.name=hw-db", "receiver.replicas=3",
+			"receiver.ingress.enabled=true", "receiver.ingress.tls[0].secretName=hooks-tls", "receiver.ingress.tls[0].hosts[0]=hooks.example.com",
+			"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true",
+			"clusterName=prod-eu-1", "manager.receiverBaseURL=https://hooks.example.com",
+		}, func(t *testing.T, r rendered) {
+			d := r.find("Deployment", "hw-hookwarden-receiver")
+			strategy, _, _ := unstructured.NestedMap(d.Object, "spec", "strategy")
+			want := map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": float64(0), "maxSurge": float64(1)}}
+			if diff := cmp.Diff(want, strategy); diff != "" {
+				t.Errorf("PostgreSQL receiver strategy (-want +got)\n%s", diff)
+			}
+			for _, a := range containerArgs(t, d) {
+				if strings.Contains(a, "postgres") || strings.HasPrefix(a, "--store") {
+					t.Errorf("receiver arg %q: the DSN must come from the Secret through the environment", a)
+				}
+			}
+			if r.find("PodDisruptionBudget", "hw-hookwarden-receiver") == nil || r.find("Ingress", "hw-hookwarden-receiver") == nil {
+				t.Error("no receiver PodDisruptionBudget or Ingress")
+			}
+			if r.find("ClusterRole", "hw-hookwarden-cluster-name") != nil {
+				t.Error("clusterName is set, yet the manager may still read kube-system")
+			}
+			if len(r.other) != 3 {
+				t.Errorf("%d monitoring objects, want 2 ServiceMonitors and 1 PrometheusRule", len(r.other))
+			}
+			checkPrometheusRule(t, r.find("PrometheusRule", "hw-hookwarden"))
+		}},
+		{"namespaced: one team namespace, no cluster rights", "team", "team-system", []string{
+			"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false",
+		}, func(t *testing.T, r rendered) {
+			for _, o := range r.objs {
+				if o.GetNamespace() == "" {
+					t.Errorf("cluster-scoped %s %s rendered in namespaced mode", o.GetKind(), o.GetName())
+				}
+			}
+			if r.find("Role", "team-hookwarden-manager") == nil || r.find("Role", "team-hookwarden-receiver") == nil {
+				t.Error("no Roles for the manager and the receiver")
+			}
+		}},
+	}
+	for _, s := range sets {
+		t.Run(s.name, func(t *testing.T) {
+			r := render(t, s.release, s.ns, s.set...)
+			s.check(t, r)
+			out := kubectl(t, r.rest, "apply", "--dry-run=server", "-f", "-")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			for _, l := range lines {
+				if !strings.HasSuffix(l, "(server dry run)") {
+					t.Errorf("kubectl: %s", l)
+				}
+				t.Logf("REPORT helm template (%s) | kubectl apply --dry-run=server: %s", s.name, l)
+			}
+			if want := len(r.objs) - len(r.other); len(lines) != want {
+				t.Errorf("the API server accepted %d objects, %d rendered", len(lines), want)
+			}
+		})
+	}
+}
+
+func containerArgs(t *testing.T, d *unstructured.Unstructured) []string {
+	t.Helper()
+	cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if len(cs) == 0 {
+		t.Fatalf("%s has no containers", d.GetName())
+	}
+	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+	return args
+}
+
+// The PrometheusRule carries exactly the rule file promtool checks.
+func checkPrometheusRule(t *testing.T, pr *unstructured.Unstructured) {
+	t.Helper()
+	if pr == nil {
+		t.Fatal("no PrometheusRule")
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir, "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want["groups"], pr.Object["spec"].(map[string]any)["groups"]); diff != "" {
+		t.Errorf("PrometheusRule spec differs from files/alerts.yaml (-want +got)\n%s", diff)
+	}
+}
