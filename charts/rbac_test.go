@@ -113,7 +113,10 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{"get", "", "namespaces", "", "default", false},
 		{"list", "", "namespaces", "", "", false},
 		{"list", "", "pods", "shop", "", false},
-		{"get", "", "configmaps", "kube-system", "", false},
+		// REST profiles may live in a ConfigMap in any subscription's namespace; the manager only reads them.
+		{"get", "", "configmaps", "shop", "", true},
+		{"update", "", "configmaps", "shop", "", false},
+		{"create", "", "configmaps", "shop", "", false},
 		{"create", "coordination.k8s.io", "leases", "", "", false},
 		{"create", "authentication.k8s.io", "tokenreviews", "", "", true},
 		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},

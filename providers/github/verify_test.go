@@ -50,11 +50,11 @@ func TestVerify(t *testing.T) {
 	}{
 		{
 			name:    "published vector",
-			reason:  "GitHub's documented example must verify",
+			reason:  "GitHub's documented example (a ping) must verify, marked as a ping",
 			header:  headers(github.SignatureHeader, docSignature, github.DeliveryHeader, guid, github.EventHeader, "ping"),
 			body:    []byte(docPayload),
 			secrets: []string{docSecret},
-			want:    providers.Verified{EventID: guid, EventType: "ping"},
+			want:    providers.Verified{EventID: guid, EventType: "ping", Ping: true},
 		},
 		{
 			name:   "signed",
