@@ -3,6 +3,9 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -98,4 +101,25 @@ func RetryAfter(err error) time.Duration {
 		return pe.RetryAfter
 	}
 	return 0
+}
+
+// ParseRetryAfter reads a Retry-After value, delay-seconds or an HTTP-date (RFC 9110 §10.2.3),
+// against now. ok is false for an empty or unparsable value; a negative delay or a date in the
+// past is a zero wait; a delay too large for a Duration saturates.
+func ParseRetryAfter(v string, now time.Time) (wait time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		const maxWait = time.Duration(1<<63 - 1)
+		if secs > int64(maxWait/time.Second) {
+			return maxWait, true
+		}
+		return time.Duration(max(secs, 0)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }

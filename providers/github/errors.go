@@ -66,7 +66,7 @@ func (c *Client) classify(resp *resty.Response, op operation) error {
 	}
 
 	remaining := strings.TrimSpace(h.Get("X-RateLimit-Remaining"))
-	retryAfter, hasRetryAfter := parseRetryAfter(h.Get("Retry-After"), c.now())
+	retryAfter, hasRetryAfter := providers.ParseRetryAfter(h.Get("Retry-After"), c.now())
 	limited := status == http.StatusForbidden || status == http.StatusTooManyRequests
 	switch {
 	case limited && remaining == "0":
@@ -170,20 +170,6 @@ func (c *Client) networkError(err error) error {
 		return pe
 	}
 	return &providers.Error{Kind: providers.Transient, Message: c.redact("request failed: " + err.Error())}
-}
-
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 32); err == nil {
-		return max(time.Duration(secs)*time.Second, 0), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }
 
 func untilReset(v string, now time.Time) time.Duration {

@@ -476,13 +476,8 @@ func (c *Client) retryAfter(h http.Header) time.Duration {
 	if name == "" {
 		name = "Retry-After"
 	}
-	if v := strings.TrimSpace(h.Get(name)); v != "" {
-		if secs, err := parseSeconds(v); err == nil {
-			return secs
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return max(time.Until(t), 0)
-		}
+	if wait, ok := providers.ParseRetryAfter(h.Get(name), time.Now()); ok {
+		return wait
 	}
 	if rl.ResetHeader != "" {
 		if v := strings.TrimSpace(h.Get(rl.ResetHeader)); v != "" {

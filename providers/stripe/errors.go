@@ -3,7 +3,6 @@ package stripe
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -77,17 +76,8 @@ func retryAfter(se *stripego.Error) time.Duration {
 	if se.LastResponse == nil {
 		return 0
 	}
-	v := strings.TrimSpace(se.LastResponse.Header.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 32); err == nil {
-		return max(time.Duration(secs)*time.Second, 0)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
+	wait, _ := providers.ParseRetryAfter(se.LastResponse.Header.Get("Retry-After"), time.Now())
+	return wait
 }
 
 // redact removes the API key from s.

@@ -15,13 +15,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
+
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Defaults for SenderOptions.
@@ -241,25 +242,8 @@ func transportError(ctx context.Context, err error) error {
 // parseRetryAfter reads delay-seconds or an HTTP-date; anything else, or a date in the past,
 // counts as no hint.
 func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(maxDuration/time.Second) {
-			return maxDuration
-		}
-		return time.Duration(secs) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
+	wait, _ := providers.ParseRetryAfter(v, now)
+	return wait
 }
 
 const maxDuration = time.Duration(1<<63 - 1)
