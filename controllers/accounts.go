@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -31,7 +30,7 @@ import (
 type Accounts struct {
 	registry providers.Registry
 	opts     AccountOptions
-	metrics  *providerMetrics
+	metrics  *Metrics
 
 	mu       sync.Mutex
 	m        map[string]*account
@@ -52,6 +51,8 @@ type AccountOptions struct {
 	MaxRateLimitBackoff time.Duration
 	// Now is the clock (tests inject one).
 	Now func() time.Time
+	// Metrics count and time provider requests; nil: counted, never served.
+	Metrics *Metrics
 }
 
 // Defaults of AccountOptions.
@@ -80,8 +81,16 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Metrics == nil {
+		o.Metrics = unregisteredMetrics()
+	}
+	types := make([]string, 0, len(registry))
+	for t := range registry {
+		types = append(types, t)
+	}
+	o.Metrics.knowProviders(types)
 	return &Accounts{
-		registry: registry, opts: o, metrics: newProviderMetrics(metrics.Registry),
+		registry: registry, opts: o, metrics: o.Metrics,
 		m: map[string]*account{}, limiters: map[string]*limiter{},
 	}
 }
@@ -219,7 +228,7 @@ type account struct {
 	caps     providers.Capabilities
 	limiter  *limiter
 	now      func() time.Time
-	metrics  *providerMetrics
+	metrics  *Metrics
 
 	mu        sync.Mutex
 	regs      []providers.Registration
@@ -251,13 +260,17 @@ func (o ops) Epoch() time.Time { return o.a.epoch }
 // Invalidate makes the next List read the provider.
 func (o ops) Invalidate() { o.a.valid = false }
 
-// call runs one provider request under the credential's limiter and counts it.
+// call runs one provider request under the credential's limiter, and counts and times it.
 func (o ops) call(ctx context.Context, op string, fn func() error) error {
 	if err := o.a.limiter.wait(ctx); err != nil {
+		if providers.KindOf(err) == providers.RateLimited {
+			o.a.metrics.rateLimitWait(o.a.provider)
+		}
 		return err
 	}
+	start := time.Now()
 	err := o.a.limiter.observe(fn())
-	o.a.metrics.observe(o.a.provider, op, err)
+	o.a.metrics.observeRequest(o.a.provider, op, time.Since(start), err)
 	return err
 }
 
@@ -356,7 +369,7 @@ func (o ops) FetchSecret(ctx context.Context, id string) (string, error) {
 		return "", &providers.Error{Kind: providers.Permanent, Message: "the provider cannot read a registration's secret back"}
 	}
 	var secret string
-	err := o.call(ctx, "fetch-secret", func() (err error) {
+	err := o.call(ctx, "fetch_secret", func() (err error) {
 		secret, err = f.FetchSecret(ctx, id)
 		return err
 	})

@@ -22,6 +22,7 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 		return ctrl.Result{}, nil
 	}
 	if sub.Spec.Policies.Deletion == hookv1.DeletionOrphan {
+		r.audit(ctx, sub, actionOrphan, sub.Status.EndpointID, "subscription deleted with policies.deletion=Orphan: the registration stays at the provider")
 		r.event(sub, corev1.EventTypeNormal, hookv1.ReasonOrphaned, "Delete", "left registration %q at the provider (policies.deletion=Orphan)", sub.Status.EndpointID)
 		return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
 	}
@@ -37,10 +38,12 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 	if errors.As(err, &se) && se.reason == hookv1.ReasonCredentialsNotFound {
 		se.msg = "cannot delete the registration at the provider: " + se.msg + "; restore it, or set spec.policies.deletion to Orphan to release the subscription"
 	}
-	res, err := r.record(sub, ctrl.Result{}, err)
-	if errors.As(err, &se) {
-		// Deletion stays blocked until a referenced Secret or the policy changes; both re-trigger.
-		res, err = ctrl.Result{RequeueAfter: resyncInterval(sub)}, nil
+	stalled := errors.As(err, &se)
+	res, err := r.record(ctx, sub, ctrl.Result{}, err)
+	if stalled {
+		// Deletion stays blocked until a referenced Secret or the policy changes (both
+		// re-trigger); it is also tried again at each resync.
+		res = ctrl.Result{RequeueAfter: resyncInterval(sub)}
 	}
 	if perr := r.Status().Patch(ctx, sub, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
 		return ctrl.Result{}, errors.Join(err, perr)
@@ -75,11 +78,13 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {
 			return fromProvider("deleting registration "+reg.ID, err)
 		}
+		r.audit(ctx, sub, actionDelete, reg.ID, "subscription deleted with policies.deletion=Delete")
 	}
 	return nil
 }
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	r.Metrics.forget(sub.Namespace, sub.Name)
 	patch := client.MergeFrom(sub.DeepCopy())
 	controllerutil.RemoveFinalizer(sub, hookv1.Finalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, sub, patch))

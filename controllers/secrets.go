@@ -186,8 +186,9 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	if key == "" {
 		key = sub.Spec.Provider.Type.DefaultCredentialsKey()
 	}
+	// Uncached: the manager watches Secrets by their metadata only (CacheOptions).
 	var sec corev1.Secret
-	if err := r.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &sec); err != nil {
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &sec); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
 		}

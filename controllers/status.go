@@ -1,22 +1,33 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
-// record turns the outcome of a reconcile into kstatus conditions and the controller's result:
-// success is Ready; a stall is Stalled and terminal; a known wait is Reconciling with
-// RequeueAfter; anything else is Reconciling and returned for backoff.
-func (r *Reconciler) record(sub *hookv1.WebhookSubscription, res ctrl.Result, err error) (ctrl.Result, error) {
+// record turns the outcome of a reconcile into kstatus conditions, the ready metric and the
+// controller's result: success is Ready; a stall is Stalled and terminal; a known wait is
+// Reconciling with RequeueAfter; anything else is Reconciling and returned for backoff.
+//
+// Stalls and waits are what users cause or providers ask for (missing credentials, a 4xx, a
+// conflict, a rate limit): they are logged at info with their reason and not returned, so
+// controller-runtime neither retries them nor logs them as errors with a stack trace. A stall
+// waits for a change to the subscription or a Secret it names, which re-triggers it.
+func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription, res ctrl.Result, err error) (ctrl.Result, error) {
 	sub.Status.ObservedGeneration = sub.Generation
+	logger := log.FromContext(ctx).WithValues(logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type))
+	defer func() {
+		c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+		r.Metrics.setReady(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), c != nil && c.Status == metav1.ConditionTrue)
+	}()
 	var se *stallError
 	var we *waitError
 	switch {
@@ -26,6 +37,7 @@ func (r *Reconciler) record(sub *hookv1.WebhookSubscription, res ctrl.Result, er
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return res, nil
 	case errors.As(err, &se):
+		logger.Info("reconcile stalled: needs a change to the subscription or a Secret it names", logReason, se.reason, "message", se.msg)
 		setReady(sub, metav1.ConditionFalse, se.reason, se.msg)
 		setCondition(sub, hookv1.ConditionStalled, se.reason, se.msg)
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
@@ -34,8 +46,9 @@ func (r *Reconciler) record(sub *hookv1.WebhookSubscription, res ctrl.Result, er
 			// A slot may free up at the provider without any change here: look again later.
 			return ctrl.Result{RequeueAfter: resyncInterval(sub)}, nil
 		}
-		return ctrl.Result{}, reconcile.TerminalError(err)
+		return ctrl.Result{}, nil
 	case errors.As(err, &we):
+		logger.Info("reconcile waits", logReason, we.reason, "message", we.msg, "retryAfter", we.after.String())
 		setReady(sub, metav1.ConditionFalse, we.reason, we.msg)
 		setCondition(sub, hookv1.ConditionReconciling, we.reason, we.msg)
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -130,6 +132,10 @@ type managerOptions struct {
 	qps         float64
 	// leaderElection runs the manager as one replica of several (a short lease, released on stop).
 	leaderElection bool
+	// metrics, when set, receives the manager's own series.
+	metrics prometheus.Registerer
+	// logger, when set, is the manager's logger instead of the suite's.
+	logger logr.Logger
 }
 
 // runningManager is one manager process, as far as the cluster and the provider can tell:
@@ -156,7 +162,11 @@ func (m *runningManager) Stopped() bool {
 
 func startManager(o managerOptions) *runningManager {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
+		Scheme: scheme,
+		// As cmd/manager: Secrets and ConfigMaps watched by metadata, read uncached.
+		Cache:                         controllers.CacheOptions(nil),
+		Client:                        controllers.ClientOptions(),
+		Logger:                        o.logger,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
 		LeaderElection:                o.leaderElection,
@@ -173,11 +183,17 @@ func startManager(o managerOptions) *runningManager {
 	if qps == 0 {
 		qps = 200
 	}
+	var metrics *controllers.Metrics
+	if o.metrics != nil {
+		metrics, err = controllers.NewMetrics(o.metrics)
+		Expect(err).NotTo(HaveOccurred())
+	}
 	r := &controllers.Reconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory(), "github": github.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second}),
+		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory(), "github": github.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
+		Metrics:     metrics,
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,
 		AfterCreate: o.afterCreate,

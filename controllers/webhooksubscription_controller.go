@@ -73,6 +73,9 @@ type Reconciler struct {
 	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics are the manager's series (subscription readiness here; the provider requests in
+	// Accounts); nil: counted, never served.
+	Metrics *Metrics
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -89,6 +92,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.MaxConcurrentReconciles <= 0 {
 		r.MaxConcurrentReconciles = 4
 	}
+	if r.Metrics == nil {
+		r.Metrics = unregisteredMetrics()
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
 		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
 	}); err != nil {
@@ -102,7 +108,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
-	// ConfigMaps are watched by their metadata only: the manager never caches their content.
+	// Secrets and ConfigMaps are watched by their metadata only (one informer each, shared by
+	// the watches below): the manager never caches their content, and reads what it needs
+	// from the API server (see CacheOptions).
+	secrets := &metav1.PartialObjectMetadata{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	configMaps := &metav1.PartialObjectMetadata{}
 	configMaps.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	return ctrl.NewControllerManagedBy(mgr).
@@ -112,8 +122,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// machine. Spec changes (generation, which deletion also bumps) and annotations do; a
 		// status edited by hand is repaired at the next resync.
 		For(&hookv1.WebhookSubscription{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex))).
+		// A signing Secret edited or deleted by hand wakes its subscription (owner reference).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		// A rotated or restored credential wakes the subscriptions naming it.
+		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(profileIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("webhooksubscription").
@@ -137,35 +149,88 @@ func (r *Reconciler) subscriptionsUsing(index string) handler.MapFunc {
 	}
 }
 
-// Reconcile is thin: fetch, finalize or suspend, reconcile, then one status patch.
+// Reconcile is thin: fetch, finalize, suspend or reconcile, then one status patch.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sub := &hookv1.WebhookSubscription{}
 	if err := r.Get(ctx, req.NamespacedName, sub); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sub.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, sub)
 	}
-	if !controllerutil.ContainsFinalizer(sub, hookv1.Finalizer) {
-		patch := client.MergeFrom(sub.DeepCopy())
-		controllerutil.AddFinalizer(sub, hookv1.Finalizer)
-		if err := r.Patch(ctx, sub, patch); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if sub.Spec.Suspend {
-		log.FromContext(ctx).V(1).Info("suspended; leaving the registration as it is")
-		return ctrl.Result{}, nil
+	if err := r.ensureFinalizer(ctx, sub); err != nil {
+		return ctrl.Result{}, err
 	}
 	base := sub.DeepCopy()
-	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
-	defer cancel()
-	res, err := r.reconcile(opCtx, sub)
-	res, err = r.record(sub, res, err)
+	var res ctrl.Result
+	var err error
+	if sub.Spec.Suspend {
+		r.suspend(ctx, sub)
+	} else {
+		res, err = r.reconcileOnce(ctx, sub)
+	}
 	if perr := r.Status().Patch(ctx, sub, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
 	return res, err
+}
+
+func (r *Reconciler) ensureFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	if controllerutil.ContainsFinalizer(sub, hookv1.Finalizer) {
+		return nil
+	}
+	patch := client.MergeFrom(sub.DeepCopy())
+	controllerutil.AddFinalizer(sub, hookv1.Finalizer)
+	return r.Patch(ctx, sub, patch)
+}
+
+// reconcileOnce runs one reconcile under the operation deadline and records its outcome. A
+// reconcile requested through the annotation (reconcile.fluxcd.io/requestedAt) reads the
+// provider afresh instead of reusing the account's shared list.
+func (r *Reconciler) reconcileOnce(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
+	requested := sub.Annotations[hookv1.AnnotationReconcileRequestedAt]
+	if requested == sub.Status.LastHandledReconcileAt {
+		requested = ""
+	}
+	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
+	defer cancel()
+	res, err := r.reconcile(opCtx, sub, requested != "")
+	if requested != "" {
+		sub.Status.LastHandledReconcileAt = requested
+	}
+	return r.record(ctx, sub, res, err)
+}
+
+// suspend leaves the registration alone and says so in a status kstatus reads as Current:
+// observedGeneration caught up, Ready True with reason Suspended, no Reconciling or Stalled.
+// Ready False would not do: kstatus reads a False Ready as InProgress, and health checks
+// (Flux, kubectl wait) would wait for a reconcile that does not come. The message keeps what
+// was last known. A suspended subscription has no ready series (its alert would only say it
+// was suspended on purpose).
+func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscription) {
+	sub.Status.ObservedGeneration = sub.Generation
+	msg := "reconciliation is suspended (spec.suspend); the registration at the provider is left as it is"
+	if id := sub.Status.EndpointID; id != "" {
+		msg += " (last known: " + id + ")"
+	} else {
+		msg += " (none recorded)"
+	}
+	prev := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+	if prev == nil || prev.Reason != hookv1.ReasonSuspended {
+		if prev != nil {
+			msg += "; before: " + prev.Reason + ": " + prev.Message
+		}
+		log.FromContext(ctx).Info("reconciliation suspended", "subscription", subscriptionKey(sub), "provider", string(sub.Spec.Provider.Type), "endpointID", sub.Status.EndpointID)
+	} else {
+		msg = prev.Message // unchanged while it stays suspended
+	}
+	setReady(sub, metav1.ConditionTrue, hookv1.ReasonSuspended, msg)
+	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
+	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
+	r.Metrics.forget(sub.Namespace, sub.Name)
 }
 
 // session is one reconcile of one subscription while it holds its account's lock.
@@ -179,7 +244,8 @@ type session struct {
 	signing signingState
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
+// reconcile observes, plans and acts; fresh skips the account's shared list.
+func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool) (ctrl.Result, error) {
 	desiredURL, err := validateSpec(&sub.Spec)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -212,8 +278,12 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 		return ctrl.Result{}, err
 	}
 	var keep providers.Registration
+	maxAge := r.maxListAge(sub)
+	if fresh {
+		maxAge = 0
+	}
 	for attempt := 1; ; attempt++ {
-		observed, err := o.List(ctx, r.maxListAge(sub))
+		observed, err := o.List(ctx, maxAge)
 		if err != nil {
 			return ctrl.Result{}, fromList(err)
 		}
@@ -267,6 +337,7 @@ func (s *session) apply(ctx context.Context, p plan) (providers.Registration, er
 			return reg, err
 		}
 		keep = reg
+		s.r.audit(ctx, sub, actionCreate, reg.ID, "no registration at the provider serves this spec")
 		s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonCreated, "Create", "registered %s for %s", reg.ID, reg.URL)
 		s.ping(ctx, reg.ID)
 	default:
@@ -299,6 +370,7 @@ func (s *session) apply(ctx context.Context, p plan) (providers.Registration, er
 				return keep, err
 			}
 			p.Prune = append(p.Prune, pruneAction{Registration: keep, Why: pruneRotated})
+			s.r.audit(ctx, sub, actionCreate, reg.ID, fmt.Sprintf("replaces %s: the provider cannot change %v in place", keep.ID, fields))
 			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Recreate", "replaced %s by %s: the provider cannot change %v in place", keep.ID, reg.ID, fields)
 			keep, p.Drift = reg, nil
 		}
@@ -309,6 +381,7 @@ func (s *session) apply(ctx context.Context, p plan) (providers.Registration, er
 			if err != nil {
 				return keep, fromProvider("updating registration "+keep.ID, err)
 			}
+			s.r.audit(ctx, sub, actionUpdate, keep.ID, fmt.Sprintf("drifted from the spec: %v", p.Drift))
 			s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Update", "updated %s in place: %v", keep.ID, p.Drift)
 			keep = reg
 		}
@@ -429,9 +502,11 @@ func (s *session) recoverSecret(ctx context.Context, keep providers.Registration
 			}
 			if reg.ID == keep.ID {
 				s.ops.Remember(keep) // the replayed body is the original; keep the current view
+				s.r.audit(ctx, s.sub, actionRecover, keep.ID, "signing secret not held: replayed the original create (same idempotency key)")
 				s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRecovered, "RecoverSecret", "recovered the signing secret of %s by replaying its create", keep.ID)
 				return keep, false, nil
 			}
+			s.r.audit(ctx, s.sub, actionRotate, reg.ID, "signing secret of "+keep.ID+" not held and its create no longer replays: the replay created a new registration")
 			s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RecoverSecret", "signing secret of %s was lost; rotated to %s", keep.ID, reg.ID)
 			return reg, false, nil
 		case err != nil && providers.KindOf(err) != providers.Permanent:
@@ -442,6 +517,7 @@ func (s *session) recoverSecret(ctx context.Context, keep providers.Registration
 	if err != nil {
 		return keep, false, err
 	}
+	s.r.audit(ctx, s.sub, actionRotate, reg.ID, "signing secret of "+keep.ID+" not held: created a replacement, "+keep.ID+" goes once its secret is stored")
 	s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RotateSecret", "signing secret of %s is not held; rotated to %s", keep.ID, reg.ID)
 	return reg, false, nil
 }
@@ -464,6 +540,11 @@ func (s *session) setNewSecret(ctx context.Context, keep providers.Registration)
 	if err := s.confirmPending(ctx, keep.ID, secret); err != nil {
 		return reg, err
 	}
+	why := "the signing secret was not held: set a new one in place"
+	if wasHeld {
+		why = "finished setting the pending signing secret"
+	}
+	s.r.audit(ctx, s.sub, actionSetSecret, keep.ID, why)
 	if wasHeld {
 		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "SetSecret", "finished setting the pending signing secret on %s", keep.ID)
 	} else {
@@ -523,6 +604,7 @@ func (s *session) prune(ctx context.Context, actions []pruneAction) error {
 			return fromProvider("deleting "+string(a.Why)+" registration "+a.Registration.ID, err)
 		}
 		deleted[a.Why] = append(deleted[a.Why], a.Registration)
+		s.r.audit(ctx, s.sub, actionPrune, a.Registration.ID, pruneWhy(a.Why, s.sub.Status.EndpointID))
 		if a.Why == pruneTwin {
 			s.sub.Status.TwinsPruned++
 		}
@@ -532,6 +614,19 @@ func (s *session) prune(ctx context.Context, actions []pruneAction) error {
 		delete(s.signing.secrets, a.Registration.ID)
 	}
 	return nil
+}
+
+// pruneWhy says, for the audit log, why a registration was deleted beside the kept one.
+func pruneWhy(why pruneReason, kept string) string {
+	switch why {
+	case pruneTwin:
+		return "twin of " + kept + " (same canonical URL)"
+	case pruneStale:
+		return "stale: ours, for a URL the spec no longer names"
+	case pruneRotated:
+		return "replaced by " + kept
+	}
+	return string(why)
 }
 
 func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {

@@ -69,6 +69,12 @@ const (
 	// accepts it like the others, so deliveries signed with it verify from the first one; the
 	// manager moves it under the registration's id once the provider confirmed it.
 	SecretKeyPending = "pendingSecret"
+	// AnnotationReconcileRequestedAt asks for a reconcile now, with a fresh list from the
+	// provider, whenever its value changes (any string; a timestamp by convention). It is Flux's
+	// name, so `flux`-style tooling and the habit `kubectl annotate --overwrite ...
+	// reconcile.fluxcd.io/requestedAt="$(date +%s)"` work unchanged; the value handled last is
+	// status.lastHandledReconcileAt.
+	AnnotationReconcileRequestedAt = "reconcile.fluxcd.io/requestedAt"
 	// SecretKeyVerifier holds, for providers whose verification scheme is described rather than
 	// known by type (REST profiles), that description (JSON), so the receiver reads no ConfigMap.
 	SecretKeyVerifier = "verifier.json"

@@ -159,7 +159,10 @@ type DeliverySpec struct {
 	// DedupeWindow is how long processed event ids are remembered; keep it longer than the
 	// provider's redelivery horizon (Stripe retries for 3 days).
 	// +kubebuilder:default="72h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="spec.delivery.dedupeWindow must be at least 1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="spec.delivery.dedupeWindow must be a duration such as 72h, 30m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="spec.delivery.dedupeWindow must be at least 1m"
 	// +optional
 	DedupeWindow *metav1.Duration `json:"dedupeWindow,omitempty"`
 }
@@ -229,8 +232,11 @@ type Policies struct {
 	Deletion DeletionPolicy `json:"deletion,omitempty"`
 }
 
+// The http:// rule asks has() before reading allowInsecureHTTP: omitted when false, a plain
+// read of it fails with "no such key" instead of the rule's message.
+
 // WebhookSubscriptionSpec is the desired webhook registration.
-// +kubebuilder:validation:XValidation:rule="!has(self.endpoint.url) || !self.endpoint.url.startsWith('http://') || self.endpoint.allowInsecureHTTP",message="spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint.url) || !self.endpoint.url.startsWith('http://') || (has(self.endpoint.allowInsecureHTTP) && self.endpoint.allowInsecureHTTP)",message="spec.endpoint.url uses http://; set spec.endpoint.allowInsecureHTTP: true to allow unencrypted deliveries"
 // +kubebuilder:validation:XValidation:rule="self.provider.type != 'github' || self.events.all(e, e == '*' || e.matches('^[a-z][a-z0-9_]*$'))",message="spec.events: GitHub names events in lowercase with underscores (push, pull_request), or '*' for all"
 type WebhookSubscriptionSpec struct {
 	Provider ProviderSpec `json:"provider"`
@@ -258,10 +264,16 @@ type WebhookSubscriptionSpec struct {
 	Policies Policies `json:"policies,omitempty"`
 	// ResyncInterval is how often the provider is re-read to repair out-of-band edits.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.resyncInterval must be at least 1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="spec.resyncInterval must be a duration such as 10m, 30s or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="spec.resyncInterval must be at least 1s"
 	// +optional
 	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
-	// Suspend stops reconciliation (the registration is left as it is).
+	// Suspend stops reconciliation: the registration at the provider is left as it is, and the
+	// status says so (Ready True with reason Suspended, observedGeneration caught up), so kstatus
+	// reads the object as Current instead of waiting for a reconcile that will not come.
+	// Deletion still runs its policy.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 	// Delivery is read by the bundled receiver: where verified events go.
@@ -274,7 +286,8 @@ type WebhookSubscriptionStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready always; Reconciling and Stalled while true.
+	// Conditions: Ready always (reason Suspended while spec.suspend is true); Reconciling and
+	// Stalled while true.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -299,6 +312,11 @@ type WebhookSubscriptionStatus struct {
 	// (GitHub's last_response), as of the last list.
 	// +optional
 	LastDelivery *DeliveryStatus `json:"lastDelivery,omitempty"`
+	// LastHandledReconcileAt is the value of the reconcile.fluxcd.io/requestedAt annotation the
+	// manager last acted on (as Flux records it): when it equals the annotation, the requested
+	// reconcile, with a fresh list from the provider, has run.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // PingResult is the outcome of a ping request.
@@ -346,9 +364,11 @@ type DeliveryStatus struct {
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider.type`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpointID`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type WebhookSubscription struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

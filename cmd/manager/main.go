@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -42,6 +43,7 @@ type options struct {
 	metricsSecure   bool
 	metricsCertPath string
 	probeAddr       string
+	pprofAddr       string
 	leaderElect     bool
 	leaderElectNS   string
 	clusterName     string
@@ -64,6 +66,7 @@ func main() {
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS and only to clients whose token may GET /metrics (TokenReview and SubjectAccessReview, as kubebuilder v4 does)")
 	flag.StringVar(&o.metricsCertPath, "metrics-cert-path", "", "directory with tls.crt and tls.key for --metrics-secure (default: a self-signed certificate made at start)")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the health probe endpoint binds to")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address Go's /debug/pprof endpoints bind to (heap, goroutines); \"0\" disables them")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader so that only one replica talks to providers")
 	flag.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	flag.StringVar(&o.clusterName, "cluster-name", "", "name of this cluster in ownership markers; clusters sharing a provider account must use different names (default: the UID of the kube-system namespace, unique per cluster)")
@@ -162,20 +165,16 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 		metricsOpts.CertDir = o.metricsCertPath
 	}
-	var cacheOpts cache.Options
-	if len(o.watchNamespaces) > 0 {
-		// The cache, and so every watch and cached read, sees these namespaces only; the
-		// RBAC of this mode grants nothing elsewhere.
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.watchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
+		Scheme: scheme,
+		// With --watch-namespace the cache, and so every watch and cached read, sees those
+		// namespaces only; the RBAC of that mode grants nothing elsewhere. Secrets and
+		// ConfigMaps are never cached whole, whatever the mode.
+		Cache:                         controllers.CacheOptions(o.watchNamespaces),
+		Client:                        controllers.ClientOptions(),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "hookwarden-manager.hookwarden.io",
 		LeaderElectionNamespace:       o.leaderElectNS,
@@ -188,16 +187,22 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 	if err != nil {
 		return err
 	}
-		registry := providers.Registry{
+	registry := providers.Registry{
 		string(hookv1.ProviderStripe): stripe.Factory(),
 		string(hookv1.ProviderGitHub): github.Factory(),
 		string(hookv1.ProviderREST):   rest.Factory(),
+	}
+	// Served with controller-runtime's own metrics on --metrics-bind-address.
+	metrics, err := controllers.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
 	}
 	r := &controllers.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:                controllers.NewAccounts(registry, controllers.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout}),
+		Accounts:                controllers.NewAccounts(registry, controllers.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout, Metrics: metrics}),
+		Metrics:                 metrics,
 		ClusterName:             clusterName,
 		ListTTL:                 o.listTTL,
 		ReceiverBaseURL:         o.receiverBase,

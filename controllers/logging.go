@@ -1,0 +1,39 @@
+package controllers
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// Log keys shared with the receiver, so one query follows a subscription through both: the
+// subscription as namespace/name, the provider type, the provider's registration id, and why.
+const (
+	logSubscription = "subscription"
+	logProvider     = "provider"
+	logEndpointID   = "endpointID"
+	logReason       = "reason"
+)
+
+func subscriptionKey(sub *hookv1.WebhookSubscription) string { return sub.Namespace + "/" + sub.Name }
+
+// Provider writes, as the audit trail names them (the "action" of a "provider write" line).
+const (
+	actionCreate    = "create"
+	actionUpdate    = "update"
+	actionDelete    = "delete"
+	actionPrune     = "prune"
+	actionRotate    = "rotate"
+	actionRecover   = "recover-secret"
+	actionSetSecret = "set-secret"
+	actionOrphan    = "orphan"
+)
+
+// audit logs one write at the provider (or, for an orphan, the decision not to delete) at
+// info: the trail from a subscription to what the manager did at its account.
+func (r *Reconciler) audit(ctx context.Context, sub *hookv1.WebhookSubscription, action, endpointID, reason string) {
+	log.FromContext(ctx).Info("provider write", "action", action, logSubscription, subscriptionKey(sub),
+		logProvider, string(sub.Spec.Provider.Type), logEndpointID, endpointID, logReason, reason)
+}
