@@ -23,7 +23,7 @@ import (
 // nothing else: no evaluation error ("no such key", a failed conversion) in its place. The
 // objects are sent as unstructured JSON, so values no Go type can hold (resyncInterval:
 // banana) reach the API server as a user's YAML would.
-var _ = Describe("CEL rules answer with their own message", Ordered, func() {
+var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnFailure, func() {
 	seen := map[string]bool{}
 
 	valid := func() *unstructured.Unstructured {
