@@ -6,15 +6,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/logkeys"
 )
 
-// Log keys shared with the receiver, so one query follows a subscription through both: the
-// subscription as namespace/name, the provider type, the provider's registration id, and why.
+// Log keys are shared with the receiver (internal/logkeys).
 const (
-	logSubscription = "subscription"
-	logProvider     = "provider"
-	logEndpointID   = "endpointID"
-	logReason       = "reason"
+	logSubscription = logkeys.Subscription
+	logProvider     = logkeys.Provider
+	logEndpointID   = logkeys.EndpointID
+	logReason       = logkeys.Reason
 )
 
 func subscriptionKey(sub *hookv1.WebhookSubscription) string { return sub.Namespace + "/" + sub.Name }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/hookwarden/hookwarden/internal/logkeys"
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -74,7 +75,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	// The logger is built only when something is logged: this is the hot path.
-	log := func() logr.Logger { return h.Log.WithValues("subscription", ns+"/"+name) }
+	log := func() logr.Logger { return h.Log.WithValues(logkeys.Subscription, ns+"/"+name) }
 	route, ok := h.Routes.Lookup(ns, name)
 	if !ok {
 		return resultUnknownRoute, http.StatusNotFound
@@ -82,7 +83,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	verifier := route.Verifier
 	if verifier == nil {
 		if verifier, ok = h.Verifiers[route.Provider]; !ok {
-			log().Info("no verifier for provider", "provider", route.Provider)
+			log().Info("no verifier for provider", logkeys.Provider, route.Provider)
 			return resultUnknownRoute, http.StatusNotFound
 		}
 	}
@@ -107,7 +108,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 			result = resultNoEventID
 		}
 		if h.Log.V(1).Enabled() {
-			log().V(1).Info("delivery refused", "reason", err.Error())
+			log().V(1).Info("delivery refused", logkeys.Reason, err.Error())
 		}
 		return result, http.StatusUnauthorized
 	}
@@ -131,18 +132,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	if errors.Is(err, store.ErrInvalidEvent) {
 		// No retry can store it, so no 503; the provider sees its own request refused. The
 		// message names the rule broken, not the value; the id is logged cut short.
-		log().Info("delivery refused: the event cannot be recorded", "reason", err.Error(),
-			"eventID", truncate(v.EventID, 64), "eventIDBytes", len(v.EventID))
+		log().Info("delivery refused: the event cannot be recorded", logkeys.Reason, err.Error(),
+			logkeys.EventID, truncate(v.EventID, 64), "eventIDBytes", len(v.EventID))
 		return resultInvalidEvent, http.StatusUnprocessableEntity
 	}
 	if err != nil {
 		// Never acknowledge what is not committed: the provider retries a 503.
-		log().Error(err, "recording the delivery failed", "eventID", truncate(v.EventID, 64))
+		log().Error(err, "recording the delivery failed", logkeys.EventID, truncate(v.EventID, 64))
 		w.Header().Set("Retry-After", "5")
 		return resultStoreError, http.StatusServiceUnavailable
 	}
 	if h.Log.V(1).Enabled() {
-		log().V(1).Info("recorded", "eventID", v.EventID, "type", v.EventType, "duplicate", dup)
+		log().V(1).Info("recorded", logkeys.EventID, v.EventID, "type", v.EventType, "duplicate", dup)
 	}
 	if dup {
 		return resultDuplicate, http.StatusOK

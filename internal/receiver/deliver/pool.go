@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/hookwarden/hookwarden/internal/logkeys"
 	"github.com/hookwarden/hookwarden/internal/receiver/store"
 )
 
@@ -169,7 +170,7 @@ func (p *Pool) drain(inflight int, done <-chan struct{}, cancelWork context.Canc
 // deliver makes one attempt at j and records its outcome.
 func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	ev := j.Event
-	log := p.log.WithValues("jobID", j.ID, "subscription", ev.Subscription, "eventID", ev.EventID, "attempt", j.Attempt)
+	log := p.log.WithValues("jobID", j.ID, logkeys.Subscription, ev.Subscription, logkeys.EventID, ev.EventID, logkeys.Attempt, j.Attempt)
 
 	sink, ok := p.resolve(ev.Subscription)
 	if !ok || sink.URL == "" {
@@ -230,7 +231,7 @@ func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait t
 	p.opts.Metrics.attempt(ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
-		log.Info("Delivery postponed, not counted as an attempt", "reason", cause.Error(), "retryAt", at)
+		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)
 	}
 }
 
