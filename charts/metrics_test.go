@@ -14,13 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Manager metrics the alerts and the dashboard use that the manager does not serve yet
-// (phase 2 of issue 9 adds them). Each must still be missing: when it appears, delete it here.
-var pendingManagerMetrics = map[string]bool{
-	"hookwarden_subscription_ready":                       true,
-	"hookwarden_provider_request_duration_seconds_bucket": true,
-	"hookwarden_provider_rate_limited_total":              true,
-}
+// Metrics the alerts and the dashboard may use before a binary serves them. Each must still be
+// missing: when it appears, delete it here. (Issue 9's manager metrics are all served now.)
+var pendingManagerMetrics = map[string]bool{}
 
 func promtool(t *testing.T) string {
 	t.Helper()
@@ -139,9 +135,13 @@ func metricNames(expr string) []string {
 	return names
 }
 
-// checkMetricNames: every query of the alerts and the dashboard parses (promtool) and names
-// only metrics the binaries serve, recorded rules, or the pending manager metrics.
-func checkMetricNames(t *testing.T, served map[string]bool, managerMetrics string) {
+// targetLabels are added by the scrape (Prometheus Operator's relabelling), not by the binaries.
+var targetLabels = map[string]bool{"namespace": true, "pod": true, "job": true, "instance": true, "service": true, "container": true, "endpoint": true}
+
+// checkMetricNames: every query of the alerts and the dashboard parses (promtool), names only
+// metrics the binaries serve, recorded rules, or the pending manager metrics, and groups and
+// selects only on labels those metrics carry (or the scrape adds).
+func checkMetricNames(t *testing.T, served map[string]bool, labels map[string]map[string]bool, managerMetrics string) {
 	t.Helper()
 	alerts, recorded := alertQueries(t)
 	qs := append(alerts, dashboardQueries(t)...)
@@ -167,10 +167,24 @@ func checkMetricNames(t *testing.T, served map[string]bool, managerMetrics strin
 		if len(names) == 0 {
 			t.Errorf("%s: found no metric in %q", q.where, q.expr)
 		}
+		known := map[string]bool{}
+		servedOnly := true
 		for _, n := range names {
 			used[n] = true
 			if !served[n] && !recorded[n] && !pendingManagerMetrics[n] {
 				t.Errorf("%s names %s, which neither binary serves", q.where, n)
+			}
+			servedOnly = servedOnly && served[n]
+			for l := range labels[n] {
+				known[l] = true
+			}
+		}
+		if !servedOnly {
+			continue // a recorded or pending series: its labels are not served
+		}
+		for _, l := range queryLabels(q.expr) {
+			if !known[l] && !targetLabels[l] {
+				t.Errorf("%s uses label %q, which %v do not carry (served: %v)", q.where, l, names, sortedKeys(known))
 			}
 		}
 	}
@@ -185,13 +199,46 @@ func checkMetricNames(t *testing.T, served map[string]bool, managerMetrics strin
 		pending = append(pending, n)
 	}
 	sort.Strings(pending)
-	t.Logf("REPORT metrics: %d queries name %d metrics; pending for the manager (phase 2): %s", len(qs), len(used), strings.Join(pending, ", "))
+	t.Logf("REPORT metrics: %d queries name %d metrics, every one served; pending: %d %v", len(qs), len(used), len(pending), pending)
 	// Label values the dashboard selects on must exist too.
 	for _, want := range []string{`controller="webhooksubscription"`, `name="webhooksubscription"`} {
 		if !strings.Contains(managerMetrics, want) {
 			t.Errorf("the manager serves no series with %s, which the dashboard selects", want)
 		}
 	}
+}
+
+var (
+	promGroupLabels = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)`)
+	promMatcherSets = regexp.MustCompile(`\{([^}]*)\}`)
+	promMatcher     = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+)
+
+// queryLabels returns the label names an expression groups by or matches on.
+func queryLabels(expr string) []string {
+	var out []string
+	for _, m := range promGroupLabels.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	for _, m := range promMatcherSets.FindAllStringSubmatch(promStrings.ReplaceAllString(expr, `""`), -1) {
+		for _, mm := range promMatcher.FindAllStringSubmatch(m[1], -1) {
+			out = append(out, mm[1])
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func TestMetricNamesParser(t *testing.T) {
@@ -203,6 +250,16 @@ func TestMetricNamesParser(t *testing.T) {
 	for _, c := range cases {
 		if got := strings.Join(metricNames(c.expr), " "); got != c.want {
 			t.Errorf("metricNames(%q) = %q, want %q", c.expr, got, c.want)
+		}
+	}
+	labelCases := []struct{ expr, want string }{
+		{`sum by (provider, operation, outcome) (rate(x_total[5m]))`, "provider operation outcome"},
+		{`x{result=~"a|b", namespace!="{x}"} / on (ns) y`, "ns result namespace"},
+		{`hookwarden_subscription_ready == 0`, ""},
+	}
+	for _, c := range labelCases {
+		if got := strings.Join(queryLabels(c.expr), " "); got != c.want {
+			t.Errorf("queryLabels(%q) = %q, want %q", c.expr, got, c.want)
 		}
 	}
 }

@@ -47,6 +47,7 @@ func TestHelmLint(t *testing.T) {
 	for _, set := range [][]string{
 		nil,
 		{"receiver.store.type=postgres", "receiver.store.postgres.dsnSecret.name=db", "receiver.replicas=3", "receiver.ingress.enabled=true"},
+		{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.passwordSecret.name=rd-pw", "receiver.replicas=3"},
 		{"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false"},
 	} {
 		args := []string{"lint", "--strict", chartDir}
@@ -69,7 +70,15 @@ func TestBadValuesFailAtRender(t *testing.T) {
 			"receiver.replicas=2 with receiver.store.type=sqlite"},
 		{"PostgreSQL needs its DSN from a Secret", []string{"receiver.store.type=postgres"},
 			"receiver.store.type=postgres needs receiver.store.postgres.dsnSecret.name"},
-		{"an unknown store", []string{"receiver.store.type=redis"}, "receiver.store.type must be sqlite or postgres"},
+		{"an unknown store", []string{"receiver.store.type=mongodb"}, "receiver.store.type must be sqlite, postgres or redis"},
+		{"Redis needs its DSN from a Secret", []string{"receiver.store.type=redis"},
+			"receiver.store.type=redis needs receiver.store.redis.dsnSecret.name"},
+		{"a promise the receiver does not know", []string{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.promise=eventually"},
+			`receiver.store.redis.promise must be strict, at-least-once or best-effort, not "eventually"`},
+		{"a password Secret without its key", []string{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.passwordSecret.name=pw", "receiver.store.redis.passwordSecret.key="},
+			"receiver.store.redis.passwordSecret.key must name the key"},
+		{"a NetworkPolicy that would shut Redis out", []string{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.ports=null"},
+			"receiver.store.redis.ports must list the ports"},
 		{"no receiver replica", []string{"receiver.replicas=0"}, "receiver.replicas must be at least 1"},
 		{"kube-system is never watched", []string{"watchNamespaces={shop,kube-system}"}, "watchNamespaces must not include kube-system"},
 	}
@@ -202,6 +211,43 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 				t.Errorf("%d monitoring objects, want 2 ServiceMonitors and 1 PrometheusRule", len(r.other))
 			}
 			checkPrometheusRule(t, r.find("PrometheusRule", "hw-hookwarden"))
+		}},
+		{"Redis receiver with 3 replicas, a password Secret, a weaker promise", "hw", "hw-system", []string{
+			"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=hw-redis", "receiver.store.redis.passwordSecret.name=hw-redis-pw",
+			"receiver.store.redis.promise=at-least-once", "receiver.store.redis.ports={6379,7000}", "receiver.replicas=3",
+		}, func(t *testing.T, r rendered) {
+			d := r.find("Deployment", "hw-hookwarden-receiver")
+			if s, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type"); s != "RollingUpdate" {
+				t.Errorf("Redis receiver strategy %q, want RollingUpdate", s)
+			}
+			args := strings.Join(containerArgs(t, d), " ")
+			for _, want := range []string{"--store-promise=at-least-once", "--store-password-file=/etc/hookwarden/store-password/password"} {
+				if !strings.Contains(args, want) {
+					t.Errorf("receiver args %q lack %s", args, want)
+				}
+			}
+			if strings.Contains(args, "redis://") || strings.Contains(args, "--store=") {
+				t.Errorf("receiver args %q: the DSN must come from the Secret through the environment", args)
+			}
+			cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			env, _, _ := unstructured.NestedSlice(cs[0].(map[string]any), "env")
+			wantEnv := []any{map[string]any{"name": "HOOKWARDEN_STORE", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "hw-redis", "key": "dsn"}}}}
+			if diff := cmp.Diff(wantEnv, env); diff != "" {
+				t.Errorf("receiver env (-want +got)\n%s", diff)
+			}
+			vols, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+			if len(vols) != 1 || vols[0].(map[string]any)["secret"].(map[string]any)["secretName"] != "hw-redis-pw" {
+				t.Errorf("receiver volumes %v, want the password Secret only", vols)
+			}
+			if r.find("PodDisruptionBudget", "hw-hookwarden-receiver") == nil || r.find("PersistentVolumeClaim", "hw-hookwarden-receiver-data") != nil {
+				t.Error("want a receiver PodDisruptionBudget and no PVC")
+			}
+			np, _ := yaml.Marshal(r.find("NetworkPolicy", "hw-hookwarden-receiver").Object)
+			for _, port := range []string{"port: 6379", "port: 7000"} {
+				if !strings.Contains(string(np), port) {
+					t.Errorf("the receiver's NetworkPolicy does not open %s:\n%s", port, np)
+				}
+			}
 		}},
 		{"namespaced: one team namespace, no cluster rights", "team", "team-system", []string{
 			"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false",

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,15 +181,36 @@ func waitReady(t *testing.T, ns, name string) {
 // scrapedNames returns the metric names in a Prometheus text exposition.
 func scrapedNames(body string) map[string]bool {
 	names := map[string]bool{}
+	for n := range scrapedLabels(body) {
+		names[n] = true
+	}
+	return names
+}
+
+var exposedLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"`)
+
+// scrapedLabels returns the label names of each metric in a Prometheus text exposition.
+func scrapedLabels(body string) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
 	for _, l := range strings.Split(body, "\n") {
 		if l == "" || l[0] == '#' {
 			continue
 		}
-		if i := strings.IndexAny(l, "{ "); i > 0 {
-			names[l[:i]] = true
+		i := strings.IndexAny(l, "{ ")
+		if i <= 0 {
+			continue
+		}
+		name := l[:i]
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		if l[i] == '{' {
+			for _, m := range exposedLabel.FindAllStringSubmatch(l[i:], -1) {
+				out[name][m[1]] = true
+			}
 		}
 	}
-	return names
+	return out
 }
 
 // Both binaries run as their chart ServiceAccounts (tokens from the TokenRequest API): the
@@ -272,7 +294,7 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 		}
 	}
 
-	checkMetricNames(t, scrapedNames(managerMetrics+receiverMetrics), managerMetrics)
+	checkMetricNames(t, scrapedNames(managerMetrics+receiverMetrics), scrapedLabels(managerMetrics+receiverMetrics), managerMetrics)
 
 	// The store goes away: the receiver is no longer ready (its deliveries would all be 503).
 	dropDatabase(t, dsn)

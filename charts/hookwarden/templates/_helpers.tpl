@@ -30,14 +30,28 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "hookwarden.validate" -}}
 {{- $r := .Values.receiver -}}
 {{- if $r.enabled -}}
-{{- if not (has $r.store.type (list "sqlite" "postgres")) -}}
-{{- fail (printf "receiver.store.type must be sqlite or postgres, not %q" $r.store.type) -}}
+{{- if not (has $r.store.type (list "sqlite" "postgres" "redis")) -}}
+{{- fail (printf "receiver.store.type must be sqlite, postgres or redis, not %q" $r.store.type) -}}
 {{- end -}}
 {{- if and (eq $r.store.type "sqlite") (gt (int $r.replicas) 1) -}}
 {{- fail (printf "receiver.replicas=%d with receiver.store.type=sqlite: the embedded store has one writer on one volume; use receiver.store.type=postgres for several replicas" (int $r.replicas)) -}}
 {{- end -}}
 {{- if and (eq $r.store.type "postgres") (not $r.store.postgres.dsnSecret.name) -}}
 {{- fail "receiver.store.type=postgres needs receiver.store.postgres.dsnSecret.name: a Secret holding the DSN (key receiver.store.postgres.dsnSecret.key, default dsn)" -}}
+{{- end -}}
+{{- if eq $r.store.type "redis" -}}
+{{- if not $r.store.redis.dsnSecret.name -}}
+{{- fail "receiver.store.type=redis needs receiver.store.redis.dsnSecret.name: a Secret holding the DSN, redis://host:6379/0 or rediss://... (key receiver.store.redis.dsnSecret.key, default dsn)" -}}
+{{- end -}}
+{{- if not (has $r.store.redis.promise (list "strict" "at-least-once" "best-effort")) -}}
+{{- fail (printf "receiver.store.redis.promise must be strict, at-least-once or best-effort, not %q" $r.store.redis.promise) -}}
+{{- end -}}
+{{- if and $r.store.redis.passwordSecret.name (not $r.store.redis.passwordSecret.key) -}}
+{{- fail "receiver.store.redis.passwordSecret.key must name the key of the password in its Secret" -}}
+{{- end -}}
+{{- if not $r.store.redis.ports -}}
+{{- fail "receiver.store.redis.ports must list the ports the receiver reaches Redis on (its NetworkPolicy opens only those)" -}}
+{{- end -}}
 {{- end -}}
 {{- if lt (int $r.replicas) 1 -}}
 {{- fail "receiver.replicas must be at least 1 (set receiver.enabled=false to run no receiver)" -}}
