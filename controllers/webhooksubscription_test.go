@@ -363,6 +363,9 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			}).Should(Succeed())
 		}
 		setSuspend(true)
+		// The status says when the manager has seen the suspension; deleting the Secret before
+		// that races with a reconcile still under way.
+		expectSuspended(s)
 		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
 		Consistently(func() bool {
 			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: t.ns, Name: "orders-signing"}, &corev1.Secret{}))
