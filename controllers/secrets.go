@@ -186,15 +186,15 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	if key == "" {
 		key = sub.Spec.Provider.Type.DefaultCredentialsKey()
 	}
-	// Uncached: the manager watches Secrets by their metadata only (CacheOptions).
-	var sec corev1.Secret
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &sec); err != nil {
+	// From the API server (the manager watches Secrets by their metadata only), once per
+	// version of the Secret.
+	v, err := r.credentials.read(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, key)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
 		}
 		return "", fmt.Errorf("reading credentials Secret %s: %w", ref.Name, err)
 	}
-	v := strings.TrimSpace(string(sec.Data[key]))
 	if v == "" {
 		return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s has no key %q (spec.provider.credentialsRef.key)", sub.Namespace, ref.Name, key)}
 	}

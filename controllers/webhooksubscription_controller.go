@@ -73,6 +73,8 @@ type Reconciler struct {
 	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// credentials are read from the API server, once per version of their Secret.
+	credentials *credentials
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
 	Metrics *Metrics
@@ -95,6 +97,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.Metrics == nil {
 		r.Metrics = unregisteredMetrics()
 	}
+	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
 		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
 	}); err != nil {
