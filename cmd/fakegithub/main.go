@@ -11,6 +11,7 @@
 //	POST /_fake/deliver      {"target":"repos/o/r","hook_id":N,"event":"push","payload":{...}}
 //	GET  /_fake/deliveries   every delivery attempted
 //	GET  /_fake/requests     the request log
+//	GET  /_fake/meter        requests per route, and how many -rate refused
 //	GET  /_fake/stats        the request log summed up (lists, 304s, creates, ...)
 //	POST /_fake/reset-requests
 package main
@@ -52,6 +53,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	hookCap := fs.Int("hook-cap", fake.DefaultHookCap, "hooks allowed per event on one repository or organization")
 	rateLimit := fs.Int("rate-limit", fake.DefaultRateLimit, "requests per token and hour")
 	limitStatus := fs.Int("rate-limit-status", http.StatusForbidden, "status of a primary rate-limit refusal (403 or 429)")
+	meter := fakeapi.MeterFlags(fs) // -rate: the secondary limit per token, on top of -rate-limit per hour
 	deliveries := fs.Bool("deliveries", true, "ping config.url after a create and on POST .../pings, as GitHub does")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -70,8 +72,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if *deliveries {
 		opts = append(opts, fake.WithDeliveries(nil))
 	}
-	srv := fake.New(opts...)
-	return fakeapi.Run(ctx, "fakegithub", *addr, handler(srv), stderr, srv.WaitDeliveries)
+	m := meter()
+	srv := fake.New(append(opts, fake.WithMeter(m))...)
+	return fakeapi.Run(ctx, "fakegithub", *addr, handler(srv, m), stderr, srv.WaitDeliveries)
 }
 
 type grantRequest struct {
@@ -87,8 +90,9 @@ type deliverRequest struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-func handler(srv *fake.Server) http.Handler {
+func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	mux := http.NewServeMux()
+	fakeapi.HandleMeter(mux, m)
 	mux.HandleFunc("POST /_fake/grant", func(w http.ResponseWriter, r *http.Request) {
 		var g grantRequest
 		if err := decode(r, &g); err != nil || g.Token == "" || len(g.Targets) == 0 {

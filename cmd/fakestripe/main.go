@@ -6,6 +6,7 @@
 //
 //	GET /_fake/requests          the request log as JSON (account labels, never keys)
 //	GET /_fake/endpoints?key=K   account K's endpoints as JSON, secrets included
+//	GET /_fake/meter             requests per route, and how many -rate refused
 package main
 
 import (
@@ -41,6 +42,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:12111", "listen address")
 	pageSize := fs.Int("page-size", 0, "cap list pages at this many items (0 = no cap), to exercise pagination")
 	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
+	meter := fakeapi.MeterFlags(fs) // Stripe test mode: -rate 25 -latency 20ms
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -51,12 +53,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
-	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints))
-	return fakeapi.Run(ctx, "fakestripe", *addr, handler(srv), stderr, nil)
+	m := meter()
+	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints), fake.WithMeter(m))
+	return fakeapi.Run(ctx, "fakestripe", *addr, handler(srv, m), stderr, nil)
 }
 
-func handler(srv *fake.Server) http.Handler {
+func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	mux := http.NewServeMux()
+	fakeapi.HandleMeter(mux, m)
 	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Requests())
 	})

@@ -50,6 +50,7 @@ const rateWindow = time.Hour
 type Server struct {
 	clock    fakeapi.Clock
 	faults   fakeapi.Faults[Fault]
+	meter    *fakeapi.Meter
 	requests *fakeapi.Log[Request]
 	sent     *fakeapi.Log[Delivery]
 	inflight sync.WaitGroup
@@ -98,6 +99,11 @@ func WithDeliveries(client *http.Client) Option {
 		}
 	}
 }
+
+// WithMeter paces and counts the fake's requests (see fakeapi.Meter): a token beyond the
+// meter's rate gets GitHub's secondary rate-limit answer (the primary status, 403 unless
+// WithRateLimitStatus, with retry-after), on top of the hourly primary limit.
+func WithMeter(m *fakeapi.Meter) Option { return func(s *Server) { s.meter = m } }
 
 // WithClock sets the clock used for timestamps and rate-limit windows; see SetClock.
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock.Set(now) } }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/github/fake"
 	"github.com/hookwarden/hookwarden/providers/github/internal/openapitest"
@@ -481,3 +482,22 @@ func TestPathWordsAreCaseInsensitive(t *testing.T) {
 }
 
 func sign(secret string, body []byte) string { return github.Sign([]byte(secret), body) }
+
+func TestMeterAnswersLikeTheSecondaryLimit(t *testing.T) {
+	m := fakeapi.NewMeter(fakeapi.MeterOptions{Rate: 0.5, Burst: 1})
+	c := serve(t, fake.WithMeter(m))
+	if a := c.do("POST", "/repos/Octo/Hello/hooks", tok, `{"name":"web","config":{"url":"https://example.com/h"}}`); a.status != 201 {
+		t.Fatalf("within the rate: %d %s", a.status, a.body)
+	}
+	a := c.do("GET", "/repos/Octo/Hello/hooks", tok, "")
+	if a.status != 403 || a.header.Get("Retry-After") != "2" || !bytes.Contains(a.body, []byte("You have exceeded a secondary rate limit")) {
+		t.Errorf("over the rate: %d %s %v", a.status, a.body, a.header)
+	}
+	wantCounts := []fakeapi.RouteCount{
+		{Route: fakeapi.Route{Method: "GET", Pattern: "/repos/{owner}/{repo}/hooks"}, Requests: 1, Limited: 1},
+		{Route: fakeapi.Route{Method: "POST", Pattern: "/repos/{owner}/{repo}/hooks"}, Requests: 1},
+	}
+	if d := cmp.Diff(wantCounts, m.Counts()); d != "" {
+		t.Errorf("counts: -want +got\n%s", d)
+	}
+}

@@ -60,6 +60,25 @@ type route struct {
 
 func (rt route) key() string { return targetKey(rt.kind, rt.owner, rt.repo) }
 
+// meterRoute names a request for the meter's counters: the hook route with its owner,
+// repository and hook id taken out, or the path as sent for anything else.
+func (rt route) meterRoute(method string) fakeapi.Route {
+	if rt.op == "" {
+		return fakeapi.Route{Method: method, Pattern: rt.path}
+	}
+	p := "/repos/{owner}/{repo}/hooks"
+	if rt.kind == KindOrganization {
+		p = "/orgs/{org}/hooks"
+	}
+	if rt.hookID != 0 {
+		p += "/{id}"
+	}
+	if rt.pings {
+		p += "/pings"
+	}
+	return fakeapi.Route{Method: method, Pattern: p}
+}
+
 func parseRoute(method, p string) route {
 	var rt route
 	if len(p) >= len(enterprisePrefix) && strings.EqualFold(p[:len(enterprisePrefix)], enterprisePrefix) {
@@ -125,7 +144,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec.Page = n
 		}
 	}
-	taken := s.faults.Take(r.Method, rt.path)
+	taken := fakeapi.Metered(s.meter, s.faults.Take(r.Method, rt.path), cred, rt.meterRoute(r.Method), func(wait time.Duration) *Fault {
+		f := SecondaryLimit(s.limitStatus, max(wait, time.Second))
+		return &f
+	})
 
 	logged := false
 	apply := func() result {

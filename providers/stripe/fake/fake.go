@@ -35,6 +35,7 @@ const (
 type Server struct {
 	clock    fakeapi.Clock
 	faults   fakeapi.Faults[Fault]
+	meter    *fakeapi.Meter
 	requests *fakeapi.Log[Request]
 
 	mu           sync.Mutex
@@ -59,6 +60,10 @@ func WithMaxEndpoints(n int) Option { return func(s *Server) { s.maxEndpoints = 
 // WithIdempotencyTTL sets how long idempotency keys are remembered, measured on the Server's
 // clock (default 24 h).
 func WithIdempotencyTTL(d time.Duration) Option { return func(s *Server) { s.idemTTL = d } }
+
+// WithMeter paces and counts the fake's requests like Stripe's rate limiter would (see
+// fakeapi.Meter): a key beyond its rate gets Stripe's 429 with code rate_limit.
+func WithMeter(m *fakeapi.Meter) Option { return func(s *Server) { s.meter = m } }
 
 // WithClock sets the clock used for "created" and idempotency expiry; see SetClock.
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock.Set(now) } }

@@ -18,6 +18,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -815,5 +816,33 @@ func TestStartAndConcurrency(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 		t.Error("server still answering after stop")
+	}
+}
+
+func TestMeterAnswersLikeStripesRateLimiter(t *testing.T) {
+	m := fakeapi.NewMeter(fakeapi.MeterOptions{Rate: 1, Burst: 1})
+	s, base := start(t, fake.WithMeter(m))
+	api := newClient(base, keyA, nil)
+	ep, err := api.WebhookEndpoints.New(createParams("https://example.com/a", "charge.succeeded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = api.WebhookEndpoints.Update(ep.ID, &stripe.WebhookEndpointParams{Description: stripe.String("x")})
+	want := apiErr{Status: 429, Type: "invalid_request_error", Code: "rate_limit", Msg: "Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits."}
+	if d := cmp.Diff(want, toAPIErr(t, err)); d != "" {
+		t.Errorf("over the rate: -want +got\n%s", d)
+	}
+	if got := s.Endpoints(keyA)[0].Description; got != "" {
+		t.Errorf("a refused update was applied: description %q", got)
+	}
+	if _, err := newClient(base, keyB, nil).WebhookEndpoints.New(createParams("https://example.com/b", "charge.succeeded")); err != nil {
+		t.Errorf("another key has its own rate: %v", err)
+	}
+	wantCounts := []fakeapi.RouteCount{
+		{Route: fakeapi.Route{Method: "POST", Pattern: "/v1/webhook_endpoints"}, Requests: 2},
+		{Route: fakeapi.Route{Method: "POST", Pattern: "/v1/webhook_endpoints/{id}"}, Requests: 1, Limited: 1},
+	}
+	if d := cmp.Diff(wantCounts, m.Counts()); d != "" {
+		t.Errorf("counts: -want +got\n%s", d)
 	}
 }

@@ -75,7 +75,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Query:          r.URL.Query(),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	}
-	taken := s.faults.Take(r.Method, r.URL.Path)
+	taken := fakeapi.Metered(s.meter, s.faults.Take(r.Method, r.URL.Path), key, meterRoute(r.Method, r.URL.Path), rateLimited)
 
 	res, ok := s.serve(r, key, &rec, taken)
 	if ok {
@@ -442,6 +442,20 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// meterRoute names a request for the meter's counters: the endpoint collection or one endpoint.
+func meterRoute(method, path string) fakeapi.Route {
+	if path != basePath && strings.HasPrefix(path, basePath+"/") {
+		path = basePath + "/{id}"
+	}
+	return fakeapi.Route{Method: method, Pattern: path}
+}
+
+// rateLimited is Stripe's answer to a key over its rate: 429, code rate_limit, no Retry-After
+// (docs.stripe.com/rate-limits; PROVIDERS.md §1.3).
+func rateLimited(time.Duration) *Fault {
+	return &Fault{Status: http.StatusTooManyRequests, Code: "rate_limit"}
 }
 
 func faultResult(f *Fault) result {
