@@ -39,7 +39,10 @@ type Accounts struct {
 
 // AccountOptions tune the per-account client.
 type AccountOptions struct {
-	// QPS and Burst bound requests made with one credential (Stripe test mode allows 25/s).
+	// QPS and Burst, when set, bound the requests made with one credential whatever its
+	// provider. Zero means the provider's documented rate for the credential
+	// (providers.Capabilities.Rate: Stripe test mode 25/s, live 100/s; GitHub 1.2/s), or
+	// DefaultQPS and DefaultBurst for a provider that documents none.
 	QPS   float64
 	Burst int
 	// RequestTimeout bounds one provider request.
@@ -57,18 +60,14 @@ type AccountOptions struct {
 
 // Defaults of AccountOptions.
 const (
+	DefaultQPS                 = 10
+	DefaultBurst               = 5
 	DefaultRateLimitBackoff    = time.Second
 	DefaultMaxRateLimitBackoff = 5 * time.Minute
 )
 
 // NewAccounts returns an empty account table over the given provider registry.
 func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
-	if o.QPS <= 0 {
-		o.QPS = 10
-	}
-	if o.Burst <= 0 {
-		o.Burst = 5
-	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 20 * time.Second
 	}
@@ -146,15 +145,34 @@ func (a *Accounts) Get(key AccountKey) (*account, error) {
 	if err != nil {
 		return nil, err
 	}
+	caps := c.Capabilities()
 	lid := key.limiterID()
 	lim := a.limiters[lid]
 	if lim == nil {
-		lim = &limiter{bucket: rate.NewLimiter(rate.Limit(a.opts.QPS), a.opts.Burst), opts: &a.opts}
+		r := a.pace(caps.Rate)
+		lim = &limiter{bucket: rate.NewLimiter(rate.Limit(r.PerSecond), r.Burst), opts: &a.opts}
 		a.limiters[lid] = lim
 	}
-	acct := &account{id: id, provider: key.Provider, client: c, caps: c.Capabilities(), limiter: lim, now: a.opts.Now, metrics: a.metrics}
+	acct := &account{id: id, provider: key.Provider, client: c, caps: caps, limiter: lim, now: a.opts.Now, metrics: a.metrics}
 	a.m[id] = acct
 	return acct, nil
+}
+
+// pace is the rate one credential is paced at: the options' where set, else what its provider
+// documents, else the defaults.
+func (a *Accounts) pace(documented providers.Rate) providers.Rate {
+	r := documented
+	if r.IsZero() {
+		r = providers.Rate{PerSecond: DefaultQPS, Burst: DefaultBurst}
+	}
+	if a.opts.QPS > 0 {
+		r.PerSecond = a.opts.QPS
+	}
+	if a.opts.Burst > 0 {
+		r.Burst = a.opts.Burst
+	}
+	r.Burst = max(r.Burst, 1)
+	return r
 }
 
 // limiter paces the requests made with one credential: a token bucket, and after a rate-limit

@@ -499,3 +499,48 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 		t.Errorf("wait with a provider backoff of 1m = %s; want at least 1m", providers.RetryAfter(err))
 	}
 }
+
+// ratedClient is a fake client whose provider documents a rate.
+type ratedClient struct {
+	*fakeAccountClient
+	rate providers.Rate
+}
+
+func (c ratedClient) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Markers: true, Rate: c.rate}
+}
+
+func TestAccountsPaceEachCredentialAtItsProvidersRate(t *testing.T) {
+	cases := []struct {
+		reason     string
+		documented providers.Rate
+		opts       AccountOptions
+		want       providers.Rate
+	}{
+		{"no override: the provider's documented rate (Stripe test mode)", providers.Rate{PerSecond: 25, Burst: 5}, AccountOptions{}, providers.Rate{PerSecond: 25, Burst: 5}},
+		{"a provider that documents no rate gets the defaults", providers.Rate{}, AccountOptions{}, providers.Rate{PerSecond: DefaultQPS, Burst: DefaultBurst}},
+		{"--provider-qps overrides the rate, the documented burst stays", providers.Rate{PerSecond: 25, Burst: 5}, AccountOptions{QPS: 3}, providers.Rate{PerSecond: 3, Burst: 5}},
+		{"both flags override both", providers.Rate{PerSecond: 25, Burst: 5}, AccountOptions{QPS: 3, Burst: 2}, providers.Rate{PerSecond: 3, Burst: 2}},
+	}
+	for _, c := range cases {
+		registry := providers.Registry{"p": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
+			return ratedClient{newFakeAccountClient(), c.documented}, nil
+		})}
+		accts := NewAccounts(registry, c.opts)
+		a, err := accts.Get(AccountKey{Provider: "p", Target: "one", Credential: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := providers.Rate{PerSecond: float64(a.limiter.bucket.Limit()), Burst: a.limiter.bucket.Burst()}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("%s: -want +got\n%s", c.reason, d)
+		}
+		b, err := accts.Get(AccountKey{Provider: "p", Target: "two", Credential: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == b || a.limiter != b.limiter {
+			t.Errorf("%s: two targets on one credential must be two accounts sharing one limiter", c.reason)
+		}
+	}
+}

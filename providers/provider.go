@@ -153,7 +153,20 @@ type Capabilities struct {
 	// a new registration (create, store its secret, then delete the old one, as a rotation),
 	// never by Update, which refuses such a change with a Permanent error.
 	Recreate Field
+	// Rate is the request rate the provider documents for this client's credential, which the
+	// manager paces it at (unless told otherwise); zero when the provider documents none.
+	Rate Rate
 }
+
+// Rate is a documented request rate: a sustained number per second and how many requests
+// may go at once.
+type Rate struct {
+	PerSecond float64
+	Burst     int
+}
+
+// IsZero reports whether no rate is documented.
+func (r Rate) IsZero() bool { return r.PerSecond <= 0 }
 
 // Has reports whether the provider's registrations carry f.
 func (c Capabilities) Has(f Field) bool { return c.Fields&f != 0 }

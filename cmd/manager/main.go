@@ -75,8 +75,8 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&o.listTTL, "list-ttl", 30*time.Second, "longest time one provider list serves the other subscriptions on the same account")
-	flag.Float64Var(&o.providerQPS, "provider-qps", 10, "requests per second to one provider account, shared by all its subscriptions")
-	flag.IntVar(&o.providerBurst, "provider-burst", 5, "burst of requests to one provider account")
+	flag.Float64Var(&o.providerQPS, "provider-qps", 0, "requests per second made with one credential, shared by all its subscriptions, for every provider; 0: the provider's documented rate (Stripe 25/s for test keys, 100/s for sk_live_/rk_live_; GitHub 1.2/s), 10 where none is documented")
+	flag.IntVar(&o.providerBurst, "provider-burst", 0, "burst of requests made with one credential; 0: the provider's documented burst (Stripe 5 test, 10 live; GitHub 8), 5 where none is documented")
 	flag.DurationVar(&o.requestTimeout, "provider-timeout", 20*time.Second, "timeout of one provider request")
 	flag.StringVar(&o.receiverBase, "receiver-base-url", "", "public base URL of the bundled receiver (e.g. https://hooks.example.com); subscriptions with spec.endpoint.receiver register <base>/hooks/<namespace>/<name>")
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "subscriptions reconciled in parallel (one account is always serialized)")

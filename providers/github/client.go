@@ -73,7 +73,15 @@ var capabilities = providers.Capabilities{
 	UpdateNeedsSecret: true,
 	ReplayableCreate:  false,
 	Fields:            providers.FieldDisabled,
+	Rate:              documentedRate,
 }
+
+// documentedRate keeps one token under GitHub's limits (PROVIDERS.md §2.2): the secondary limit
+// of 80 content-creating requests a minute binds first (a hook create and its ping are both
+// POSTs), so 1.2/s with a burst of 8 makes at most 80 in any first minute, and 4,320 an hour,
+// under the primary 5,000. A longer create storm meets the 500-an-hour secondary limit, which
+// GitHub answers with retry-after and the manager waits out.
+var documentedRate = providers.Rate{PerSecond: 1.2, Burst: 8}
 
 // Capabilities says what GitHub can promise.
 func (c *Client) Capabilities() providers.Capabilities { return capabilities }

@@ -57,7 +57,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	c := newClient(t, "", repo, 0)
-	want := providers.Capabilities{Secret: providers.SecretClientChosen, UpdateNeedsSecret: true, Fields: providers.FieldDisabled}
+	want := providers.Capabilities{Secret: providers.SecretClientChosen, UpdateNeedsSecret: true, Fields: providers.FieldDisabled, Rate: providers.Rate{PerSecond: 1.2, Burst: 8}}
 	if d := cmp.Diff(want, c.Capabilities()); d != "" {
 		t.Errorf("Capabilities (-want +got):\n%s", d)
 	}

@@ -47,8 +47,29 @@ var capabilities = providers.Capabilities{
 	Fields:           providers.FieldDescription | providers.FieldDisabled | providers.FieldMarker,
 }
 
-// Capabilities says what Stripe can promise.
-func (c *Client) Capabilities() providers.Capabilities { return capabilities }
+// Stripe's documented rate limits (docs.stripe.com/rate-limits, PROVIDERS.md §1.3): 25
+// operations per second in test mode (sandbox), 100 in live mode, per account. Stripe does not
+// document a burst; a small one keeps the manager under a limiter that counts per second.
+var (
+	testModeRate = providers.Rate{PerSecond: 25, Burst: 5}
+	liveModeRate = providers.Rate{PerSecond: 100, Burst: 10}
+)
+
+// Capabilities says what Stripe can promise. The rate is the key's mode: live for sk_live_ and
+// rk_live_ keys, test mode (the lower) for every other key.
+func (c *Client) Capabilities() providers.Capabilities {
+	caps := capabilities
+	caps.Rate = RateFor(c.key)
+	return caps
+}
+
+// RateFor is the documented rate of the account behind key, by its mode.
+func RateFor(key string) providers.Rate {
+	if strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_") {
+		return liveModeRate
+	}
+	return testModeRate
+}
 
 // Factory returns a providers.Factory that builds Stripe clients with New.
 func Factory() providers.Factory {

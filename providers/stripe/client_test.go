@@ -856,3 +856,25 @@ func TestFactory(t *testing.T) {
 		t.Errorf("Factory().New(empty) = %v, %v; want nil client and an error", c, err)
 	}
 }
+
+func TestRateByKeyMode(t *testing.T) {
+	cases := []struct {
+		key, reason string
+		want        providers.Rate
+	}{
+		{"sk_test_abc", "test-mode secret key: sandbox limit, 25/s", providers.Rate{PerSecond: 25, Burst: 5}},
+		{"rk_test_abc", "test-mode restricted key: sandbox limit", providers.Rate{PerSecond: 25, Burst: 5}},
+		{"sk_live_abc", "live secret key: 100/s", providers.Rate{PerSecond: 100, Burst: 10}},
+		{"rk_live_abc", "live restricted key: 100/s", providers.Rate{PerSecond: 100, Burst: 10}},
+		{"whatever", "an unknown prefix gets the lower, test-mode limit", providers.Rate{PerSecond: 25, Burst: 5}},
+	}
+	for _, c := range cases {
+		cl, err := stripe.New(providers.Config{Credential: c.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(c.want, cl.Capabilities().Rate); d != "" {
+			t.Errorf("%s (%s): -want +got\n%s", c.key, c.reason, d)
+		}
+	}
+}
