@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
+)
+
+// namespace holds every object of a row (each row has a control plane of its own).
+const namespace = "default"
+
+// row is one line of the table: N subscriptions spread evenly over M accounts of a provider.
+type row struct {
+	Provider string
+	N, M     int
+}
+
+func (r row) String() string { return fmt.Sprintf("%s N=%d M=%d", r.Provider, r.N, r.M) }
+
+// setup is what every row shares.
+type setup struct {
+	Assets  string // kube-apiserver, etcd
+	Manager string // the manager binary
+	CRDs    string
+	// Resync is every subscription's spec.resyncInterval: the period of the waves.
+	Resync time.Duration
+	// PageCap caps the fake's list pages below the clients' 100 (0: no cap).
+	PageCap int
+	Timeout time.Duration // per row
+	Log     io.Writer     // progress
+}
+
+// result is what one row measured.
+type result struct {
+	Row row
+	// Bound is the rate-limit bound of the cold start: the most requests any one credential
+	// must make (its first, empty list and one create per subscription) over its rate.
+	BoundRequests int
+	Bound         time.Duration
+	Cold          time.Duration
+	ColdCounts    []fakeapi.RouteCount
+	// PagesPerAccount is the most list pages one account needs once every registration exists;
+	// Pages is their sum over the accounts, what one list of each costs.
+	PagesPerAccount int
+	Pages           int
+	// WaveCalls are the provider requests of one steady-state resync wave (every subscription
+	// reconciled once by its timer), WaveCounts by route.
+	WaveCalls  int
+	WaveCounts []fakeapi.RouteCount
+	Creates    int // creates the fake accepted, cold
+	Limited    int // requests the meter refused, over the row
+	Held       int // registrations at the provider after the row
+	Duplicates int // registrations beyond one per URL
+	Missing    int // subscriptions with no registration for their URL
+	CPU        time.Duration
+	HeapBase   uint64
+	HeapAfter  uint64
+	QueuePeak  int
+}
+
+// runRow runs one row on a control plane, a fake and a manager of its own, and stops them all.
+func runRow(ctx context.Context, s setup, r row) (res result, err error) {
+	res.Row = r
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	fp, err := newFakeProvider(r.Provider)
+	if err != nil {
+		return res, err
+	}
+	if r.M < 1 || r.N < r.M {
+		return res, fmt.Errorf("%s: want 1 <= M <= N", r)
+	}
+	perAccount := (r.N + r.M - 1) / r.M
+	limit := fp.limit()
+	meter := fakeapi.NewMeter(limit)
+	base, stopFake := fp.start(meter, s.PageCap, r.M, perAccount)
+	defer stopFake()
+
+	tmp, err := os.MkdirTemp("", "bench-reconcile-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(tmp)
+	env := &envtest.Environment{BinaryAssetsDirectory: s.Assets, CRDDirectoryPaths: []string{s.CRDs}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		return res, fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() { err = errors.Join(err, env.Stop()) }()
+	cfg.QPS, cfg.Burst = 500, 1000
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return res, err
+	}
+	if err := hookv1.AddToScheme(scheme); err != nil {
+		return res, err
+	}
+	k8s, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return res, err
+	}
+	user, err := env.AddUser(envtest.User{Name: "bench", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return res, err
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return res, err
+	}
+	kcPath := filepath.Join(tmp, "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		return res, err
+	}
+
+	mgr, err := startManager(ctx, s.Manager, kcPath, filepath.Join(tmp, "manager.log"))
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, mgr.stop()) }()
+	if res.HeapBase, err = mgr.heap(ctx); err != nil {
+		return res, err
+	}
+	cpu0, err := mgr.cpu()
+	if err != nil {
+		return res, err
+	}
+	sampler := mgr.sampleQueue(ctx, 200*time.Millisecond)
+
+	subs := newTracker()
+	w, err := k8s.Watch(ctx, &hookv1.WebhookSubscriptionList{}, client.InNamespace(namespace))
+	if err != nil {
+		return res, err
+	}
+	defer w.Stop()
+	go subs.follow(w)
+
+	fmt.Fprintf(s.Log, "  %s: applying %d credential Secrets and %d subscriptions\n", r, r.M, r.N)
+	started := time.Now()
+	if err := apply(ctx, k8s, fp, base, s.Resync, r); err != nil {
+		return res, err
+	}
+	if err := subs.waitReady(ctx, r.N, mgr); err != nil {
+		return res, fmt.Errorf("cold start: %w", err)
+	}
+	res.Cold = time.Since(started)
+	res.ColdCounts = meter.Counts()
+	fmt.Fprintf(s.Log, "  %s: all Ready in %s; waiting for two resync waves (every %s)\n", r, res.Cold.Round(100*time.Millisecond), s.Resync)
+
+	// The first wave after the cold start may find a list a late create refreshed moments
+	// before; the second starts from the first's list, one resync interval old: that is the
+	// steady state.
+	if err := subs.waitWave(ctx, mgr); err != nil {
+		return res, fmt.Errorf("first wave: %w", err)
+	}
+	before := meter.Counts()
+	if err := subs.waitWave(ctx, mgr); err != nil {
+		return res, fmt.Errorf("second wave: %w", err)
+	}
+	res.WaveCounts = diff(meter.Counts(), before)
+	cpu1, err := mgr.cpu()
+	if err != nil {
+		return res, err
+	}
+	res.CPU = cpu1 - cpu0
+	if res.HeapAfter, err = mgr.heap(ctx); err != nil {
+		return res, err
+	}
+	res.QueuePeak = sampler()
+
+	for _, c := range res.ColdCounts {
+		if fp.isCreate(c.Route) {
+			res.Creates += c.Requests - c.Limited
+		}
+	}
+	for _, c := range meter.Counts() {
+		res.Limited += c.Limited
+	}
+	for _, c := range res.WaveCounts {
+		res.WaveCalls += c.Requests
+	}
+	pageCap := clientPageSize
+	if s.PageCap > 0 {
+		pageCap = min(pageCap, s.PageCap)
+	}
+	byAccount := make([]int, r.M)
+	for i := range r.N {
+		byAccount[i%r.M]++
+	}
+	for a, n := range byAccount {
+		res.BoundRequests = max(res.BoundRequests, 1+n)
+		pages := max(1, (n+pageCap-1)/pageCap)
+		res.PagesPerAccount = max(res.PagesPerAccount, pages)
+		res.Pages += pages
+		urls := fp.held(a)
+		res.Held += len(urls)
+		seen := map[string]bool{}
+		for _, u := range urls {
+			if seen[u] {
+				res.Duplicates++
+			}
+			seen[u] = true
+		}
+		for i := a; i < r.N; i += r.M {
+			if !seen[subURL(i)] {
+				res.Missing++
+			}
+		}
+	}
+	res.Bound = time.Duration(float64(res.BoundRequests) / limit.Rate * float64(time.Second))
+	return res, nil
+}
+
+// diff is after minus before, route by route (routes only in after count in full).
+func diff(after, before []fakeapi.RouteCount) []fakeapi.RouteCount {
+	prev := map[fakeapi.Route]fakeapi.RouteCount{}
+	for _, c := range before {
+		prev[c.Route] = c
+	}
+	var out []fakeapi.RouteCount
+	for _, c := range after {
+		p := prev[c.Route]
+		if c.Requests -= p.Requests; c.Requests > 0 {
+			c.Limited -= p.Limited
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func subName(i int) string { return fmt.Sprintf("sub-%04d", i) }
+
+func subURL(i int) string { return "https://hooks.example.com/bench/" + subName(i) }
+
+// apply creates one credential Secret per account and the subscriptions, subscription i on
+// account i mod M, in parallel as kubectl apply of a big manifest would.
+func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string, resync time.Duration, r row) error {
+	for a := range r.M {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("account-%d", a)},
+			StringData: map[string]string{"apiKey": fp.credential(a), "token": fp.credential(a)}}
+		if err := k8s.Create(ctx, sec); err != nil {
+			return err
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range r.N {
+		g.Go(func() error {
+			a := i % r.M
+			sub := &hookv1.WebhookSubscription{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: subName(i)},
+				Spec: hookv1.WebhookSubscriptionSpec{
+					Provider:       fp.spec(a, base, fmt.Sprintf("account-%d", a)),
+					Endpoint:       hookv1.EndpointSpec{URL: subURL(i)},
+					Events:         []string{"push"},
+					SigningSecret:  hookv1.SigningSecretSpec{Name: subName(i) + "-signing"},
+					ResyncInterval: &metav1.Duration{Duration: resync},
+				},
+			}
+			if r.Provider == "stripe" {
+				sub.Spec.Events = []string{"invoice.paid"}
+			}
+			return k8s.Create(ctx, sub)
+		})
+	}
+	return g.Wait()
+}
+
+// tracker follows the subscriptions through a watch: which are Ready, and when each was last
+// synced with the provider.
+type tracker struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every event
+	ready   map[string]bool
+	synced  map[string]time.Time
+	err     error
+}
+
+func newTracker() *tracker {
+	return &tracker{changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}}
+}
+
+func (t *tracker) follow(w watch.Interface) {
+	for ev := range w.ResultChan() {
+		sub, ok := ev.Object.(*hookv1.WebhookSubscription)
+		t.mu.Lock()
+		switch {
+		case !ok:
+			t.err = fmt.Errorf("watch: %v", ev.Object)
+		case ev.Type == watch.Deleted:
+			delete(t.ready, sub.Name)
+			delete(t.synced, sub.Name)
+		default:
+			c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+			t.ready[sub.Name] = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == sub.Generation
+			if ls := sub.Status.LastSyncTime; ls != nil {
+				t.synced[sub.Name] = ls.Time
+			}
+		}
+		close(t.changed)
+		t.changed = make(chan struct{})
+		t.mu.Unlock()
+	}
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = errors.New("the watch of subscriptions ended")
+	}
+	close(t.changed)
+	t.mu.Unlock()
+}
+
+// until waits for cond (called with the lock held) to hold after some event.
+func (t *tracker) until(ctx context.Context, m *manager, cond func() bool) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		t.mu.Lock()
+		if cond() {
+			t.mu.Unlock()
+			return nil
+		}
+		if t.err != nil {
+			defer t.mu.Unlock()
+			return t.err
+		}
+		ch := t.changed
+		t.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (manager log %s)", ctx.Err(), m.log)
+		case <-ch:
+		case <-tick.C:
+			if err := m.exited(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (t *tracker) waitReady(ctx context.Context, n int, m *manager) error {
+	return t.until(ctx, m, func() bool {
+		count := 0
+		for _, ok := range t.ready {
+			if ok {
+				count++
+			}
+		}
+		return count == n
+	})
+}
+
+// waitWave waits until every subscription has been synced with a list newer than every sync
+// seen so far: one wave, all of it.
+func (t *tracker) waitWave(ctx context.Context, m *manager) error {
+	t.mu.Lock()
+	var latest time.Time
+	for _, ls := range t.synced {
+		if ls.After(latest) {
+			latest = ls
+		}
+	}
+	t.mu.Unlock()
+	return t.until(ctx, m, func() bool {
+		for _, ls := range t.synced {
+			if !ls.After(latest) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// goBuild builds the manager into dir, for the test (make bench-reconcile builds it first).
+func goBuild(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, "manager")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/hookwarden/hookwarden/cmd/manager")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/manager: %v\n%s", err, b)
+	}
+	return out, nil
+}

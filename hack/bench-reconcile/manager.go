@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// manager is the manager binary running as its own process, so its CPU and heap are its own.
+type manager struct {
+	cmd     *exec.Cmd
+	log     string
+	metrics string // base URL of --metrics-bind-address
+	pprof   string // base URL of --pprof-bind-address
+	done    chan struct{}
+	err     error
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// startManager starts bin with its defaults (rates, concurrency, list TTL) and waits for
+// /readyz.
+func startManager(ctx context.Context, bin, kubeconfig, logPath string) (*manager, error) {
+	var addrs [3]string
+	for i := range addrs {
+		a, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = a
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--leader-elect=false", "--cluster-name=bench",
+		"--metrics-bind-address="+addrs[0], "--health-probe-bind-address="+addrs[1], "--pprof-bind-address="+addrs[2])
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	m := &manager{cmd: cmd, log: logPath, metrics: "http://" + addrs[0], pprof: "http://" + addrs[2], done: make(chan struct{})}
+	go func() {
+		m.err = cmd.Wait()
+		_ = f.Close()
+		close(m.done)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := m.exited(); err != nil {
+			return nil, err
+		}
+		if code, err := get(ctx, "http://"+addrs[1]+"/readyz", io.Discard); err == nil && code == http.StatusOK {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.Join(errors.New("the manager was not ready within 60s; log "+logPath), m.stop())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), m.stop())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (m *manager) exited() error {
+	select {
+	case <-m.done:
+		return fmt.Errorf("the manager exited (%v); log %s", m.err, m.log)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits; a manager that does not stop in 20 s is killed.
+func (m *manager) stop() error {
+	if m.exited() != nil {
+		return nil
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-m.done:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+		return errors.New("the manager did not stop within 20s of SIGTERM; killed")
+	}
+}
+
+// clockTick is USER_HZ, the unit of /proc's CPU times (100 on every Linux Go supports).
+const clockTick = 100
+
+// cpu is the manager's user and system CPU time so far (/proc/PID/stat utime + stime).
+func (m *manager) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its ")" are fixed.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", m.cmd.Process.Pid, len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] { // utime, stime: fields 14 and 15
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTick, nil
+}
+
+// heap is the manager's in-use heap right after a collection: the heap profile endpoint with
+// gc=1 collects first, then the metrics endpoint reports go_memstats_heap_inuse_bytes.
+func (m *manager) heap(ctx context.Context) (uint64, error) {
+	if code, err := get(ctx, m.pprof+"/debug/pprof/heap?gc=1", io.Discard); err != nil || code != http.StatusOK {
+		return 0, fmt.Errorf("forcing a collection through pprof: status %d: %v", code, err)
+	}
+	v, err := m.metric(ctx, "go_memstats_heap_inuse_bytes", "")
+	return uint64(v), err
+}
+
+// metric reads one sample of the manager's metrics: the first series of name whose labels
+// contain label ("" for any).
+func (m *manager) metric(ctx context.Context, name, label string) (float64, error) {
+	var body strings.Builder
+	if code, err := get(ctx, m.metrics+"/metrics", &body); err != nil || code != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: status %d: %v", code, err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(body.String()))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		metric, labels, _ := strings.Cut(series, "{")
+		if metric != name || !strings.Contains(labels, label) {
+			continue
+		}
+		value, _, _ = strings.Cut(value, " ")
+		return strconv.ParseFloat(value, 64)
+	}
+	return 0, fmt.Errorf("metric %s{%s} not found", name, label)
+}
+
+// sampleQueue samples the controller's workqueue depth every period until ctx ends; peak
+// stops sampling and returns the largest depth seen.
+func (m *manager) sampleQueue(ctx context.Context, period time.Duration) (peak func() int) {
+	ctx, cancel := context.WithCancel(ctx)
+	result := make(chan int, 1)
+	go func() {
+		best := 0
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			if v, err := m.metric(ctx, "workqueue_depth", `name="webhooksubscription"`); err == nil {
+				best = max(best, int(v))
+			}
+			select {
+			case <-ctx.Done():
+				result <- best
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int {
+		cancel()
+		return <-result
+	}
+}
+
+func get(ctx context.Context, url string, w io.Writer) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return resp.StatusCode, err
+}
