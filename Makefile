@@ -83,6 +83,11 @@ test: verify-generated verify-manifests vet control-plane stripe-mock helm promt
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
+.PHONY: bench-reconcile
+bench-reconcile: control-plane ## Measure how the manager's cost grows: N subscriptions over M accounts against the rate-limited fake Stripe and GitHub (prints a table; ARGS=-full for the whole grid).
+	@go build -o $(BIN)/manager ./cmd/manager
+	go run ./hack/bench-reconcile -assets "$$(hack/control-plane.sh --print-dir)" -manager $(BIN)/manager $(ARGS)
+
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers/github:FuzzGitHubLink \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// TestSmallRows is make bench-reconcile in small, as a correctness test: it checks what must
+// hold whatever the machine's speed (every subscription Ready with one registration, one
+// create each, no duplicate, no request over the provider's rate, one list of each account
+// per resync wave, page by page) and never how long anything took.
+func TestSmallRows(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("KUBEBUILDER_ASSETS is not set (hack/control-plane.sh --print-dir)")
+		}
+		t.Skip("KUBEBUILDER_ASSETS is not set: run through make test, or export it from hack/control-plane.sh --print-dir")
+	}
+	ctrllog.SetLogger(logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin, err := goBuild(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := setup{
+		Assets: assets, Manager: bin, CRDs: filepath.Join("..", "..", "config", "crd", "bases"),
+		// Pages of 4 make every account's list several pages, so a wave that re-listed per
+		// subscription, or lost its place in a page, would show.
+		PageCap: 4, Resync: 10 * time.Second, Timeout: 4 * time.Minute, Log: io.Discard,
+	}
+	if testing.Verbose() {
+		s.Log = os.Stderr
+	}
+	for _, r := range []row{{"stripe", 40, 4}, {"github", 12, 2}} {
+		t.Run(r.Provider, func(t *testing.T) {
+			res, err := runRow(ctx, s, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range res.problems() {
+				t.Error(p)
+			}
+			if res.Limited != 0 {
+				t.Errorf("the fake refused %d requests over the provider's rate; the manager must pace each credential below it", res.Limited)
+			}
+			if want := r.M * ((r.N/r.M + 3) / 4); res.Pages != want {
+				t.Fatalf("pages = %d, want %d (%d accounts of %d in pages of 4)", res.Pages, want, r.M, r.N/r.M)
+			}
+			if res.WaveCalls != res.Pages {
+				t.Errorf("a resync wave made %d provider requests (%v), want %d: one list of each account, page by page", res.WaveCalls, res.WaveCounts, res.Pages)
+			}
+			fp, _ := newFakeProvider(r.Provider)
+			for _, c := range res.WaveCounts {
+				if !fp.isList(c.Route) {
+					t.Errorf("a steady-state wave sent %d × %s %s; it should only list", c.Requests, c.Method, c.Pattern)
+				}
+			}
+			t.Logf("%s: cold %s (bound %s), cold requests %v, wave %v, CPU %s, heap +%d KiB, queue peak %d",
+				r, res.Cold.Round(time.Millisecond), res.Bound.Round(time.Millisecond), res.ColdCounts, res.WaveCounts, res.CPU, (int64(res.HeapAfter)-int64(res.HeapBase))/1024, res.QueuePeak)
+		})
+	}
+}
