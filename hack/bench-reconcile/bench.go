@@ -34,6 +34,8 @@ type row struct {
 	N, M     int
 }
 
+func (r row) file() string { return fmt.Sprintf("-%s-%d-%d", r.Provider, r.N, r.M) }
+
 func (r row) String() string { return fmt.Sprintf("%s N=%d M=%d", r.Provider, r.N, r.M) }
 
 // setup is what every row shares.
@@ -46,6 +48,11 @@ type setup struct {
 	// PageCap caps the fake's list pages below the clients' 100 (0: no cap).
 	PageCap int
 	Timeout time.Duration // per row
+	// Profile, when set, is the prefix of the manager's profiles per row: a 30 s CPU profile
+	// from the first apply, and the heap after the waves.
+	Profile string
+	// ManagerFlags are added to the manager's command line (its defaults otherwise).
+	ManagerFlags []string
 	Log     io.Writer     // progress
 }
 
@@ -131,7 +138,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		return res, err
 	}
 
-	mgr, err := startManager(ctx, s.Manager, kcPath, filepath.Join(tmp, "manager.log"))
+	mgr, err := startManager(ctx, s.Manager, kcPath, filepath.Join(tmp, "manager.log"), s.ManagerFlags)
 	if err != nil {
 		return res, err
 	}
@@ -155,6 +162,11 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 
 	fmt.Fprintf(s.Log, "  %s: applying %d credential Secrets and %d subscriptions\n", r, r.M, r.N)
 	started := time.Now()
+	var profiled chan error
+	if s.Profile != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- mgr.profile(ctx, "/debug/pprof/profile?seconds=30", s.Profile+r.file()+".cpu.pprof") }()
+	}
 	if err := apply(ctx, k8s, fp, base, s.Resync, r); err != nil {
 		return res, err
 	}
@@ -185,6 +197,11 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		return res, err
 	}
 	res.QueuePeak = sampler()
+	if profiled != nil {
+		if err := errors.Join(<-profiled, mgr.profile(ctx, "/debug/pprof/heap", s.Profile+r.file()+".heap.pprof")); err != nil {
+			return res, err
+		}
+	}
 
 	for _, c := range res.ColdCounts {
 		if fp.isCreate(c.Route) {

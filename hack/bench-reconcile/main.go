@@ -78,6 +78,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&s.Resync, "resync", 20*time.Second, "spec.resyncInterval of every subscription: the period of the waves")
 	fs.IntVar(&s.PageCap, "page-cap", 0, "cap the fake's list pages below the clients' 100 (0: no cap)")
 	fs.DurationVar(&s.Timeout, "row-timeout", 8*time.Minute, "give up on a row after this long")
+	fs.Func("manager-flag", "add a flag to the manager's command line (repeatable), e.g. -manager-flag=--max-concurrent-reconciles=16", func(v string) error {
+		s.ManagerFlags = append(s.ManagerFlags, v)
+		return nil
+	})
+	fs.StringVar(&s.Profile, "cpu-profile", "", "write a 30 s CPU profile of the manager, taken during the cold start, to this file")
 	full := fs.Bool("full", false, "run the whole grid (N 100 to 2,000 by M 1, 10, 100; two GitHub rows): about half an hour")
 	only := fs.String("rows", "", "run these rows instead, e.g. stripe:2000:10,github:100:5 (provider:N:M)")
 	if err := fs.Parse(args); err != nil {
@@ -115,7 +120,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		results = append(results, res)
 	}
 	printTable(stdout, results)
-	fmt.Fprintf(stdout, "\n%d rows in %s; resync waves every %s; manager with its default flags\n", len(results), time.Since(start).Round(time.Second), s.Resync)
+	flags := "its default flags"
+	if len(s.ManagerFlags) > 0 {
+		flags = strings.Join(s.ManagerFlags, " ")
+	}
+	fmt.Fprintf(stdout, "\n%d rows in %s; resync waves every %s; manager with %s\n", len(results), time.Since(start).Round(time.Second), s.Resync, flags)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d rows failed their checks", failed, len(results))
 	}

@@ -35,9 +35,9 @@ func freePort() (string, error) {
 	return addr, ln.Close()
 }
 
-// startManager starts bin with its defaults (rates, concurrency, list TTL) and waits for
-// /readyz.
-func startManager(ctx context.Context, bin, kubeconfig, logPath string) (*manager, error) {
+// startManager starts bin with its defaults (rates, concurrency, list TTL) and extra, and waits
+// for /readyz.
+func startManager(ctx context.Context, bin, kubeconfig, logPath string, extra []string) (*manager, error) {
 	var addrs [3]string
 	for i := range addrs {
 		a, err := freePort()
@@ -50,8 +50,9 @@ func startManager(ctx context.Context, bin, kubeconfig, logPath string) (*manage
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--leader-elect=false", "--cluster-name=bench",
-		"--metrics-bind-address="+addrs[0], "--health-probe-bind-address="+addrs[1], "--pprof-bind-address="+addrs[2])
+	args := []string{"--leader-elect=false", "--cluster-name=bench",
+		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1], "--pprof-bind-address=" + addrs[2]}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -198,8 +199,25 @@ func (m *manager) sampleQueue(ctx context.Context, period time.Duration) (peak f
 	}
 }
 
+// profile saves the pprof endpoint path to file.
+func (m *manager) profile(ctx context.Context, path, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	code, err := fetch(ctx, m.pprof+path, f, time.Minute)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET %s: status %d", path, code)
+	}
+	return errors.Join(err, f.Close())
+}
+
 func get(ctx context.Context, url string, w io.Writer) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	return fetch(ctx, url, w, 10*time.Second)
+}
+
+func fetch(ctx context.Context, url string, w io.Writer, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
