@@ -254,6 +254,7 @@ type account struct {
 	valid     bool
 	// epoch is the time of the account's first list: the origin of its resync grid.
 	epoch time.Time
+	keys  urlKeys
 }
 
 // ops is the view of an account given to one reconcile while it holds the account's lock.
@@ -274,6 +275,9 @@ func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
 // Epoch is the time of the account's first list (zero before it): the origin of the resync
 // grid that keeps all its subscriptions in one wave.
 func (o ops) Epoch() time.Time { return o.a.epoch }
+
+// URLKeys are the parsed URLs of the account's registrations, for plans made under the lock.
+func (o ops) URLKeys() *urlKeys { return &o.a.keys }
 
 // Invalidate makes the next List read the provider.
 func (o ops) Invalidate() { o.a.valid = false }
@@ -312,6 +316,7 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		regs[i].Secret = "" // the cache never holds secrets (readable ones are read on demand)
 	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
+	a.keys.retain(regs)
 	if a.epoch.IsZero() {
 		a.epoch = a.fetchedAt
 	}

@@ -70,7 +70,7 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 		return fromList(err)
 	}
 	// The same proof of ownership as reconcile: nothing unproven is deleted.
-	own := ownership{me: r.owner(sub), markers: o.Capabilities().Markers, recordedID: sub.Status.EndpointID, held: signing.held(), receiverURL: r.ownReceiverURL(sub)}
+	own := ownership{me: r.owner(sub), markers: o.Capabilities().Markers, recordedID: sub.Status.EndpointID, held: signing.held(), receiverURL: r.ownReceiverURL(sub), keys: o.URLKeys()}
 	for _, reg := range observed {
 		if !own.owns(reg) {
 			continue

@@ -31,6 +31,8 @@ type planInput struct {
 	ReceiverURL string
 	Adoption    hookv1.AdoptionPolicy
 	Twins       hookv1.TwinsPolicy
+	// Keys are the account's parsed URLs (nil: parse each); they change no decision.
+	Keys *urlKeys
 }
 
 // pruneReason says why a registration is deleted.
@@ -93,10 +95,11 @@ type ownership struct {
 	held       map[string]bool
 	// receiverURL is the canonical bundled-receiver URL that encodes this subscription.
 	receiverURL string
+	keys        *urlKeys
 }
 
 func (in planInput) ownership() ownership {
-	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL}
+	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL, keys: in.Keys}
 }
 
 // owns is the proof of ownership that lets reconcile and deletion change or delete r.
@@ -122,14 +125,14 @@ func (o ownership) owns(r providers.Registration) bool {
 	if o.receiverURL == "" {
 		return false
 	}
-	c, err := matching.Canonical(r.URL)
-	return err == nil && c == o.receiverURL
+	k := o.keys.get(r.URL)
+	return k.canonicalOK && k.canonical == o.receiverURL
 }
 
 func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
 	ours := own.owns(r)
-	canonical, err := matching.Canonical(r.URL)
-	sameTarget := err == nil && canonical == in.Desired.URL
+	k := in.Keys.get(r.URL)
+	sameTarget := k.canonicalOK && k.canonical == in.Desired.URL
 	switch {
 	case sameTarget && ours:
 		return candidate
@@ -144,7 +147,7 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 	case ours:
 		return stale
 	}
-	if loose, err := matching.LooseKey(r.URL); err == nil && loose == desiredLoose {
+	if k.looseOK && k.loose == desiredLoose {
 		return nearTwin
 	}
 	return foreign

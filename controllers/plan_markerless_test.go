@@ -164,6 +164,7 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			want:     plan{Keep: keep(hook("1", 0, withDisabled, misconfigured("content_type"))), Drift: []string{"disabled", "content_type"}},
 		},
 	}
+	sharedKeys := &urlKeys{}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			url := c.url
@@ -174,10 +175,15 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			for _, id := range c.held {
 				held[id] = true
 			}
-			got := computePlan(planInput{
+			in := planInput{
 				Caps: markerlessCaps, Desired: planDesired(url), Observed: c.observed, RecordedID: c.recorded,
 				HeldSecrets: held, PendingSecret: c.pending, ReceiverURL: planReceiverURL, Adoption: c.adoption, Twins: c.twins,
-			})
+			}
+			got := computePlan(in)
+			in.Keys = sharedKeys
+			if d := cmp.Diff(got, computePlan(in), cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
+			}
 			for _, m := range c.conflictMentions {
 				if !strings.Contains(got.Conflict, m) {
 					t.Errorf("Conflict %q does not mention %q (%s)", got.Conflict, m, c.reason)

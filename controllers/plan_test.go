@@ -448,6 +448,7 @@ func TestPlanComputePlan(t *testing.T) {
 		},
 	}
 
+	sharedKeys := &urlKeys{}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			url := c.url
@@ -471,6 +472,12 @@ func TestPlanComputePlan(t *testing.T) {
 				Twins:       c.twins,
 			}
 			got := computePlan(in)
+			// The account's table of parsed URLs, shared by every case as by every subscription
+			// of an account, changes no decision.
+			in.Keys = sharedKeys
+			if d := cmp.Diff(got, computePlan(in), cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
+			}
 
 			if len(c.conflictMentions) > 0 {
 				if got.Conflict == "" {
@@ -726,6 +733,54 @@ func TestResyncNext(t *testing.T) {
 		}
 		if !jittered {
 			t.Errorf("nextResync returned exactly %s 500 times: no jitter (%s)", c.base, c.reason)
+		}
+	}
+}
+
+func TestResyncSinceWaveStart(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		reason   string
+		interval time.Duration
+		epoch    time.Time
+		want     time.Duration
+	}{
+		{"3m into the first period: a list of the last 3m is this wave's", 10 * time.Minute, now.Add(-3 * time.Minute), 3 * time.Minute},
+		{"many periods on: counted from the latest grid point", 10 * time.Minute, now.Add(-(5*time.Hour + 4*time.Minute)), 4 * time.Minute},
+		{"on a grid point: nothing is this wave's yet", 10 * time.Minute, now.Add(-20 * time.Minute), 0},
+		{"no list yet (zero epoch)", 10 * time.Minute, time.Time{}, 0},
+		{"epoch in the future (clock skew)", 10 * time.Minute, now.Add(time.Minute), 0},
+	}
+	for _, c := range cases {
+		r := &Reconciler{Now: func() time.Time { return now }}
+		if got := r.sinceWaveStart(resyncSub(c.interval), c.epoch); got != c.want {
+			t.Errorf("sinceWaveStart = %s; want %s (%s)", got, c.want, c.reason)
+		}
+	}
+}
+
+func TestSteadyOnlyAfterSuccessOnTheCurrentSpec(t *testing.T) {
+	ready := func(gen, observed, condGen int64, status metav1.ConditionStatus, reason string) *hookv1.WebhookSubscription {
+		sub := &hookv1.WebhookSubscription{}
+		sub.Generation = gen
+		sub.Status.ObservedGeneration = observed
+		sub.Status.Conditions = []metav1.Condition{{Type: hookv1.ConditionReady, Status: status, Reason: reason, ObservedGeneration: condGen}}
+		return sub
+	}
+	cases := []struct {
+		reason string
+		sub    *hookv1.WebhookSubscription
+		want   bool
+	}{
+		{"Ready on the current generation: a resync", ready(2, 2, 2, metav1.ConditionTrue, hookv1.ReasonSucceeded), true},
+		{"spec changed since (generation ahead): a change to carry out", ready(3, 2, 2, metav1.ConditionTrue, hookv1.ReasonSucceeded), false},
+		{"last reconcile failed", ready(2, 2, 2, metav1.ConditionFalse, hookv1.ReasonSucceeded), false},
+		{"suspended is not in step with the provider", ready(2, 2, 2, metav1.ConditionTrue, hookv1.ReasonSuspended), false},
+		{"new subscription, no status", &hookv1.WebhookSubscription{}, false},
+	}
+	for _, c := range cases {
+		if got := steady(c.sub); got != c.want {
+			t.Errorf("steady = %v; want %v (%s)", got, c.want, c.reason)
 		}
 	}
 }

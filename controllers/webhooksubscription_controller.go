@@ -282,8 +282,13 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	}
 	var keep providers.Registration
 	maxAge := r.maxListAge(sub)
-	if fresh {
+	switch {
+	case fresh:
 		maxAge = 0
+	case steady(sub):
+		// A resync of a subscription already in step: any list of this wave serves it, however
+		// long the wave has run (thousands of subscriptions on one account outlast maxAge).
+		maxAge = max(maxAge, r.sinceWaveStart(sub, o.Epoch()))
 	}
 	for attempt := 1; ; attempt++ {
 		observed, err := o.List(ctx, maxAge)
@@ -300,6 +305,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 			ReceiverURL:   ownReceiverURL,
 			Adoption:      sub.Spec.Policies.Adoption,
 			Twins:         sub.Spec.Policies.Twins,
+			Keys:          o.URLKeys(),
 		})
 		keep, err = s.apply(ctx, p)
 		if providers.KindOf(err) == providers.AlreadyExists {
@@ -722,10 +728,29 @@ func (r *Reconciler) maxListAge(sub *hookv1.WebhookSubscription) time.Duration {
 
 // nextResync puts every subscription of an account on one grid: the next multiple of the
 // resync interval counted from the account's first list (plus a little jitter). The first
-// subscription to wake at a grid point re-lists, the rest reuse that list, so list calls per
-// wave stay at one however many subscriptions there are. A wave that runs long (more
-// subscriptions than maxListAge can serve) costs a second list in that wave only: the grid, not
-// the time of the list each subscription happened to see, decides the next wave.
+// subscription to wake at a grid point re-lists, the rest reuse that list (sinceWaveStart), so
+// list calls per wave stay at one however many subscriptions there are and however long the
+// wave runs: the grid, not the time of the list each subscription happened to see, decides the
+// next wave.
+// sinceWaveStart is how long ago the subscription's current resync period began on its
+// account's grid (zero before the account's first list): a list younger than that was read in
+// this wave.
+func (r *Reconciler) sinceWaveStart(sub *hookv1.WebhookSubscription, epoch time.Time) time.Duration {
+	elapsed := r.Now().Sub(epoch)
+	if epoch.IsZero() || elapsed < 0 {
+		return 0
+	}
+	return elapsed % resyncInterval(sub)
+}
+
+// steady reports whether the subscription's last reconcile succeeded on its current spec: a
+// reconcile now is a resync (or a wake-up by a Secret), not a change to carry out.
+func steady(sub *hookv1.WebhookSubscription) bool {
+	c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+	return sub.Status.ObservedGeneration == sub.Generation && c != nil && c.Status == metav1.ConditionTrue &&
+		c.Reason == hookv1.ReasonSucceeded && c.ObservedGeneration == sub.Generation
+}
+
 func (r *Reconciler) nextResync(sub *hookv1.WebhookSubscription, epoch time.Time) time.Duration {
 	interval := resyncInterval(sub)
 	next := interval
