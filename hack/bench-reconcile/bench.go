@@ -53,7 +53,7 @@ type setup struct {
 	Profile string
 	// ManagerFlags are added to the manager's command line (its defaults otherwise).
 	ManagerFlags []string
-	Log     io.Writer     // progress
+	Log          io.Writer // progress
 }
 
 // result is what one row measured.
@@ -165,7 +165,9 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	var profiled chan error
 	if s.Profile != "" {
 		profiled = make(chan error, 1)
-		go func() { profiled <- mgr.profile(ctx, "/debug/pprof/profile?seconds=30", s.Profile+r.file()+".cpu.pprof") }()
+		go func() {
+			profiled <- mgr.profile(ctx, "/debug/pprof/profile?seconds=30", s.Profile+r.file()+".cpu.pprof")
+		}()
 	}
 	if err := apply(ctx, k8s, fp, base, s.Resync, r); err != nil {
 		return res, err
