@@ -205,8 +205,9 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		}
 	}
 
+	_, createRoute := fp.routes()
 	for _, c := range res.ColdCounts {
-		if fp.isCreate(c.Route) {
+		if c.Route == createRoute {
 			res.Creates += c.Requests - c.Limited
 		}
 	}

@@ -25,9 +25,8 @@ type fakeProvider interface {
 	spec(acct int, baseURL, secret string) hookv1.ProviderSpec
 	// held returns the URLs of the registrations account acct holds.
 	held(acct int) []string
-	// isCreate and isList classify a meter route.
-	isCreate(r fakeapi.Route) bool
-	isList(r fakeapi.Route) bool
+	// routes are the meter's names of a list page and of a create.
+	routes() (list, create fakeapi.Route)
 	// limit is how the fake is metered: the provider's limit for one credential.
 	limit() fakeapi.MeterOptions
 }
@@ -54,12 +53,8 @@ func (b *stripeBench) held(acct int) []string {
 	return urls
 }
 
-func (b *stripeBench) isCreate(r fakeapi.Route) bool {
-	return r == fakeapi.Route{Method: http.MethodPost, Pattern: "/v1/webhook_endpoints"}
-}
-
-func (b *stripeBench) isList(r fakeapi.Route) bool {
-	return r == fakeapi.Route{Method: http.MethodGet, Pattern: "/v1/webhook_endpoints"}
+func (b *stripeBench) routes() (list, create fakeapi.Route) {
+	return fakeapi.Route{Method: http.MethodGet, Pattern: "/v1/webhook_endpoints"}, fakeapi.Route{Method: http.MethodPost, Pattern: "/v1/webhook_endpoints"}
 }
 
 func (b *stripeBench) limit() fakeapi.MeterOptions {
@@ -96,12 +91,9 @@ func (b *githubBench) held(acct int) []string {
 	return urls
 }
 
-func (b *githubBench) isCreate(r fakeapi.Route) bool {
-	return r == fakeapi.Route{Method: http.MethodPost, Pattern: "/repos/{owner}/{repo}/hooks"}
-}
-
-func (b *githubBench) isList(r fakeapi.Route) bool {
-	return r == fakeapi.Route{Method: http.MethodGet, Pattern: "/repos/{owner}/{repo}/hooks"}
+func (b *githubBench) routes() (list, create fakeapi.Route) {
+	const hooks = "/repos/{owner}/{repo}/hooks"
+	return fakeapi.Route{Method: http.MethodGet, Pattern: hooks}, fakeapi.Route{Method: http.MethodPost, Pattern: hooks}
 }
 
 func (b *githubBench) limit() fakeapi.MeterOptions {
