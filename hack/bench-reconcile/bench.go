@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -121,7 +123,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	if err := hookv1.AddToScheme(scheme); err != nil {
 		return res, err
 	}
-	k8s, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return res, err
 	}
@@ -152,13 +154,14 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	}
 	sampler := mgr.sampleQueue(ctx, 200*time.Millisecond)
 
-	subs := newTracker()
-	w, err := k8s.Watch(ctx, &hookv1.WebhookSubscriptionList{}, client.InNamespace(namespace))
+	// The informer stops before the control plane does (a watch left open holds up its
+	// shutdown).
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	subs, err := follow(followCtx, cfg, scheme)
 	if err != nil {
 		return res, err
 	}
-	defer w.Stop()
-	go subs.follow(w)
 
 	fmt.Fprintf(s.Log, "  %s: applying %d credential Secrets and %d subscriptions\n", r, r.M, r.N)
 	started := time.Now()
@@ -304,8 +307,9 @@ func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string,
 	return g.Wait()
 }
 
-// tracker follows the subscriptions through a watch: which are Ready, and when each was last
-// synced with the provider.
+// tracker follows the subscriptions through an informer (which lists and watches again when
+// the API server ends a watch): which are Ready, and when each was last synced with the
+// provider.
 type tracker struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every event
@@ -314,37 +318,63 @@ type tracker struct {
 	err     error
 }
 
-func newTracker() *tracker {
-	return &tracker{changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}}
-}
-
-func (t *tracker) follow(w watch.Interface) {
-	for ev := range w.ResultChan() {
-		sub, ok := ev.Object.(*hookv1.WebhookSubscription)
+// follow starts the informer; it stops with ctx.
+func follow(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*tracker, error) {
+	t := &tracker{changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}}
+	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme, DefaultNamespaces: map[string]crcache.Config{namespace: {}}})
+	if err != nil {
+		return nil, err
+	}
+	inf, err := c.GetInformer(ctx, &hookv1.WebhookSubscription{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { t.update(o, false) },
+		UpdateFunc: func(_, o any) { t.update(o, false) },
+		DeleteFunc: func(o any) { t.update(o, true) },
+	}); err != nil {
+		return nil, err
+	}
+	go func() {
+		err := c.Start(ctx)
 		t.mu.Lock()
-		switch {
-		case !ok:
-			t.err = fmt.Errorf("watch: %v", ev.Object)
-		case ev.Type == watch.Deleted:
-			delete(t.ready, sub.Name)
-			delete(t.synced, sub.Name)
-		default:
-			c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
-			t.ready[sub.Name] = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == sub.Generation
-			if ls := sub.Status.LastSyncTime; ls != nil {
-				t.synced[sub.Name] = ls.Time
-			}
+		defer t.mu.Unlock()
+		if err == nil {
+			err = errors.New("the informer of subscriptions stopped")
 		}
+		t.err = err
 		close(t.changed)
 		t.changed = make(chan struct{})
-		t.mu.Unlock()
+	}()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, errors.New("the informer of subscriptions did not sync")
+	}
+	return t, nil
+}
+
+func (t *tracker) update(o any, deleted bool) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	sub, ok := o.(*hookv1.WebhookSubscription)
+	if !ok {
+		return
 	}
 	t.mu.Lock()
-	if t.err == nil {
-		t.err = errors.New("the watch of subscriptions ended")
+	defer t.mu.Unlock()
+	if deleted {
+		delete(t.ready, sub.Name)
+		delete(t.synced, sub.Name)
+	} else {
+		c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+		t.ready[sub.Name] = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == sub.Generation
+		if ls := sub.Status.LastSyncTime; ls != nil {
+			t.synced[sub.Name] = ls.Time
+		}
 	}
 	close(t.changed)
-	t.mu.Unlock()
+	t.changed = make(chan struct{})
 }
 
 // until waits for cond (called with the lock held) to hold after some event.
