@@ -141,13 +141,16 @@ func (a *Accounts) Get(key AccountKey) (*account, error) {
 	if !ok {
 		return nil, errUnknownProvider(key.Provider)
 	}
-	c, err := f.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout})
+	lid := key.limiterID()
+	lim := a.limiters[lid]
+	// Every HTTP request takes a token, each page of a list too. lim is set below, before the
+	// client sends anything.
+	pace := func(ctx context.Context) error { return lim.bucket.Wait(ctx) }
+	c, err := f.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace})
 	if err != nil {
 		return nil, err
 	}
 	caps := c.Capabilities()
-	lid := key.limiterID()
-	lim := a.limiters[lid]
 	if lim == nil {
 		r := a.pace(caps.Rate)
 		lim = &limiter{bucket: rate.NewLimiter(rate.Limit(r.PerSecond), r.Burst), opts: &a.opts}
@@ -188,16 +191,17 @@ type limiter struct {
 	streak int
 }
 
-// wait blocks for the token bucket, or returns a RateLimited error at once while the
-// provider's last rate limit is still in force: asking again would only spend quota.
-func (l *limiter) wait(ctx context.Context) error {
+// blocked returns a RateLimited error while the provider's last rate limit is still in force:
+// asking again would only spend quota. (The token bucket paces each HTTP request, through the
+// client's providers.Config.Pace.)
+func (l *limiter) blocked() error {
 	l.mu.Lock()
 	left := l.until.Sub(l.opts.Now())
 	l.mu.Unlock()
 	if left > 0 {
 		return &providers.Error{Kind: providers.RateLimited, Message: "waiting out the provider's rate limit for this credential", RetryAfter: left}
 	}
-	return l.bucket.Wait(ctx)
+	return nil
 }
 
 // observe records the outcome of a request: a rate limit sets the credential's wait (what the
@@ -282,9 +286,10 @@ func (o ops) URLKeys() *urlKeys { return &o.a.keys }
 // Invalidate makes the next List read the provider.
 func (o ops) Invalidate() { o.a.valid = false }
 
-// call runs one provider request under the credential's limiter, and counts and times it.
+// call runs one provider operation (its HTTP requests paced by the credential's bucket) unless
+// the credential is waiting out a rate limit, and counts and times it.
 func (o ops) call(ctx context.Context, op string, fn func() error) error {
-	if err := o.a.limiter.wait(ctx); err != nil {
+	if err := o.a.limiter.blocked(); err != nil {
 		if providers.KindOf(err) == providers.RateLimited {
 			o.a.metrics.rateLimitWait(o.a.provider)
 		}

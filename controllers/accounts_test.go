@@ -371,7 +371,7 @@ func TestAccountsGet(t *testing.T) {
 			if len(configs) != wantClients {
 				t.Errorf("factory called %d times; want %d (%s)", len(configs), wantClients, c.reason)
 			}
-			if diff := cmp.Diff(providers.Config{APIURL: base.APIURL, Credential: base.Credential, Timeout: 7 * time.Second}, configs[0]); diff != "" {
+			if diff := cmp.Diff(providers.Config{APIURL: base.APIURL, Credential: base.Credential, Timeout: 7 * time.Second}, configs[0], cmpopts.IgnoreFields(providers.Config{}, "Pace")); diff != "" {
 				t.Errorf("factory config mismatch (-want +got):\n%s", diff)
 			}
 			for _, id := range []string{a.id, b.id} {
@@ -542,5 +542,30 @@ func TestAccountsPaceEachCredentialAtItsProvidersRate(t *testing.T) {
 		if a == b || a.limiter != b.limiter {
 			t.Errorf("%s: two targets on one credential must be two accounts sharing one limiter", c.reason)
 		}
+	}
+}
+
+func TestAccountsPaceEveryRequestOfTheClient(t *testing.T) {
+	var cfg providers.Config
+	registry := providers.Registry{"p": providers.FactoryFunc(func(c providers.Config) (providers.Client, error) {
+		cfg = c
+		return ratedClient{newFakeAccountClient(), providers.Rate{PerSecond: 0.001, Burst: 2}}, nil
+	})}
+	if _, err := NewAccounts(registry, AccountOptions{}).Get(AccountKey{Provider: "p", Credential: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Pace == nil {
+		t.Fatal("the client got no Pace: its HTTP requests (each list page) would not take tokens")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 2 {
+		if err := cfg.Pace(ctx); err != nil {
+			t.Fatalf("request %d within the burst of 2: %v", i+1, err)
+		}
+	}
+	// The third would wait some 1,000 s for a token, past the deadline: refused at once.
+	if err := cfg.Pace(ctx); err == nil {
+		t.Error("a third request within a second passed a bucket of burst 2 and 0.001/s")
 	}
 }

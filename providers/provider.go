@@ -228,6 +228,9 @@ type Config struct {
 	Credential string
 	// Timeout bounds one HTTP request.
 	Timeout time.Duration
+	// Pace, when set, is called before every HTTP request the client sends (each page of a
+	// list counts), and the request fails with its error: the manager's per-credential rate.
+	Pace func(context.Context) error
 }
 
 // Factory builds a Client for one account.

@@ -149,6 +149,9 @@ func New(cfg providers.Config) (*Client, error) {
 		SetResponseBodyLimit(maxBodyBytes).
 		SetDisableWarn(true).
 		SetLogger(quietLogger{})
+	if cfg.Pace != nil {
+		rc.SetTransport(providers.PacedTransport(cfg.Pace, nil))
+	}
 	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: time.Now, pages: map[string]cachedPage{}}, nil
 }
 

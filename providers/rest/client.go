@@ -129,6 +129,9 @@ func New(cfg providers.Config) (*Client, error) {
 		SetRedirectPolicy(resty.NoRedirectPolicy()).
 		SetResponseBodyLimit(cl.maxBytes).
 		SetLogger(quietLogger{})
+	if cfg.Pace != nil {
+		cl.http.SetTransport(providers.PacedTransport(cfg.Pace, nil))
+	}
 	cl.caps = capabilities(p)
 	if cl.spec, err = json.Marshal(p.Verify); err != nil {
 		return nil, invalid("verify: " + err.Error())
