@@ -175,15 +175,16 @@ undeploy: kustomize ## Remove the deployment.
 
 ##@ Demo
 .PHONY: demo
-demo: ## Run Hookwarden end to end on a local control plane and the fake Stripe.
+demo: ## Run Hookwarden end to end on a local control plane, the fake Stripe and the fake GitHub.
 	@echo "== building the local control plane (first run: several minutes, then cached)"
 	@hack/control-plane.sh >/dev/null
-	@echo "== building manager, receiver, fakestripe and demo"
+	@echo "== building manager, receiver, fakestripe, fakegithub and demo"
 	@go build -o $(BIN)/manager ./cmd/manager
 	@go build -o $(BIN)/receiver ./cmd/receiver
 	@go build -o $(BIN)/fakestripe ./cmd/fakestripe
+	@go build -o $(BIN)/fakegithub ./cmd/fakegithub
 	@go build -o $(BIN)/demo ./hack/demo
-	@$(BIN)/demo -assets "$$(hack/control-plane.sh --print-dir)" -bin $(BIN) -samples config/samples
+	@$(BIN)/demo -assets "$$(hack/control-plane.sh --print-dir)" -bin $(BIN) -samples config/samples,config/samples/github
 
 .PHONY: help
 help: ## Show this help.
