@@ -139,7 +139,7 @@ func (s *sender) concurrently(ctx context.Context, e *burstEvent, n int) {
 func (d *demo) burst(ctx context.Context) error {
 	var titles []string
 	for _, p := range d.providers {
-		titles = append(titles, p.title())
+		titles = append(titles, p.fake().title)
 	}
 	d.step("acting as %s: a burst of signed deliveries straight to the receiver (POST %s/hooks/%s/<name>)", strings.Join(titles, " and "), d.receiverBase, namespace)
 	targets, err := d.burstTargets(ctx)
@@ -243,10 +243,10 @@ func (d *demo) burst(ctx context.Context) error {
 		f := p.event(p.eventID("forged", 1, rng), p.eventTypes(t.sub.events)[0], t.sub)
 		forged := sender.post(ctx, t, forgedSecret, f)
 		if forged.err != nil || forged.status != http.StatusUnauthorized || forged.result != resultBadSig {
-			return fmt.Errorf("a %s delivery to %s signed with a wrong secret got %s, want 401 %s", p.title(), t.path, forged, resultBadSig)
+			return fmt.Errorf("a %s delivery to %s signed with a wrong secret got %s, want 401 %s", p.fake().title, t.path, forged, resultBadSig)
 		}
 		forgeries++
-		d.info("forged as %s: event %s to %s signed with a wrong secret → %d {\"result\":%q}", p.title(), f.id, t.path, forged.status, forged.result)
+		d.info("forged as %s: event %s to %s signed with a wrong secret → %d {\"result\":%q}", p.fake().title, f.id, t.path, forged.status, forged.result)
 	}
 
 	if err := d.checkSink(ctx, targets, events, started); err != nil {
@@ -269,7 +269,7 @@ func (d *demo) burstTargets(ctx context.Context) ([]*target, error) {
 		p := d.providerOf(s)
 		reg := p.fake().regs[s.name]
 		if reg.secret == "" {
-			return nil, fmt.Errorf("the fake %s reports no signing secret for %s's %s %s", p.title(), s.name, reg.noun, reg.id)
+			return nil, fmt.Errorf("the fake %s reports no signing secret for %s's %s %s", p.fake().title, s.name, reg.noun, reg.id)
 		}
 		sub, err := d.getSub(ctx, s.name)
 		if err != nil {
@@ -353,7 +353,7 @@ func describePlan(t *target, events []*burstEvent) string {
 		sends += e.copies
 	}
 	return fmt.Sprintf("%s (%s): %d events (%s), %d deliveries: %d once, %d three times at once, %d twice at once, %d twice (again after the first pass); signed with %s %s's secret",
-		t.sub.name, t.p.title(), len(events), strings.Join(t.p.eventTypes(t.sub.events), ", "), sends, count[modeOnce+"1"], count[modeConcurrent+"3"], count[modeConcurrent+"2"], count[modeRedelivered+"2"], t.reg.noun, t.reg.id)
+		t.sub.name, t.p.fake().title, len(events), strings.Join(t.p.eventTypes(t.sub.events), ", "), sends, count[modeOnce+"1"], count[modeConcurrent+"3"], count[modeConcurrent+"2"], count[modeRedelivered+"2"], t.reg.noun, t.reg.id)
 }
 
 func describeAnswers(as []answer) string {

@@ -85,7 +85,7 @@ func (d *demo) checkInputs() error {
 		d.opts.crds:                                    "pass -crds",
 	}
 	for _, p := range d.providers {
-		need[filepath.Join(d.opts.binDir, p.binary())] = "run make build"
+		need[filepath.Join(d.opts.binDir, p.fake().binary)] = "run make build"
 	}
 	for _, dir := range d.opts.samples {
 		need[dir] = "pass -samples"
@@ -202,7 +202,7 @@ func (d *demo) applySamples(ctx context.Context) error {
 		strings.Join(d.opts.samples, " and "), resyncInterval)
 	rw := rewriting{apiURLs: map[hookv1.ProviderType]string{}, sinkBase: d.sink.base, receiverBase: d.receiverBase, resync: resyncInterval}
 	for _, p := range d.providers {
-		rw.apiURLs[p.kind()] = p.fake().api.base
+		rw.apiURLs[p.fake().kind] = p.fake().api.base
 	}
 	m, subs, err := loadSamples(d.opts.samples, rw)
 	if err != nil {
@@ -222,7 +222,7 @@ func (d *demo) applySamples(ctx context.Context) error {
 	for _, p := range d.providers {
 		f := p.fake()
 		if len(f.subs) == 0 {
-			return fmt.Errorf("no sample in %s is for %s", strings.Join(d.opts.samples, ", "), p.title())
+			return fmt.Errorf("no sample in %s is for %s", strings.Join(d.opts.samples, ", "), p.fake().title)
 		}
 		if f.credential, err = newCredential(p); err != nil {
 			return err
@@ -249,7 +249,7 @@ func (d *demo) applySamples(ctx context.Context) error {
 // providerOf returns the provider of subscription s (loadSamples refuses any other).
 func (d *demo) providerOf(s subRef) provider {
 	for _, p := range d.providers {
-		if p.kind() == s.provider {
+		if p.fake().kind == s.provider {
 			return p
 		}
 	}
@@ -271,7 +271,7 @@ func (d *demo) createCredentials(ctx context.Context) error {
 			data[s.credsName] = sd
 		}
 		if sd.p != p {
-			return fmt.Errorf("secret %s holds credentials of both %s and %s samples", s.credsName, sd.p.title(), p.title())
+			return fmt.Errorf("secret %s holds credentials of both %s and %s samples", s.credsName, sd.p.fake().title, p.fake().title)
 		}
 		sd.kv[s.credsKey] = p.fake().credential
 	}
@@ -284,7 +284,7 @@ func (d *demo) createCredentials(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("creating the credentials Secret %s: %w", name, err)
 		}
-		d.info("secret/%s created with the %s %s %s… (keys: %s)", name, sd.p.title(), sd.p.credentialName(), sd.p.credentialPrefix(), strings.Join(sortedKeys(sd.kv), ", "))
+		d.info("secret/%s created with the %s %s %s… (keys: %s)", name, sd.p.fake().title, sd.p.fake().credentialName, sd.p.fake().credentialPrefix, strings.Join(sortedKeys(sd.kv), ", "))
 	}
 	return nil
 }
@@ -397,7 +397,7 @@ func (d *demo) checkSigningSecret(ctx context.Context, s subRef, r registration)
 	case string(got) != r.secret:
 		return fmt.Errorf("signing Secret %s/%s does not hold registration %s's secret", s.signingSecret, hookv1.SecretKeyCurrent, r.id)
 	}
-	d.info("%s: secret/%s key %s = %s %s's signing secret at the fake %s — secret stored: yes", s.name, s.signingSecret, hookv1.SecretKeyCurrent, r.noun, r.id, d.providerOf(s).title())
+	d.info("%s: secret/%s key %s = %s %s's signing secret at the fake %s — secret stored: yes", s.name, s.signingSecret, hookv1.SecretKeyCurrent, r.noun, r.id, d.providerOf(s).fake().title)
 	return nil
 }
 
@@ -427,9 +427,9 @@ func (d *demo) restartManager(ctx context.Context) error {
 	}
 	for _, p := range d.providers {
 		f := p.fake()
-		d.info("requests to the fake %s after the restart: %s", p.title(), describeCalls(after[p]))
+		d.info("requests to the fake %s after the restart: %s", p.fake().title, describeCalls(after[p]))
 		if n := countOp(after[p], opCreate); n != 0 {
-			return fmt.Errorf("the fake %s received %d create requests after the manager restart, want 0", p.title(), n)
+			return fmt.Errorf("the fake %s received %d create requests after the manager restart, want 0", p.fake().title, n)
 		}
 		regs, err := d.checkOnePerSub(ctx, p)
 		if err != nil {
@@ -474,7 +474,7 @@ func (d *demo) waitResynced(ctx context.Context, marks map[provider]int, lastSyn
 			}
 			after[p] = calls
 			if countOp(calls, opList) == 0 {
-				return false, fmt.Errorf("no list call from the new manager to the fake %s yet", p.title())
+				return false, fmt.Errorf("no list call from the new manager to the fake %s yet", p.fake().title)
 			}
 		}
 		for _, s := range d.subs {
@@ -536,7 +536,7 @@ func (d *demo) deleteSamples(ctx context.Context) error {
 		for _, s := range f.subs {
 			for _, r := range all {
 				if r.url == f.regs[s.name].url && r.where == s.target {
-					return fmt.Errorf("%s was deleted but the fake %s still holds registration %s for %s%s", s.name, p.title(), r.id, r.url, on(r.where))
+					return fmt.Errorf("%s was deleted but the fake %s still holds registration %s for %s%s", s.name, p.fake().title, r.id, r.url, on(r.where))
 				}
 			}
 		}
@@ -545,8 +545,8 @@ func (d *demo) deleteSamples(ctx context.Context) error {
 			return err
 		}
 		f.deletes = countOp(after, opDelete)
-		d.info("requests to the fake %s during the deletion: %s", p.title(), describeCalls(after))
-		d.info("the fake %s holds no registration for the samples any more (%d left for the demo's %s)", p.title(), len(all), p.credentialName())
+		d.info("requests to the fake %s during the deletion: %s", p.fake().title, describeCalls(after))
+		d.info("the fake %s holds no registration for the samples any more (%d left for the demo's %s)", p.fake().title, len(all), p.fake().credentialName)
 	}
 	return nil
 }
@@ -561,7 +561,7 @@ func (d *demo) checkLogsForSecrets(context.Context) error {
 	paths := []string{d.managerLog, d.receiverLog}
 	for _, p := range d.providers {
 		f := p.fake()
-		secrets["the "+p.title()+" "+p.credentialName()] = f.credential
+		secrets["the "+p.fake().title+" "+p.fake().credentialName] = f.credential
 		for name, r := range f.regs {
 			secrets[name+"'s signing secret"] = r.secret
 		}
@@ -641,7 +641,7 @@ func (d *demo) summary() string {
 	creates, deletes := 0, 0
 	for _, p := range d.providers {
 		f := p.fake()
-		per = append(per, fmt.Sprintf("%d %s", len(f.subs), p.title()))
+		per = append(per, fmt.Sprintf("%d %s", len(f.subs), p.fake().title))
 		creates += f.creates
 		deletes += f.deletes
 	}

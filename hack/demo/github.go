@@ -34,12 +34,12 @@ type githubProvider struct{ f fakeServer }
 
 var _ provider = (*githubProvider)(nil)
 
-func (p *githubProvider) fake() *fakeServer         { return &p.f }
-func (p *githubProvider) kind() hookv1.ProviderType { return hookv1.ProviderGitHub }
-func (p *githubProvider) title() string             { return "GitHub" }
-func (p *githubProvider) binary() string            { return "fakegithub" }
-func (p *githubProvider) credentialName() string    { return "token" }
-func (p *githubProvider) credentialPrefix() string  { return "ghp_demo" }
+func newGitHubProvider() *githubProvider {
+	return &githubProvider{fakeServer{kind: hookv1.ProviderGitHub, title: "GitHub", binary: "fakegithub",
+		credentialName: "token", credentialPrefix: "ghp_demo"}}
+}
+
+func (p *githubProvider) fake() *fakeServer { return &p.f }
 
 // targets are the repositories and organizations the samples name, in order.
 func (p *githubProvider) targets() []string {
@@ -59,7 +59,7 @@ func (p *githubProvider) grant(ctx context.Context) (string, error) {
 	if err := p.f.api.post(ctx, "/_fake/grant", body); err != nil {
 		return "", fmt.Errorf("granting the demo's token on the fake GitHub: %w", err)
 	}
-	return fmt.Sprintf("the fake GitHub lets the token %s… administer the hooks of %s (POST /_fake/grant)", p.credentialPrefix(), strings.Join(p.targets(), ", ")), nil
+	return fmt.Sprintf("the fake GitHub lets the token %s… administer the hooks of %s (POST /_fake/grant)", p.fake().credentialPrefix, strings.Join(p.targets(), ", ")), nil
 }
 
 func (p *githubProvider) registrations(ctx context.Context) ([]registration, error) {

@@ -109,7 +109,7 @@ func parseFlags(args []string) (options, error) {
 // run performs the demo and returns a one-line summary. Whatever happens, it stops what it
 // started before returning.
 func run(ctx context.Context, o options, out io.Writer) (summary string, err error) {
-	d := &demo{opts: o, out: out, providers: []provider{&stripeProvider{}, &githubProvider{}}}
+	d := &demo{opts: o, out: out, providers: []provider{newStripeProvider(), newGitHubProvider()}}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			d.showLogs(20)

@@ -20,16 +20,9 @@ import (
 // provider is one provider as the demo plays it: a fake started as a process (its binary in
 // -bin), a credential it is told about, what it holds read back through its admin API, and
 // the provider's side of a delivery (ids, bodies, signatures) for the burst. What every
-// provider shares lives in the fakeServer it returns; the methods are what differs.
+// provider has lives in the fakeServer it returns; the methods are what differs.
 type provider interface {
 	fake() *fakeServer
-	kind() hookv1.ProviderType
-	title() string  // "Stripe"
-	binary() string // "fakestripe"
-	// credentialName is the provider's word for the credential ("API key", "token"), and
-	// credentialPrefix how the demo's starts (printed instead of the credential).
-	credentialName() string
-	credentialPrefix() string
 	// grant tells the fake what the credential may administer, once the samples are known,
 	// and says what it did ("" for nothing).
 	grant(ctx context.Context) (string, error)
@@ -57,8 +50,16 @@ type provider interface {
 	sign(h http.Header, d delivery, secret string, t *target)
 }
 
-// fakeServer is the state the demo keeps for one provider's fake, whatever the provider.
+// fakeServer is what the demo knows of one provider and keeps for its fake.
 type fakeServer struct {
+	kind   hookv1.ProviderType
+	title  string // "Stripe"
+	binary string // "fakestripe"
+	// credentialName is the provider's word for the credential ("API key", "token"), and
+	// credentialPrefix how the demo's starts (printed instead of the credential).
+	credentialName   string
+	credentialPrefix string
+
 	proc       *proc
 	api        fakeAPI
 	log        string
@@ -141,22 +142,22 @@ func newCredential(p provider) (string, error) {
 	if _, err := crand.Read(b); err != nil {
 		return "", err
 	}
-	return p.credentialPrefix() + hex.EncodeToString(b), nil
+	return p.fake().credentialPrefix + hex.EncodeToString(b), nil
 }
 
 // --- steps every provider goes through
 
 // startFake starts p's fake on a free port and waits until it answers.
 func (d *demo) startFake(ctx context.Context, p provider) error {
-	bin := filepath.Join(d.opts.binDir, p.binary())
-	d.step("starting the fake %s (%s)", p.title(), bin)
+	bin := filepath.Join(d.opts.binDir, p.fake().binary)
+	d.step("starting the fake %s (%s)", p.fake().title, bin)
 	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
 	f := p.fake()
-	f.log = filepath.Join(d.tmp, p.binary()+".log")
-	f.proc, err = startProc(p.binary(), f.log, os.Environ(), bin, "-addr", addr)
+	f.log = filepath.Join(d.tmp, p.fake().binary+".log")
+	f.proc, err = startProc(p.fake().binary, f.log, os.Environ(), bin, "-addr", addr)
 	if err != nil {
 		return err
 	}
@@ -164,14 +165,14 @@ func (d *demo) startFake(ctx context.Context, p provider) error {
 	if err := f.proc.waitReady(ctx, 20*time.Second, f.api, "/_fake/requests"); err != nil {
 		return err
 	}
-	d.info("fake %s listening on %s (log: %s)", p.title(), f.api.base, f.log)
+	d.info("fake %s listening on %s (log: %s)", p.fake().title, f.api.base, f.log)
 	return nil
 }
 
 // showProvider checks and prints what p's fake holds once every sample is Ready.
 func (d *demo) showProvider(ctx context.Context, p provider) error {
 	f := p.fake()
-	d.step("what the fake %s holds (%s)", p.title(), f.api.base)
+	d.step("what the fake %s holds (%s)", p.fake().title, f.api.base)
 	regs, err := d.checkOnePerSub(ctx, p)
 	if err != nil {
 		return err
@@ -197,7 +198,7 @@ func (d *demo) showProvider(ctx context.Context, p provider) error {
 	f.creates = countOp(calls, opCreate)
 	d.info("create requests so far: %d (one per subscription); all requests: %s", f.creates, describeCalls(calls))
 	if f.creates != len(f.subs) {
-		return fmt.Errorf("the fake %s received %d create requests for %d subscriptions", p.title(), f.creates, len(f.subs))
+		return fmt.Errorf("the fake %s received %d create requests for %d subscriptions", p.fake().title, f.creates, len(f.subs))
 	}
 	return nil
 }
@@ -223,7 +224,7 @@ func (d *demo) checkOnePerSub(ctx context.Context, p provider) (map[string]regis
 			}
 		}
 		if len(match) != 1 {
-			return nil, fmt.Errorf("the fake %s holds %d registrations for %s (url %q%s), want exactly 1", p.title(), len(match), s.name, sub.Status.URL, on(s.target))
+			return nil, fmt.Errorf("the fake %s holds %d registrations for %s (url %q%s), want exactly 1", p.fake().title, len(match), s.name, sub.Status.URL, on(s.target))
 		}
 		if s.receiver {
 			if want := d.receiverURL(s); sub.Status.URL != want {
@@ -242,7 +243,7 @@ func (d *demo) checkOnePerSub(ctx context.Context, p provider) (map[string]regis
 		out[s.name] = match[0]
 	}
 	if len(all) != len(p.fake().subs) {
-		return nil, fmt.Errorf("the fake %s holds %d registrations for the demo's %s, want %d (one per subscription)", p.title(), len(all), p.credentialName(), len(p.fake().subs))
+		return nil, fmt.Errorf("the fake %s holds %d registrations for the demo's %s, want %d (one per subscription)", p.fake().title, len(all), p.fake().credentialName, len(p.fake().subs))
 	}
 	return out, nil
 }

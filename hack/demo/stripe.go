@@ -26,12 +26,12 @@ type stripeProvider struct{ f fakeServer }
 
 var _ provider = (*stripeProvider)(nil)
 
-func (p *stripeProvider) fake() *fakeServer         { return &p.f }
-func (p *stripeProvider) kind() hookv1.ProviderType { return hookv1.ProviderStripe }
-func (p *stripeProvider) title() string             { return "Stripe" }
-func (p *stripeProvider) binary() string            { return "fakestripe" }
-func (p *stripeProvider) credentialName() string    { return "API key" }
-func (p *stripeProvider) credentialPrefix() string  { return "sk_test_demo_" }
+func newStripeProvider() *stripeProvider {
+	return &stripeProvider{fakeServer{kind: hookv1.ProviderStripe, title: "Stripe", binary: "fakestripe",
+		credentialName: "API key", credentialPrefix: "sk_test_demo_"}}
+}
+
+func (p *stripeProvider) fake() *fakeServer { return &p.f }
 
 // grant has nothing to do: the fake opens an account for an API key on first use.
 func (p *stripeProvider) grant(context.Context) (string, error) { return "", nil }
