@@ -27,7 +27,7 @@ const (
 	forgedSecret     = "demo_forged_not_the_registration_secret"
 	modeOnce         = "once"
 	modeConcurrent   = "concurrent"  // every copy at the same moment, from its own goroutine
-	modeRedelivered  = "redelivered" // a second copy after the whole first pass, with a new t
+	modeRedelivered  = "redelivered" // a second copy after the whole first pass (Stripe: signed with a new t)
 	resultAccepted   = "accepted"
 	resultDuplicate  = "duplicate"
 	resultBadSig     = "bad_signature"
@@ -168,7 +168,7 @@ func (d *demo) burst(ctx context.Context) error {
 	}
 
 	// Pass 1: every event once, or all its concurrent copies at once, in random order across the
-	// subscriptions, burstSenders at a time. Pass 2: the redeliveries, each with a fresh t.
+	// subscriptions, burstSenders at a time. Pass 2: the redeliveries, each signed afresh.
 	started := time.Now()
 	units := make(chan *burstEvent)
 	var wg sync.WaitGroup

@@ -188,9 +188,19 @@ func (p *githubProvider) checkPings(ctx context.Context, d *demo, s subRef, r re
 	for i, dl := range pings {
 		codes[i] = strconv.Itoa(dl.Code)
 	}
+	reqs, err := p.requests(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	asked := 0
+	for _, q := range reqs {
+		if q.Op == ghfake.OpPing && strings.EqualFold(q.Target, r.where) && strings.HasSuffix(q.Path, "/hooks/"+r.id+"/pings") {
+			asked++
+		}
+	}
 	lines := []string{
-		fmt.Sprintf("the fake GitHub pinged config.url %d× (after the create, and when the manager asked), signed: answered %s — the receiver verified the ping with the signing Secret",
-			len(pings), strings.Join(codes, ", ")),
+		fmt.Sprintf("the manager asked for %d ping (POST …/hooks/%s/pings); the fake GitHub delivered %d to config.url (GitHub also pings after a create), signed: answered %s — the receiver verified them with the signing Secret",
+			asked, r.id, len(pings), strings.Join(codes, ", ")),
 	}
 	ld := "none: GitHub reports last_response on repository hooks only"
 	if l := sub.Status.LastDelivery; l != nil {
