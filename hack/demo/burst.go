@@ -298,7 +298,7 @@ func (d *demo) waitRoutes(ctx context.Context, s *sender, targets []*target) err
 			return false, fatal(err)
 		}
 		for _, t := range targets {
-			a := s.post(ctx, t, t.reg.secret, t.p.probe(t.sub))
+			a := s.post(ctx, t, t.reg.secret, t.p.probe())
 			if a.err != nil || a.status != http.StatusUnauthorized || a.result != resultNoEventID {
 				return false, fmt.Errorf("%s: probe answered %s", t.sub.name, a)
 			}

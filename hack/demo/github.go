@@ -107,8 +107,12 @@ func (p *githubProvider) verify(ctx context.Context, d *demo, s subRef, r regist
 	if name != "web" {
 		return nil, fmt.Errorf("%s: hook %s was created with name %q, want web", s.name, r.id, name)
 	}
-	lines := []string{fmt.Sprintf("hook %s on %s: name %s (its one create request), content_type %s, insecure_ssl %s, active, config.url = the receiver's route",
-		r.id, r.where, name, r.detail[0], r.detail[1])}
+	where := "config.url " + r.url
+	if r.url == d.receiverURL(s) {
+		where = "config.url = the receiver's route"
+	}
+	lines := []string{fmt.Sprintf("hook %s on %s: name %s (its one create request), content_type %s, insecure_ssl %s, active, %s",
+		r.id, r.where, name, r.detail[0], r.detail[1], where)}
 	more, err := p.checkPings(ctx, d, s, r)
 	return append(lines, more...), err
 }
@@ -291,7 +295,7 @@ func (p *githubProvider) event(id, typ string, s subRef) delivery {
 	return delivery{id: id, typ: typ, body: b}
 }
 
-func (p *githubProvider) probe(subRef) delivery {
+func (p *githubProvider) probe() delivery {
 	return delivery{typ: "push", body: []byte(`{"zen":"hookwarden demo route probe"}`)}
 }
 

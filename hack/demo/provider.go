@@ -45,7 +45,7 @@ type provider interface {
 	// event is an event as the provider sends it: the same bytes on every copy.
 	event(id, typ string, s subRef) delivery
 	// probe is a delivery without an event id: authentic, but the receiver records nothing.
-	probe(s subRef) delivery
+	probe() delivery
 	// sign sets the headers the provider sends with d, signed with secret, to target t.
 	sign(h http.Header, d delivery, secret string, t *target)
 }

@@ -111,7 +111,7 @@ func (p *stripeProvider) event(id, typ string, s subRef) delivery {
 	return delivery{id: id, typ: typ, body: b}
 }
 
-func (p *stripeProvider) probe(subRef) delivery {
+func (p *stripeProvider) probe() delivery {
 	return delivery{typ: "demo.route_probe", body: []byte(`{"object":"event","type":"demo.route_probe"}`)}
 }
 
