@@ -118,6 +118,18 @@ func (t *ghTenant) writeCredentials() {
 	})).To(Succeed())
 }
 
+func (t *ghTenant) credentials() client.ObjectKey {
+	return client.ObjectKey{Namespace: t.ns, Name: "github-api"}
+}
+
+func (t *ghTenant) registrationIDs() []string {
+	ids := []string{}
+	for _, h := range t.hooks() {
+		ids = append(ids, hookID(h))
+	}
+	return ids
+}
+
 func (t *ghTenant) githubTarget() *hookv1.GitHubTarget {
 	parts := strings.Split(t.target, "/")
 	if t.repo {
@@ -482,41 +494,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 			})
 
 			It("j: deletion honours the policy, and missing credentials block it visibly", func() {
-				t := newT()
-				del, orphan, blocked := t.sub("deleted", "https://hooks.example.com/del"), t.sub("orphaned", "https://hooks.example.com/orphan"), t.sub("blocked", "https://hooks.example.com/blocked")
-				orphan.Spec.Policies.Deletion = hookv1.DeletionOrphan
-				for _, s := range []*hookv1.WebhookSubscription{del, orphan, blocked} {
-					Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-					expectReady(s)
-				}
-				delID, orphanID := get(Default, del).Status.EndpointID, get(Default, orphan).Status.EndpointID
-				Expect(k8s.Delete(suiteCtx, del)).To(Succeed())
-				Expect(k8s.Delete(suiteCtx, orphan)).To(Succeed())
-				Eventually(func(g Gomega) {
-					g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(del), &hookv1.WebhookSubscription{}))).To(BeTrue())
-					g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(orphan), &hookv1.WebhookSubscription{}))).To(BeTrue())
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				var ids []string
-				for _, h := range t.hooks() {
-					ids = append(ids, hookID(h))
-				}
-				Expect(ids).NotTo(ContainElement(delID))
-				Expect(ids).To(ContainElement(orphanID))
-
-				Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "github-api"}})).To(Succeed())
-				Expect(k8s.Delete(suiteCtx, blocked)).To(Succeed())
-				Eventually(func(g Gomega) {
-					c := condition(get(g, blocked), hookv1.ConditionReady)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Reason).To(Equal(hookv1.ReasonCredentialsNotFound))
-					g.Expect(c.Message).To(ContainSubstring("cannot delete"))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				blockedID := get(Default, blocked).Status.EndpointID
-				t.writeCredentials()
-				Eventually(func() bool {
-					return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{}))
-				}).WithTimeout(20 * time.Second).Should(BeTrue())
-				Expect(t.hooks()).NotTo(ContainElement(HaveField("ID", mustID(blockedID))))
+				expectDeletionPolicies(newT())
 			})
 
 			It("k: a deleted signing Secret is repaired by setting a new secret on the same hook", func() {
@@ -658,12 +636,6 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 		Expect(notModified).To(BeNumerically(">=", lists*3/4), "unchanged repositories answer 304")
 	})
 })
-
-func mustID(s string) int64 {
-	id, err := strconv.ParseInt(s, 10, 64)
-	Expect(err).NotTo(HaveOccurred())
-	return id
-}
 
 var _ = DescribeTable("GitHub CEL rules reject bad objects with a message naming the field",
 	func(mutate func(s *hookv1.WebhookSubscription), want string) {
