@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 )
@@ -122,12 +120,12 @@ func (t *ghTenant) credentials() client.ObjectKey {
 	return client.ObjectKey{Namespace: t.ns, Name: "github-api"}
 }
 
-func (t *ghTenant) registrationIDs() []string {
-	ids := []string{}
+func (t *ghTenant) registrations() map[string]string {
+	out := map[string]string{}
 	for _, h := range t.hooks() {
-		ids = append(ids, hookID(h))
+		out[hookID(h)] = h.Config.URL
 	}
-	return ids
+	return out
 }
 
 func (t *ghTenant) githubTarget() *hookv1.GitHubTarget {
@@ -285,18 +283,8 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 			It("c: a crash after GitHub created the hook leaves one hook, and the Secret ends holding the secret it verifies with", func() {
 				t := newT()
 				mgr.Stop()
-				var crashed atomic.Bool
-				crashing := startManager(managerOptions{afterCreate: func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error {
-					if sub.Namespace == t.ns && crashed.CompareAndSwap(false, true) {
-						<-ctx.Done()
-						return errSimulatedCrash
-					}
-					return nil
-				}})
 				s := t.sub("orders", "https://hooks.example.com/crash")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(crashed.Load).Should(BeTrue())
-				crashing.Stop()
+				createAndCrash(s)
 				hs := t.hooks()
 				Expect(hs).To(HaveLen(1), "GitHub created the hook")
 				// The secret was stored before GitHub heard of it.
@@ -339,20 +327,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/cleared")
 				s.Spec.Policies.Adoption = hookv1.AdoptionNever // the proof is the secret, not adoption
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				before := expectReady(s)
-				creates := t.creates()
-				cleared := before.DeepCopy()
-				cleared.Status = hookv1.WebhookSubscriptionStatus{}
-				Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
-				Eventually(func(g Gomega) {
-					got := get(g, s)
-					g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))
-					g.Expect(condition(got, hookv1.ConditionReady)).NotTo(BeNil())
-					g.Expect(condition(got, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				Expect(t.creates()).To(Equal(creates))
-				Expect(t.hooks()).To(HaveLen(1))
+				expectStatusClearedTakenBack(t, s, t.creates)
 			})
 
 			It("e: repairs out-of-band edits: a deleted hook is recreated; events, active, content_type and insecure_ssl are fixed in place", func() {
@@ -455,22 +430,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 
 			It("h: a changed URL gets a new hook, the old one is removed and the Secret follows", func() {
 				t := newT()
-				s := t.sub("orders", "https://hooks.example.com/v1")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				old := expectReady(s).Status.EndpointID
-				Eventually(func(g Gomega) {
-					cur := get(g, s)
-					cur.Spec.Endpoint.URL = "https://hooks.example.com/v2"
-					g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
-				}).Should(Succeed())
-				Eventually(func(g Gomega) {
-					hs := t.hooks()
-					g.Expect(hs).To(HaveLen(1))
-					g.Expect(hs[0].Config.URL).To(Equal("https://hooks.example.com/v2"))
-					g.Expect(hookID(hs[0])).NotTo(Equal(old))
-					g.Expect(get(g, s).Status.EndpointID).To(Equal(hookID(hs[0])))
-					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
+				s, _, _ := expectURLChangeFollowed(t)
 				expectGHSecret(s, t.hooks()[0])
 				expectReady(s)
 			})

@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -352,6 +351,14 @@ func (t *restTenant) reg(id string) (restReg, bool) {
 	return restReg{}, false
 }
 
+func (t *restTenant) registrations() map[string]string {
+	out := map[string]string{}
+	for _, r := range t.regs() {
+		out[r.ID] = r.URL
+	}
+	return out
+}
+
 func (t *restTenant) registrationIDs() []string {
 	ids := []string{}
 	for _, r := range t.regs() {
@@ -520,18 +527,8 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("c: a crash after the API created the registration leaves one, and the Secret ends holding the secret it signs with", func() {
 				t := newT()
 				mgr.Stop()
-				var crashed atomic.Bool
-				crashing := startManager(managerOptions{afterCreate: func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error {
-					if sub.Namespace == t.ns && crashed.CompareAndSwap(false, true) {
-						<-ctx.Done()
-						return errSimulatedCrash
-					}
-					return nil
-				}})
 				s := t.sub("orders", "https://hooks.example.com/crash")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(crashed.Load).Should(BeTrue())
-				crashing.Stop()
+				createAndCrash(s)
 				first := t.only()
 				sec := signingSecret(Default, s)
 				if kind.clientChosen {
@@ -599,21 +596,9 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/cleared")
 				s.Spec.Policies.Adoption = hookv1.AdoptionNever // the proof is the marker, not adoption
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				before := expectReady(s)
-				writes := t.writes()
-				cleared := before.DeepCopy()
-				cleared.Status = hookv1.WebhookSubscriptionStatus{}
-				Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
-				Eventually(func(g Gomega) {
-					got := get(g, s)
-					g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))
-					g.Expect(condition(got, hookv1.ConditionReady)).NotTo(BeNil())
-					g.Expect(condition(got, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				Expect(t.writes()).To(Equal(writes), "nothing created, updated or deleted")
-				Expect(t.regs()).To(HaveLen(1))
-				expectRESTSecret(t, s, before.Status.EndpointID)
+				// Nothing created, updated or deleted.
+				expectStatusClearedTakenBack(t, s, t.writes)
+				expectRESTSecret(t, s, get(Default, s).Status.EndpointID)
 			})
 
 			It("e: repairs out-of-band edits: a deleted registration is recreated; drifted fields are fixed in place, a drifted URL as the profile's update strategy allows", func() {
@@ -745,26 +730,9 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 
 			It("h: a changed URL gets a new registration, the old one is removed and the Secret follows", func() {
 				t := newT()
-				s := t.sub("orders", "https://hooks.example.com/v1")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				old := expectReady(s).Status.EndpointID
-				Eventually(func(g Gomega) {
-					cur := get(g, s)
-					cur.Spec.Endpoint.URL = "https://hooks.example.com/v2"
-					g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
-				}).Should(Succeed())
-				Eventually(func(g Gomega) {
-					rs := t.regs()
-					g.Expect(rs).To(HaveLen(1))
-					g.Expect(rs[0].URL).To(Equal("https://hooks.example.com/v2"))
-					g.Expect(rs[0].ID).NotTo(Equal(old))
-					cur := get(g, s)
-					g.Expect(cur.Status.EndpointID).To(Equal(rs[0].ID))
-					g.Expect(cur.Status.URL).To(Equal("https://hooks.example.com/v2"))
-					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
+				s, old, id := expectURLChangeFollowed(t)
 				Expect(t.requests("DELETE", t.item(old))).To(HaveLen(1))
-				expectRESTSecret(t, s, t.only().ID)
+				expectRESTSecret(t, s, id)
 				expectReady(s)
 			})
 

@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/gomega"
@@ -10,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Scenarios whose steps and assertions are the same on every provider, written once over what
@@ -19,8 +22,8 @@ import (
 type scenarioTenant interface {
 	// sub returns a valid subscription on the account; mutate it before creating it.
 	sub(name, url string) *hookv1.WebhookSubscription
-	// registrationIDs are the ids of every registration the account holds.
-	registrationIDs() []string
+	// registrations are the URLs of every registration the account holds, by id.
+	registrations() map[string]string
 	// credentials is the Secret holding the account's credential; writeCredentials creates it.
 	credentials() client.ObjectKey
 	writeCredentials()
@@ -43,9 +46,9 @@ func expectDeletionPolicies(t scenarioTenant) {
 		g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(del), &hookv1.WebhookSubscription{}))).To(BeTrue())
 		g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(orphan), &hookv1.WebhookSubscription{}))).To(BeTrue())
 	}).WithTimeout(20 * time.Second).Should(Succeed())
-	ids := t.registrationIDs()
-	Expect(ids).NotTo(ContainElement(delID), "policy Delete removed it")
-	Expect(ids).To(ContainElement(orphanID), "policy Orphan kept it")
+	regs := t.registrations()
+	Expect(regs).NotTo(HaveKey(delID), "policy Delete removed it")
+	Expect(regs).To(HaveKey(orphanID), "policy Orphan kept it")
 
 	creds := t.credentials()
 	Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: creds.Namespace, Name: creds.Name}})).To(Succeed())
@@ -62,11 +65,77 @@ func expectDeletionPolicies(t scenarioTenant) {
 		return k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{})
 	}).WithTimeout(3*time.Second).Should(Succeed(), "the finalizer is not released silently")
 	blockedID := get(Default, blocked).Status.EndpointID
-	Expect(t.registrationIDs()).To(ContainElement(blockedID), "nothing deleted without credentials")
+	Expect(t.registrations()).To(HaveKey(blockedID), "nothing deleted without credentials")
 
 	t.writeCredentials()
 	Eventually(func() bool {
 		return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{}))
 	}).WithTimeout(20 * time.Second).Should(BeTrue())
-	Expect(t.registrationIDs()).NotTo(ContainElement(blockedID))
+	Expect(t.registrations()).NotTo(HaveKey(blockedID))
+}
+
+// createAndCrash creates s under a manager that hangs, as if killed, right after the provider
+// answered the first create in s's namespace (nothing after the answer runs), and stops it
+// there. Stop the suite's manager first: two managers would race for the create.
+func createAndCrash(s *hookv1.WebhookSubscription) {
+	var crashed atomic.Bool
+	crashing := startManager(managerOptions{afterCreate: func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error {
+		if sub.Namespace == s.Namespace && crashed.CompareAndSwap(false, true) {
+			<-ctx.Done()
+			return errSimulatedCrash
+		}
+		return nil
+	}})
+	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+	Eventually(crashed.Load).Should(BeTrue())
+	crashing.Stop()
+}
+
+// expectStatusClearedTakenBack is scenario d: s is created and becomes Ready; its status wiped
+// by hand is taken back at the next resync, the same registration, with writes (what the
+// provider must not be asked again) unchanged and still one registration on the account.
+func expectStatusClearedTakenBack(t scenarioTenant, s *hookv1.WebhookSubscription, writes func() int) {
+	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+	before := expectReady(s)
+	n := writes()
+	cleared := before.DeepCopy()
+	cleared.Status = hookv1.WebhookSubscriptionStatus{}
+	Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
+	Eventually(func(g Gomega) {
+		got := get(g, s)
+		g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))
+		g.Expect(condition(got, hookv1.ConditionReady)).NotTo(BeNil())
+		g.Expect(condition(got, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	Expect(writes()).To(Equal(n))
+	Expect(t.registrations()).To(ConsistOf(before.Status.URL))
+	Expect(t.registrations()).To(HaveKey(before.Status.EndpointID))
+}
+
+// expectURLChangeFollowed is scenario h up to the secret: a subscription whose URL changes
+// gets a new registration for the new URL, the old one is removed and the signing Secret
+// forgets its secret. It returns the subscription and the old and new registrations' ids, for
+// the provider's own checks.
+func expectURLChangeFollowed(t scenarioTenant) (s *hookv1.WebhookSubscription, old, id string) {
+	const v1, v2 = "https://hooks.example.com/v1", "https://hooks.example.com/v2"
+	s = t.sub("orders", v1)
+	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+	old = expectReady(s).Status.EndpointID
+	Eventually(func(g Gomega) {
+		cur := get(g, s)
+		cur.Spec.Endpoint.URL = v2
+		g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+	}).Should(Succeed())
+	Eventually(func(g Gomega) {
+		regs := t.registrations()
+		g.Expect(regs).To(HaveLen(1))
+		g.Expect(regs).To(ContainElement(v2))
+		g.Expect(regs).NotTo(HaveKey(old))
+		cur := get(g, s)
+		g.Expect(regs).To(HaveKey(cur.Status.EndpointID))
+		g.Expect(cur.Status.URL).To(Equal(v2))
+		g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
+		id = cur.Status.EndpointID
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return s, old, id
 }

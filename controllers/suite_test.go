@@ -267,6 +267,18 @@ func (t *tenant) sub(name, url string) *hookv1.WebhookSubscription {
 
 func (t *tenant) endpoints() []fake.Endpoint { return t.srv.Endpoints(t.apiKey) }
 
+func (t *tenant) registrations() map[string]string {
+	out := map[string]string{}
+	for _, e := range t.endpoints() {
+		out[e.ID] = e.URL
+	}
+	return out
+}
+
+func (t *tenant) credentials() client.ObjectKey {
+	return client.ObjectKey{Namespace: t.ns, Name: "stripe-api"}
+}
+
 // requests returns this tenant's requests to the fake matching method and path prefix.
 func (t *tenant) requests(method, pathPrefix string) []fake.Request {
 	label := fake.AccountLabel(t.apiKey)

@@ -1,11 +1,9 @@
 package controllers_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -94,19 +92,8 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 	It("c: a crash between the provider's create response and the status write leaves one endpoint and recovers the secret", func() {
 		t := newTenant()
 		mgr.Stop()
-		var crashed atomic.Bool
-		crashing := startManager(managerOptions{afterCreate: func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error {
-			if sub.Namespace == t.ns && crashed.CompareAndSwap(false, true) {
-				// Hang until the process is killed: nothing after the provider's answer runs.
-				<-ctx.Done()
-				return errSimulatedCrash
-			}
-			return nil
-		}})
 		s := t.sub("orders", "https://hooks.example.com/crash")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		Eventually(crashed.Load).Should(BeTrue())
-		crashing.Stop() // the process dies right after the provider answered
+		createAndCrash(s)
 		Expect(t.endpoints()).To(HaveLen(1), "the provider created the endpoint")
 		Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: t.ns, Name: "orders-signing"}, &corev1.Secret{}))).To(BeTrue(), "nothing was written before the crash")
 
@@ -131,21 +118,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 	It("d: status cleared by hand is adopted without a create", func() {
 		t := newTenant()
 		s := t.sub("orders", "https://hooks.example.com/cleared")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		before := expectReady(s)
-		creates := t.creates()
-
-		cleared := before.DeepCopy()
-		cleared.Status = hookv1.WebhookSubscriptionStatus{}
-		Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := get(g, s)
-			g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))
-			g.Expect(condition(got, hookv1.ConditionReady)).NotTo(BeNil())
-			g.Expect(condition(got, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
-		Expect(t.creates()).To(Equal(creates))
-		Expect(t.endpoints()).To(HaveLen(1))
+		expectStatusClearedTakenBack(t, s, t.creates)
 	})
 
 	It("e: repairs out-of-band edits: a deleted endpoint is recreated, edited events are updated in place", func() {
@@ -243,27 +216,10 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 
 	It("h: a changed URL gets a new registration, the old one is removed and the Secret follows", func() {
 		t := newTenant()
-		s := t.sub("orders", "https://hooks.example.com/v1")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		old := expectReady(s).Status.EndpointID
-
+		s, _, _ := expectURLChangeFollowed(t)
 		Eventually(func(g Gomega) {
-			cur := get(g, s)
-			cur.Spec.Endpoint.URL = "https://hooks.example.com/v2"
-			g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+			g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(t.endpoints()[0].Secret))
 		}).Should(Succeed())
-		Eventually(func(g Gomega) {
-			eps := t.endpoints()
-			g.Expect(eps).To(HaveLen(1))
-			g.Expect(eps[0].URL).To(Equal("https://hooks.example.com/v2"))
-			g.Expect(eps[0].ID).NotTo(Equal(old))
-			got := get(g, s)
-			g.Expect(got.Status.EndpointID).To(Equal(eps[0].ID))
-			g.Expect(got.Status.URL).To(Equal("https://hooks.example.com/v2"))
-			sec := signingSecret(g, s)
-			g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(eps[0].Secret))
-			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
 		expectReady(s)
 	})
 
