@@ -442,13 +442,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				remove := ghSrv.Inject(f)
 				defer remove()
 				s := t.sub("orders", "https://hooks.example.com/storm")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(func(g Gomega) {
-					c := condition(get(g, s), hookv1.ConditionReconciling)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
-				}).Should(Succeed())
-				expectReady(s)
+				expectRateLimitedThenReady(s)
 				Expect(t.hooks()).To(HaveLen(1))
 				expectGHSecret(s, t.hooks()[0])
 			})
@@ -464,7 +458,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				id := expectReady(s).Status.EndpointID
 				old := t.hooks()[0].Config.Secret
 				creates := t.creates()
-				Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+				deleteSigningSecret(s)
 				Eventually(func(g Gomega) {
 					hs := t.hooks()
 					g.Expect(hs).To(HaveLen(1))

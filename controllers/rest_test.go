@@ -462,8 +462,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("a: registers exactly one registration as the API wants it, stores the secret it signs with and becomes Ready", func() {
 				t := newT()
 				s := t.sub("orders", "https://Hooks.Example.com:443/hooks/shop/orders")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				got := expectReady(s)
+				got := createReady(s)
 
 				r := t.only()
 				Expect(r.URL).To(Equal("https://hooks.example.com/hooks/shop/orders"), "registered in canonical form")
@@ -507,8 +506,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				t := newT()
 				subs := []*hookv1.WebhookSubscription{t.sub("one", "https://hooks.example.com/one"), t.sub("two", "https://hooks.example.com/two")}
 				for _, s := range subs {
-					Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-					expectReady(s)
+					createReady(s)
 				}
 				writes, lists := t.writes(), len(t.requests("GET", kind.collection(t)))
 				mgr.Stop()
@@ -567,8 +565,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				lost := t.api.fake().Inject(core.Fault{Method: "POST", PathPrefix: collection, Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`, AfterApply: true, Times: 1})
 				defer lost()
 				s := t.sub("lost", "https://hooks.example.com/lost")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				expectReady(s)
+				createReady(s)
 				r := t.only()
 				expectRESTSecret(t, s, r.ID)
 				if kind.clientChosen {
@@ -584,8 +581,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				failed := t.api.fake().Inject(core.Fault{Method: "POST", PathPrefix: collection, Status: http.StatusInternalServerError, Body: `{"message":"500 Internal Server Error"}`, Times: 1})
 				defer failed()
 				s2 := t.sub("failed", "https://hooks.example.com/failed")
-				Expect(k8s.Create(suiteCtx, s2)).To(Succeed())
-				id := expectReady(s2).Status.EndpointID
+				id := createReady(s2).Status.EndpointID
 				Expect(t.regs()).To(HaveLen(2))
 				r2, _ := t.reg(id)
 				Expect(r2.URL).To(Equal("https://hooks.example.com/failed"))
@@ -604,8 +600,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("e: repairs out-of-band edits: a deleted registration is recreated; drifted fields are fixed in place, a drifted URL as the profile's update strategy allows", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/oob")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				old := expectReady(s).Status.EndpointID
+				old := createReady(s).Status.EndpointID
 				Expect(t.api.remove(old)).To(BeTrue())
 				var id string
 				Eventually(func(g Gomega) {
@@ -668,8 +663,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("f: prunes proven twins, reports foreign near-twins without touching them", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/twins")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				got := expectReady(s)
+				got := createReady(s)
 				kept := got.Status.EndpointID
 				// Our marker on a canonically equal URL: a twin. Unmarked for exactly our URL:
 				// taken as ours under adoption Adopt, so a twin too. A trailing slash and no
@@ -712,8 +706,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 					before[r.ID] = r
 				}
 				s := t.sub("orders", "https://hooks.example.com/mine")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				expectReady(s)
+				createReady(s)
 				Consistently(func(g Gomega) {
 					for _, id := range foreign {
 						g.Expect(t.requests("", t.item(id))).To(BeEmpty())
@@ -743,14 +736,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				remove := t.api.fake().Inject(f)
 				defer remove()
 				s := t.sub("orders", "https://hooks.example.com/storm")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(func(g Gomega) {
-					c := condition(get(g, s), hookv1.ConditionReconciling)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
-					g.Expect(c.Message).To(ContainSubstring("rate limit"))
-				}).Should(Succeed())
-				expectReady(s)
+				expectRateLimitedThenReady(s)
 				limited := 0
 				for _, r := range t.requests("POST", kind.collection(t)) {
 					if r.Status == http.StatusTooManyRequests {
@@ -769,10 +755,9 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("k: a deleted signing Secret is repaired as the secret mode allows", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/secret")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				id := expectReady(s).Status.EndpointID
+				id := createReady(s).Status.EndpointID
 				old, creates := t.only().Secret, t.creates()
-				Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+				deleteSigningSecret(s)
 				Eventually(func(g Gomega) {
 					rs := t.regs()
 					g.Expect(rs).To(HaveLen(1))

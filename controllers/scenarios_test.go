@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -138,4 +139,31 @@ func expectURLChangeFollowed(t scenarioTenant) (s *hookv1.WebhookSubscription, o
 		id = cur.Status.EndpointID
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	return s, old, id
+}
+
+// createReady creates s and waits until it is Ready.
+func createReady(s *hookv1.WebhookSubscription) *hookv1.WebhookSubscription {
+	GinkgoHelper()
+	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+	return expectReady(s)
+}
+
+// deleteSigningSecret deletes s's signing Secret, as a user might by mistake.
+func deleteSigningSecret(s *hookv1.WebhookSubscription) {
+	GinkgoHelper()
+	Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Spec.SigningSecret.Name}})).To(Succeed())
+}
+
+// expectRateLimitedThenReady is scenario i once the provider's rate-limit answer is injected:
+// s is created, says RateLimited while it waits, and ends Ready.
+func expectRateLimitedThenReady(s *hookv1.WebhookSubscription) *hookv1.WebhookSubscription {
+	GinkgoHelper()
+	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+	Eventually(func(g Gomega) {
+		c := condition(get(g, s), hookv1.ConditionReconciling)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
+		g.Expect(c.Message).To(ContainSubstring("rate limit"))
+	}).Should(Succeed())
+	return expectReady(s)
 }

@@ -229,65 +229,12 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			Message: "Too many requests hit the API too quickly.", RetryAfter: time.Second, Times: 4})
 		defer remove()
 		s := t.sub("orders", "https://hooks.example.com/storm")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		Eventually(func(g Gomega) {
-			c := condition(get(g, s), hookv1.ConditionReconciling)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
-		}).Should(Succeed())
-		expectReady(s)
+		expectRateLimitedThenReady(s)
 		Expect(t.endpoints()).To(HaveLen(1))
 	})
 
 	It("j: deletion honours the policy, and missing credentials block it visibly", func() {
-		t := newTenant()
-		del := t.sub("deleted", "https://hooks.example.com/del")
-		orphan := t.sub("orphaned", "https://hooks.example.com/orphan")
-		orphan.Spec.Policies.Deletion = hookv1.DeletionOrphan
-		blocked := t.sub("blocked", "https://hooks.example.com/blocked")
-		for _, s := range []*hookv1.WebhookSubscription{del, orphan, blocked} {
-			Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-			expectReady(s)
-		}
-		orphanID := get(Default, orphan).Status.EndpointID
-		delID := get(Default, del).Status.EndpointID
-
-		Expect(k8s.Delete(suiteCtx, del)).To(Succeed())
-		Expect(k8s.Delete(suiteCtx, orphan)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(del), &hookv1.WebhookSubscription{}))).To(BeTrue())
-			g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(orphan), &hookv1.WebhookSubscription{}))).To(BeTrue())
-		}).WithTimeout(20 * time.Second).Should(Succeed())
-		ids := []string{}
-		for _, e := range t.endpoints() {
-			ids = append(ids, e.ID)
-		}
-		Expect(ids).NotTo(ContainElement(delID), "policy Delete removed it")
-		Expect(ids).To(ContainElement(orphanID), "policy Orphan kept it")
-
-		// Credentials gone at delete time: the finalizer stays and says why.
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "stripe-api"}})).To(Succeed())
-		Expect(k8s.Delete(suiteCtx, blocked)).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := get(g, blocked)
-			c := condition(got, hookv1.ConditionReady)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonCredentialsNotFound))
-			g.Expect(c.Message).To(ContainSubstring("stripe-api"))
-			g.Expect(c.Message).To(ContainSubstring("cannot delete"))
-			g.Expect(hasEvent(g, blocked, hookv1.ReasonCredentialsNotFound, "cannot delete")).To(BeTrue())
-		}).WithTimeout(20 * time.Second).Should(Succeed())
-		Consistently(func() error {
-			return k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{})
-		}).WithTimeout(3*time.Second).Should(Succeed(), "the finalizer is not released silently")
-
-		// Restoring the credentials lets the deletion finish and removes the endpoint.
-		blockedID := get(Default, blocked).Status.EndpointID
-		t.writeCredentials()
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{}))
-		}).WithTimeout(20 * time.Second).Should(BeTrue())
-		Expect(t.endpoints()).NotTo(ContainElement(HaveField("ID", blockedID)))
+		expectDeletionPolicies(newTenant())
 	})
 
 	It("k: a signing Secret deleted by a user is restored by replay, or rotated make-before-break when replay is no longer possible", func() {
@@ -297,7 +244,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		id := expectReady(s).Status.EndpointID
 		secret := t.endpoints()[0].Secret
 
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		deleteSigningSecret(s)
 		Eventually(func(g Gomega) {
 			g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(secret))
 		}).WithTimeout(20 * time.Second).Should(Succeed())
@@ -322,7 +269,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		// The status says when the manager has seen the suspension; deleting the Secret before
 		// that races with a reconcile still under way.
 		expectSuspended(s)
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		deleteSigningSecret(s)
 		Consistently(func() bool {
 			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: t.ns, Name: "orders-signing"}, &corev1.Secret{}))
 		}).WithTimeout(time.Second).Should(BeTrue(), "a suspended subscription is left alone")
@@ -338,7 +285,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 
 		// Past the idempotency window the secret cannot be read back: rotate.
 		t.srv.ExpireIdempotencyKeys()
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		deleteSigningSecret(s)
 		Eventually(func(g Gomega) {
 			eps := t.endpoints()
 			g.Expect(eps).To(HaveLen(1))
