@@ -344,6 +344,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 					g.Expect(hookID(hs[0])).NotTo(Equal(old))
 					h = hs[0]
 					g.Expect(get(g, s).Status.EndpointID).To(Equal(hookID(h)))
+					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the deleted hook's secret is no longer accepted")
 				}).WithTimeout(20 * time.Second).Should(Succeed())
 				expectGHSecret(s, h)
 

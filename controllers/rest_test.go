@@ -609,6 +609,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 					g.Expect(rs[0].ID).NotTo(Equal(old))
 					id = rs[0].ID
 					g.Expect(get(g, s).Status.EndpointID).To(Equal(id))
+					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the vanished registration's secret is no longer accepted")
 				}).WithTimeout(20 * time.Second).Should(Succeed())
 				expectRESTSecret(t, s, id)
 

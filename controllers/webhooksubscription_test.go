@@ -140,6 +140,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			g.Expect(got.Status.EndpointID).To(Equal(newEP.ID))
 			sec := signingSecret(g, s)
 			g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(newEP.Secret))
+			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+oldID), "the deleted endpoint's secret is no longer accepted")
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 
 		// Someone edits its events in the dashboard.
