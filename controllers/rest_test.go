@@ -661,22 +661,26 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				expectReady(s)
 			})
 
-			It("f: prunes proven twins, reports foreign near-twins without touching them", func() {
+			It("f: prunes proven twins; near-twins (reported) and other owners' registrations are never touched", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/twins")
 				got := createReady(s)
 				kept := got.Status.EndpointID
 				// Our marker on a canonically equal URL: a twin. Unmarked for exactly our URL:
 				// taken as ours under adoption Adopt, so a twin too. A trailing slash and no
-				// marker: a foreign near-twin.
+				// marker: a foreign near-twin. Our URL with another cluster's marker: provably
+				// not ours, left alone.
 				twin := restReg{URL: "https://HOOKS.example.com:443/twins", Events: kind.events, VerifySSL: true}
 				kind.mark(&twin, t.owner(got))
 				ours := t.api.seed(twin)
 				unmarked := t.api.seed(restReg{URL: "https://hooks.example.com/twins", Events: kind.events[:1], VerifySSL: true})
 				nearTwin := t.api.seed(restReg{URL: "https://hooks.example.com/twins/", Events: kind.events, VerifySSL: true})
+				elsewhere := restReg{URL: "https://hooks.example.com/twins", Events: kind.events, VerifySSL: true}
+				kind.mark(&elsewhere, providers.Owner{Cluster: "prod-eu", Namespace: t.ns, Name: "orders", UID: "0000"})
+				theirs := t.api.seed(elsewhere)
 
 				Eventually(func(g Gomega) {
-					g.Expect(t.registrationIDs()).To(ConsistOf(kept, nearTwin))
+					g.Expect(t.registrationIDs()).To(ConsistOf(kept, nearTwin, theirs))
 					cur := get(g, s)
 					g.Expect(cur.Status.EndpointID).To(Equal(kept))
 					g.Expect(cur.Status.TwinsPruned).To(Equal(int32(2)))
@@ -688,6 +692,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 					g.Expect(hasEvent(g, s, hookv1.ReasonNearTwinFound, nearTwin)).To(BeTrue())
 				}).WithTimeout(20 * time.Second).Should(Succeed())
 				Expect(t.requests("", t.item(nearTwin))).To(BeEmpty(), "the near-twin is never touched")
+				Expect(t.requests("", t.item(theirs))).To(BeEmpty(), "another cluster's registration is never touched")
 				expectRESTSecret(t, s, kept)
 				expectReady(s)
 			})
