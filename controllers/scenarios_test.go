@@ -53,6 +53,14 @@ func expectDeletionPolicies(t scenarioTenant) {
 
 	creds := t.credentials()
 	Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: creds.Namespace, Name: creds.Name}})).To(Succeed())
+	// The manager learns of the deletion from its watch (it reads a credential once per
+	// version of its Secret): until then it may still use the credential it holds, and a
+	// deletion would succeed. The subscription saying so is the sign it has seen it.
+	Eventually(func(g Gomega) {
+		c := condition(get(g, blocked), hookv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(hookv1.ReasonCredentialsNotFound))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
 	Expect(k8s.Delete(suiteCtx, blocked)).To(Succeed())
 	Eventually(func(g Gomega) {
 		c := condition(get(g, blocked), hookv1.ConditionReady)
