@@ -388,8 +388,9 @@ func (t *restTenant) requests(method, path string) []core.Request {
 	return out
 }
 
-// creates counts create requests that the API processed (a lost answer included, a refused
-// one not).
+// creates counts create requests that may have created a registration: answered 2xx, or 5xx
+// (whose outcome is unknown: the answer may have been lost on the way back); refusals (4xx,
+// a rate limit) are not counted.
 func (t *restTenant) creates() int {
 	n := 0
 	for _, r := range t.requests("POST", t.kind.collection(t)) {
@@ -533,7 +534,8 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 					// The token was stored (pending) before GitLab heard of it.
 					Expect(string(sec.Data[hookv1.SecretKeyPending])).To(Equal(first.Secret))
 				} else {
-					// PagerDuty's secret was in the lost answer only: nothing holds it.
+					// PagerDuty showed the secret in the create answer only, and the process died
+					// holding it: nothing stores it.
 					for k, v := range sec.Data {
 						Expect(string(v)).NotTo(Equal(first.Secret), "key %s", k)
 					}
@@ -586,6 +588,17 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				r2, _ := t.reg(id)
 				Expect(r2.URL).To(Equal("https://hooks.example.com/failed"))
 				expectRESTSecret(t, s2, id)
+				if kind.clientChosen {
+					// The retry reused the pending token the failed create carried.
+					var refused []core.Request
+					for _, r := range t.requests("POST", collection) {
+						if r.Status == http.StatusInternalServerError {
+							refused = append(refused, r)
+						}
+					}
+					Expect(refused).To(HaveLen(1))
+					Expect(string(refused[0].Body)).To(ContainSubstring(`"token":"` + r2.Secret + `"`))
+				}
 			})
 
 			It("d: status cleared by hand is taken back by its marker, without a create", func() {
