@@ -25,7 +25,8 @@ const (
 	chaosReplicas   = 3
 	chaosClients    = 16   // concurrent provider connections
 	chaosDupRate    = 0.30 // share of deliveries that repeat a recent event
-	chaosRecent     = 64   // duplicates pick among this many latest events: some still in flight
+	chaosRecent     = 64   // half the duplicates repeat one of this many latest events ...
+	chaosLatest     = 2    // ... and half one of these, most likely still in flight
 	sinkFailRate    = 0.15 // deliveries the sink answers 5xx ...
 	sinkFailMax     = 3    // ... at most this many times per event (maxAttempts is 10)
 	chaosKillMin    = 1500 * time.Millisecond
@@ -105,7 +106,7 @@ func TestChaos(t *testing.T) {
 		{"side effects doubled under different keys", fmt.Sprintf("%d (events processed under two Idempotency-Keys)", len(l.twice))},
 		{"redeliveries under the same key", fmt.Sprintf("%d (dropped by the sink by Idempotency-Key): %d within %s of a SIGKILL, %d around the PostgreSQL outage, %d otherwise",
 			l.redelivered, why.kill, redeliverWindow, why.outage, why.other)},
-		{"why redelivered", "the sink answered 2xx, but the replica holding the lease died (or could not reach PostgreSQL) before it recorded the completion; the lease expired and a replica delivered again"},
+		{"why redelivered", "when it happens, the sink answered 2xx but the replica holding the lease died (or could not reach PostgreSQL) before it recorded the completion; the lease expired and a replica delivered again"},
 		{"dead letters", fmt.Sprint(len(dead))},
 		{"events accepted (202) twice", fmt.Sprint(len(p.acceptedTwice))},
 	}
@@ -312,7 +313,11 @@ func startLoad(cl *provider, sub subscription, seed uint64, deadline time.Time) 
 		for n := 0; ; {
 			var id string
 			if len(recent) > 0 && rng.Float64() < chaosDupRate {
-				id = recent[rng.IntN(len(recent))]
+				window := len(recent)
+				if rng.IntN(2) == 0 {
+					window = min(window, chaosLatest)
+				}
+				id = recent[len(recent)-1-rng.IntN(window)]
 			} else {
 				id = fmt.Sprintf("evt_chaos_%s_%06d", run, n)
 				n++
