@@ -109,6 +109,7 @@ func TestChaos(t *testing.T) {
 		{"why redelivered", "when it happens, the sink answered 2xx but the replica holding the lease died (or could not reach PostgreSQL) before it recorded the completion; the lease expired and a replica delivered again"},
 		{"dead letters", fmt.Sprint(len(dead))},
 		{"events accepted (202) twice", fmt.Sprint(len(p.acceptedTwice))},
+		{"events acknowledged without a 202", fmt.Sprintf("%d (the claim committed, the replica was killed before it answered; the provider's retry was a duplicate, 200)", p.neverAccepted)},
 	}
 	fmt.Println("REPORT receiver-chaos:")
 	for _, kv := range report {
@@ -365,6 +366,7 @@ type providerSummary struct {
 	deliveries, events, concurrent, attempts, acked int
 	ackedEvents                                     map[string]bool
 	unacked, acceptedTwice                          []string
+	neverAccepted                                   int // acknowledged events that no delivery got a 202 for
 	tally                                           counter
 	all                                             []attempt
 }
@@ -405,6 +407,9 @@ func (l *load) summary() *providerSummary {
 		}
 		if accepted > 1 {
 			p.acceptedTwice = append(p.acceptedTwice, id)
+		}
+		if accepted == 0 && p.ackedEvents[id] {
+			p.neverAccepted++
 		}
 	}
 	sort.Strings(p.unacked)
