@@ -83,6 +83,13 @@ test: verify-generated verify-manifests vet control-plane stripe-mock helm promt
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
+CHAOS_DURATION ?= 3m
+
+.PHONY: chaos-receiver
+chaos-receiver: control-plane ## Three receiver replicas on a private PostgreSQL, SIGKILLed and restarted under load, PostgreSQL restarted once, for CHAOS_DURATION (default 3m; make test runs 25s); prints REPORT receiver-chaos.
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test ./cmd/receiver -run '^TestChaos$$' -count=1 -v -timeout 15m \
+	  -args -chaos.duration=$(CHAOS_DURATION) $(if $(CHAOS_SEED),-chaos.seed=$(CHAOS_SEED))
+
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers/github:FuzzGitHubLink \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
