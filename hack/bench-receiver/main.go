@@ -81,6 +81,12 @@ type config struct {
 	cpuprofile  string
 	committers  int
 	pgConns     int
+	// -backlog mode (backlog.go)
+	backlog     int
+	backlogSubs int
+	costCalls   int
+	drainPace   float64
+	drainFor    time.Duration
 }
 
 func (c config) want(k string) bool { return len(c.only) == 0 || c.only[k] }
@@ -104,6 +110,11 @@ func main() {
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.IntVar(&cfg.committers, "committers", 0, "tuning experiment: store.BatcherOptions.Committers (0: the store's Writers(), as cmd/receiver)")
 	flag.IntVar(&cfg.pgConns, "pg-conns", 0, "tuning experiment: PostgreSQL pool size, store.WithMaxConns (0: the store's default 8, as cmd/receiver)")
+	flag.IntVar(&cfg.backlog, "backlog", 0, "backlog mode: measure SQLite and PostgreSQL empty and holding this many undelivered events, side by side (0: the ack-path benchmark)")
+	flag.IntVar(&cfg.backlogSubs, "backlog-subs", 10, "backlog mode: subscriptions the backlog's events are spread over")
+	flag.IntVar(&cfg.costCalls, "cost-calls", 200, "backlog mode: Lease calls timed per store (Sweep: a tenth of it)")
+	flag.Float64Var(&cfg.drainPace, "drain-pace", 500, "backlog mode: deliveries per second the returning sink accepts")
+	flag.DurationVar(&cfg.drainFor, "drain-for", 10*time.Second, "backlog mode: how long the backlog drains (0 skips the drain)")
 	flag.Parse()
 
 	fail := func(format string, args ...any) {
@@ -133,6 +144,8 @@ func main() {
 		fail("-duration must be positive, -warmup not negative")
 	case cfg.payload < 1:
 		fail("-payload must be positive")
+	case cfg.backlog < 0 || cfg.backlogSubs < 1 || cfg.costCalls < 1 || cfg.drainPace <= 0 || cfg.drainFor < 0:
+		fail("-backlog must not be negative, -backlog-subs, -cost-calls and -drain-pace must be positive")
 	case arrivals != "poisson" && arrivals != "uniform":
 		fail("-arrivals: poisson or uniform")
 	case client != "raw" && client != "nethttp":
@@ -186,6 +199,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.backlog > 0 {
+		return runBacklog(ctx, cfg, receiverLogger(cfg), os.Stdout)
+	}
 	b := &bench{cfg: cfg, noop: map[int]*phaseResult{}, sqlite: map[int]*phaseResult{}, pg: map[int]*phaseResult{}, redis: map[int]*phaseResult{}}
 	var header []string
 	add := func(format string, args ...any) { header = append(header, fmt.Sprintf(format, args...)) }
@@ -223,10 +239,7 @@ func run(ctx context.Context, cfg config) error {
 	add("receiver: receiver.Handler.Mux() with cmd/receiver's http.Server timeouts, MaxBody %d, ClaimTimeout %s, Prometheus metrics, %s",
 		maxBody, claimTimeout, logKind)
 
-	var logger logr.Logger = logr.Discard()
-	if cfg.zapLog {
-		logger = crzap.New(crzap.WriteTo(io.Discard))
-	}
+	logger := receiverLogger(cfg)
 
 	// (i) the ceiling.
 	if cfg.want("noop") {
@@ -431,6 +444,15 @@ func checkSuffix(r *phaseResult) string {
 		return " — CHECK FAILED: " + why
 	}
 	return ""
+}
+
+// receiverLogger is the receiver's logger: cmd/receiver's zap at info level, to io.Discard, or
+// none (-log discard).
+func receiverLogger(cfg config) logr.Logger {
+	if cfg.zapLog {
+		return crzap.New(crzap.WriteTo(io.Discard))
+	}
+	return logr.Discard()
 }
 
 // newReceiver is the handler as cmd/receiver builds it, with one Stripe route.
