@@ -206,7 +206,7 @@ func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind st
 	}
 	if n > 0 && cfg.drainFor > 0 {
 		progress("%s: drain: sink back at %.0f/s, %d workers, for up to %s", label, cfg.drainPace, deliver.DefaultWorkers, cfg.drainFor)
-		f.drain, f.drainErr = drain(ctx, st, deliver.DefaultWorkers, cfg.drainPace, cfg.drainFor)
+		f.drain, f.drainErr = drain(ctx, st, drainOptions{workers: deliver.DefaultWorkers, pace: cfg.drainPace, window: cfg.drainFor})
 		if f.drainErr != nil && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -80,7 +80,7 @@ type drainResult struct {
 	workers  int
 	window   time.Duration
 	attempts int // requests the sink received
-	accepted int // answered 2xx
+	accepted int // answered 2xx (the failFirst 503s aside, every other request)
 	// perSecond counts the attempts that reached the sink in each second of the window.
 	perSecond []int
 	// maxInflight is the most attempts the sink held at once.
@@ -103,10 +103,12 @@ func (r *drainResult) totalOutOfOrder() int {
 }
 
 // pacedSink accepts one delivery per 1/pace seconds (a sink that is back but has a fixed
-// capacity: requests queue at its door, none is refused) and records what reached it.
+// capacity: requests queue at its door, none is refused) and records what reached it. Its
+// first failFirst requests are answered 503 at once (the end of the outage).
 type pacedSink struct {
-	lim      *rate.Limiter
-	inflight atomic.Int64
+	lim       *rate.Limiter
+	inflight  atomic.Int64
+	failFirst int
 
 	mu          sync.Mutex
 	start       time.Time
@@ -121,8 +123,8 @@ type pacedSink struct {
 	redelivered int
 }
 
-func newPacedSink(pace float64) *pacedSink {
-	return &pacedSink{lim: rate.NewLimiter(rate.Limit(pace), 1), last: map[string]int{},
+func newPacedSink(pace float64, failFirst int) *pacedSink {
+	return &pacedSink{lim: rate.NewLimiter(rate.Limit(pace), 1), failFirst: failFirst, last: map[string]int{},
 		seen: map[string]map[int]bool{}, outOfOrder: map[string]int{}}
 }
 
@@ -135,6 +137,11 @@ func (s *pacedSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.attempts++
 	s.maxInflight = max(s.maxInflight, n)
+	if s.attempts <= s.failFirst {
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	if !s.start.IsZero() {
 		sec := int(time.Since(s.start) / time.Second)
 		for len(s.perSecond) <= sec {
@@ -167,10 +174,20 @@ func (s *pacedSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// drain runs a delivery pool (cmd/receiver's defaults but workers) on st against a sink
-// accepting pace deliveries per second, until the queue is empty or window has passed.
-func drain(ctx context.Context, st store.Store, workers int, pace float64, window time.Duration) (*drainResult, error) {
-	sink := newPacedSink(pace)
+// drainOptions describe the returning sink and the pool draining the backlog.
+type drainOptions struct {
+	workers   int
+	pace      float64       // deliveries per second the sink accepts
+	window    time.Duration // the longest the drain runs
+	failFirst int           // the sink's first requests answered 503
+	backoff   deliver.Backoff
+}
+
+// drain runs a delivery pool (cmd/receiver's defaults but o's) on st against a pacedSink,
+// until the queue is empty or o.window has passed.
+func drain(ctx context.Context, st store.Store, o drainOptions) (*drainResult, error) {
+	workers, pace, window := o.workers, o.pace, o.window
+	sink := newPacedSink(pace, o.failFirst)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -186,7 +203,7 @@ func drain(ctx context.Context, st store.Store, workers int, pace float64, windo
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{}),
 		func(string) (deliver.Sink, bool) { return deliver.Sink{URL: url}, true },
-		deliver.Options{Workers: workers, Logger: logr.Discard()})
+		deliver.Options{Workers: workers, Backoff: o.backoff, Logger: logr.Discard()})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	sink.mu.Lock()

@@ -258,19 +258,21 @@ func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now
 // straight from the (state, run_at) index, in order, and stops there; the callers join them
 // with UNION ALL and sort the at most 3×$3 rows they return. The OR of the three made both
 // databases read and sort the whole backlog on every Lease (a sink outage's backlog, on every
-// poll). suffix follows each LIMIT (PostgreSQL's row locks).
-func dueBranches(suffix string) []string {
+// poll). order is each branch's ORDER BY, which the index must provide as it is; suffix
+// follows each LIMIT (PostgreSQL's row locks).
+func dueBranches(order, suffix string) []string {
 	var b []string
 	for _, cond := range []string{`state = 'pending' AND run_at <= $1`, `state = 'retryable' AND run_at <= $1`, `state = 'running' AND lease_until < $1`} {
-		b = append(b, `SELECT id, run_at FROM hw_events WHERE `+cond+` ORDER BY run_at, id LIMIT $3`+suffix)
+		b = append(b, `SELECT id, run_at FROM hw_events WHERE `+cond+` ORDER BY `+order+` LIMIT $3`+suffix)
 	}
 	return b
 }
 
 // dueJobsSQLite selects the jobs Lease may take, oldest first. A compound member may have its
-// own ORDER BY and LIMIT only as a subquery.
+// own ORDER BY and LIMIT only as a subquery. SQLite's indexes end with the rowid, so the
+// (state, run_at) index is in (run_at, id) order within a state.
 var dueJobsSQLite = func() string {
-	b := dueBranches("")
+	b := dueBranches("run_at, id", "")
 	for i := range b {
 		b[i] = `SELECT * FROM (` + b[i] + `)`
 	}
@@ -282,9 +284,12 @@ var dueJobsSQLite = func() string {
 // leasePostgresSQL is leasePostgres's statement. FOR UPDATE is not allowed in a UNION, so each
 // branch is a CTE of its own; MATERIALIZED makes each locking subselect run once, so its LIMIT
 // holds. The branches lock the rows they return, up to 3×$3, of which $3 are leased; the others
-// are free again when the statement commits (a concurrent Lease skips them meanwhile).
+// are free again when the statement commits (a concurrent Lease skips them meanwhile). The
+// branches order by run_at alone, which the (state, run_at) index gives without a sort (with
+// id too the planner may sort the whole state's range); among jobs due at the same
+// microsecond the branch's pick is arbitrary, and pick orders what they return by id too.
 var leasePostgresSQL = func() string {
-	b := dueBranches(" FOR UPDATE SKIP LOCKED")
+	b := dueBranches("run_at", " FOR UPDATE SKIP LOCKED")
 	return `WITH due_pending AS MATERIALIZED (` + b[0] + `),
 	due_retryable AS MATERIALIZED (` + b[1] + `),
 	due_running AS MATERIALIZED (` + b[2] + `),
