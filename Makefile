@@ -83,6 +83,12 @@ test: verify-generated verify-manifests vet control-plane stripe-mock helm promt
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
+BACKLOG ?= 1000000
+
+.PHONY: bench-receiver-backlog
+bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holding BACKLOG (default 1,000,000) undelivered events, side by side; then the backlog drains into a paced sink (prints tables).
+	go run ./hack/bench-receiver -backlog $(BACKLOG) -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
+
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers/github:FuzzGitHubLink \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
