@@ -73,12 +73,16 @@ func runBacklog(ctx context.Context, cfg config, logger logr.Logger, out io.Writ
 		if !cfg.want(kind) {
 			continue
 		}
+		paceBase := 0.0
 		for _, n := range []int{0, cfg.backlog} {
-			f, err := measureBacklog(ctx, cfg, logger, kind, n)
+			f, err := measureBacklog(ctx, cfg, logger, kind, n, paceBase)
 			if err != nil {
 				return fmt.Errorf("%s, backlog %d: %w", kind, n, err)
 			}
 			figs = append(figs, f)
+			if r := f.ack[0]; r != nil {
+				paceBase = r.rps // the backlog's paced phase gets the empty store's load
+			}
 		}
 	}
 	printBacklog(out, cfg, figs, time.Since(began))
@@ -88,7 +92,7 @@ func runBacklog(ctx context.Context, cfg config, logger logr.Logger, out io.Writ
 // measureBacklog opens a fresh store of kind, preloads n events, runs the ack load with
 // cmd/receiver's depth poll alongside, then times Lease, Sweep and Depth, reads the plans and
 // the size on disk, and (n > 0) drains the backlog for cfg.drainFor.
-func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind string, n int) (f *storeFigures, err error) {
+func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind string, n int, paceBase float64) (f *storeFigures, err error) {
 	f = &storeFigures{kind: kind, backlog: n, plans: map[string][]string{}}
 	var st *store.SQL
 	var size func(context.Context) (int64, error)
@@ -173,7 +177,7 @@ func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind st
 	}()
 	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: claimTimeout})
 	b := &bench{cfg: cfg, noop: map[int]*phaseResult{}, sqlite: map[int]*phaseResult{}, pg: map[int]*phaseResult{},
-		redis: map[int]*phaseResult{}, pgDatabase: pgDatabase}
+		redis: map[int]*phaseResult{}, pgDatabase: pgDatabase, paceBase: paceBase}
 	label := fmt.Sprintf("%s, backlog %d", kind, n)
 	err = b.target(ctx, kind, label, newReceiver(batcher, logger).Mux(), st, batcher)
 	batcher.Close()
@@ -290,7 +294,7 @@ func printBacklog(out io.Writer, cfg config, figs []*storeFigures, took time.Dur
 		preloadBatch, cfg.backlogSubs, backlogSpan, cfg.payload)
 	fmt.Fprintln(out, "         PostgreSQL then VACUUM (ANALYZE) hw_events, as autovacuum would. Load: bench-receiver's phases on bench/orders,")
 	fmt.Fprintf(out, "         with cmd/receiver's Depth poll every %s alongside; lease: %d Lease(8) calls, each job retried with the default backoff;\n", depthPoll, cfg.costCalls)
-	fmt.Fprintln(out, "         sweep: Sweep(cutoff = now), nothing deliverd so nothing to remove.")
+	fmt.Fprintln(out, "         sweep: Sweep(cutoff = now), nothing delivered so nothing to remove.")
 	byKind := map[string][]*storeFigures{}
 	var kinds []string
 	for _, f := range figs {
@@ -324,6 +328,15 @@ func printBacklog(out io.Writer, cfg config, figs []*storeFigures, took time.Dur
 		}
 		if e.paced != nil && bl.paced != nil {
 			row(fmt.Sprintf("ack p99 ms, paced at %.0f%% of empty max", cfg.pace*100), ms(e.paced.p99), ms(bl.paced.p99), "%.2f", "≤ 1.2×")
+			row("  offered req/s", e.paced.offered, bl.paced.offered, "%.0f", "")
+		}
+		for _, r := range []struct {
+			name string
+			e, b *phaseResult
+		}{{"closed loop 0%", e.ack[0], bl.ack[0]}, {"paced", e.paced, bl.paced}} {
+			if r.e != nil && r.b != nil && r.e.cpu.ok && r.b.cpu.ok {
+				row("  other tenants' cores, "+r.name, r.e.cpu.other, r.b.cpu.other, "%.2f", "")
+			}
 		}
 		row("lease µs per Lease(8), mean", us(e.lease.mean()), us(bl.lease.mean()), "%.0f", "flat")
 		row("lease µs, p99", us(e.lease.p99()), us(bl.lease.p99()), "%.0f", "")

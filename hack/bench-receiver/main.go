@@ -184,6 +184,9 @@ type bench struct {
 	order      []*phaseResult
 	notes      []string
 	pgDatabase string // the scratch database, once created
+	// paceBase, when set, is the req/s the paced phase's rate is a fraction of (-backlog: the
+	// empty store's, so both columns get the same offered load); else the 0 % phase's.
+	paceBase float64
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -419,6 +422,9 @@ func (b *bench) target(ctx context.Context, key, label string, h http.Handler, s
 	s := spec
 	s.scenario, s.conns = fmt.Sprintf("%s, paced %.0f%%", label, cfg.pace*100), cfg.pacedConns
 	s.rate, s.poisson = base.rps*cfg.pace, cfg.poisson
+	if b.paceBase > 0 {
+		s.rate = b.paceBase * cfg.pace
+	}
 	p := newPool(gen, int(s.rate*(cfg.warmup+cfg.duration).Seconds()*1.2)+1000, false)
 	progress("%s: %.0f req/s offered over %d connections, %s + %s", s.scenario, s.rate, s.conns, s.warmup, s.duration)
 	r, err := runPhase(ctx, cfg, addr, gen, p, s)

@@ -190,7 +190,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error)
 }
 
 func newSQL(db *sql.DB, d dialect, o options) *SQL {
-	return &SQL{db: db, reader: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
+	s := &SQL{db: db, reader: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
+	if d == dialectSQLite {
+		s.reports = &reportGroup{db: db}
+	}
+	return s
 }
 
 // migrate creates the schema if it is missing. Every statement is idempotent.

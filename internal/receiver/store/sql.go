@@ -24,7 +24,10 @@ type SQL struct {
 	// queue). On SQLite it is a connection of its own, so a count of a large backlog does not
 	// hold the one writing connection that every claim waits for (WAL readers do not block
 	// the writer); on PostgreSQL it is db.
-	reader  *sql.DB
+	reader *sql.DB
+	// reports group-commits job reports on SQLite (nil on PostgreSQL, whose connections commit
+	// concurrently).
+	reports *reportGroup
 	dialect dialect
 	now     func() time.Time
 	// maxParams bounds the parameters of one SQLite claim statement.
@@ -393,11 +396,16 @@ const fenced = ` WHERE id = $1 AND state = 'running' AND attempts = $2 AND lease
 
 func (s *SQL) report(ctx context.Context, op string, j Job, q string, args ...any) error {
 	args = append([]any{j.ID, int64(j.Attempt), j.LeaseUntil.UnixMicro()}, args...)
-	res, err := s.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("store: %s job %d: %w", op, j.ID, err)
+	var n int64
+	var err error
+	if s.reports != nil {
+		n, err = s.reports.exec(ctx, q, args...)
+	} else {
+		var res sql.Result
+		if res, err = s.db.ExecContext(ctx, q, args...); err == nil {
+			n, err = res.RowsAffected()
+		}
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return fmt.Errorf("store: %s job %d: %w", op, j.ID, err)
 	}
