@@ -37,7 +37,7 @@ type storeFigures struct {
 	plans    map[string][]string
 	bytes    int64
 	rows     int
-	drain    *drainResult
+	drains   []*drainResult // one per -drain-pace
 	drainErr error
 }
 
@@ -208,12 +208,20 @@ func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind st
 	if f.bytes, err = size(ctx); err != nil {
 		return nil, err
 	}
-	if n > 0 && cfg.drainFor > 0 {
-		progress("%s: drain: sink back at %.0f/s, %d workers, for up to %s", label, cfg.drainPace, deliver.DefaultWorkers, cfg.drainFor)
-		f.drain, f.drainErr = drain(ctx, st, drainOptions{workers: deliver.DefaultWorkers, pace: cfg.drainPace, window: cfg.drainFor})
-		if f.drainErr != nil && ctx.Err() != nil {
-			return nil, ctx.Err()
+	for _, pace := range cfg.drainPaces {
+		if n == 0 || cfg.drainFor == 0 {
+			break
 		}
+		progress("%s: drain: sink back at %.0f/s, %d workers, for up to %s", label, pace, deliver.DefaultWorkers, cfg.drainFor)
+		d, err := drain(ctx, st, drainOptions{workers: deliver.DefaultWorkers, pace: pace, window: cfg.drainFor})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			f.drainErr = err
+			break
+		}
+		f.drains = append(f.drains, d)
 	}
 	return f, nil
 }
@@ -368,14 +376,15 @@ func printBacklog(out io.Writer, cfg config, figs []*storeFigures, took time.Dur
 }
 
 func printDrain(out io.Writer, f *storeFigures) {
+	for _, d := range f.drains {
+		printDrainAt(out, d)
+	}
 	if f.drainErr != nil {
 		fmt.Fprintf(out, "  drain: FAILED: %v\n", f.drainErr)
-		return
 	}
-	d := f.drain
-	if d == nil {
-		return
-	}
+}
+
+func printDrainAt(out io.Writer, d *drainResult) {
 	rate := float64(d.accepted) / d.window.Seconds()
 	full := d.perSecond
 	if len(full) > 1 {

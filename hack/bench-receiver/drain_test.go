@@ -16,9 +16,9 @@ type leaseLog struct {
 	store.Store
 	mu     sync.Mutex
 	leased []store.Job
-	at     []time.Time          // when each leased job was leased (the pool's now)
+	at     []time.Time         // when each leased job was leased (the pool's now)
 	retry  map[int64]time.Time // job → the run_at of its pending retry
-	early  int                  // jobs leased before their retry's run_at
+	early  int                 // jobs leased before their retry's run_at
 }
 
 func (l *leaseLog) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]store.Job, error) {

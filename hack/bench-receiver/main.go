@@ -50,6 +50,7 @@ import (
 // Targets (informational: printed as met / not met).
 const (
 	targetSQLiteVsNoop   = 0.5                   // (ii) ≥ 0.5× (i)
+	targetSQLiteCPU      = 2.0                   // (ii)'s CPU per request ≤ 2.0× (i)'s
 	targetPGVsInsertRate = 1.0                   // (iii) ≥ 1.0× the single-row insert rate
 	targetP99AtHalfMax   = 25 * time.Millisecond // p99 ack at 50 % of max throughput
 )
@@ -85,7 +86,7 @@ type config struct {
 	backlog     int
 	backlogSubs int
 	costCalls   int
-	drainPace   float64
+	drainPaces  []float64
 	drainFor    time.Duration
 }
 
@@ -113,13 +114,21 @@ func main() {
 	flag.IntVar(&cfg.backlog, "backlog", 0, "backlog mode: measure SQLite and PostgreSQL empty and holding this many undelivered events, side by side (0: the ack-path benchmark)")
 	flag.IntVar(&cfg.backlogSubs, "backlog-subs", 10, "backlog mode: subscriptions the backlog's events are spread over")
 	flag.IntVar(&cfg.costCalls, "cost-calls", 200, "backlog mode: Lease calls timed per store (Sweep: a tenth of it)")
-	flag.Float64Var(&cfg.drainPace, "drain-pace", 500, "backlog mode: deliveries per second the returning sink accepts")
+	var drainPaces string
+	flag.StringVar(&drainPaces, "drain-pace", "200,1000", "backlog mode: deliveries per second the returning sink accepts; the backlog drains at each in turn")
 	flag.DurationVar(&cfg.drainFor, "drain-for", 10*time.Second, "backlog mode: how long the backlog drains (0 skips the drain)")
 	flag.Parse()
 
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "bench-receiver: "+format+"\n", args...)
 		os.Exit(2)
+	}
+	for f := range strings.SplitSeq(drainPaces, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			fail("-drain-pace: %q is not a positive rate", f)
+		}
+		cfg.drainPaces = append(cfg.drainPaces, v)
 	}
 	for f := range strings.SplitSeq(dups, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -144,8 +153,8 @@ func main() {
 		fail("-duration must be positive, -warmup not negative")
 	case cfg.payload < 1:
 		fail("-payload must be positive")
-	case cfg.backlog < 0 || cfg.backlogSubs < 1 || cfg.costCalls < 1 || cfg.drainPace <= 0 || cfg.drainFor < 0:
-		fail("-backlog must not be negative, -backlog-subs, -cost-calls and -drain-pace must be positive")
+	case cfg.backlog < 0 || cfg.backlogSubs < 1 || cfg.costCalls < 1 || cfg.drainFor < 0:
+		fail("-backlog and -drain-for must not be negative, -backlog-subs and -cost-calls must be positive")
 	case arrivals != "poisson" && arrivals != "uniform":
 		fail("-arrivals: poisson or uniform")
 	case client != "raw" && client != "nethttp":
@@ -671,6 +680,15 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 			x := s.rps / n.rps
 			lines = append(lines, [2]string{fmt.Sprintf("(ii) SQLite ≥ %.1f× (i), %d%% dups", targetSQLiteVsNoop, dup),
 				fmt.Sprintf("%.2f× (%.0f vs %.0f req/s)  %s%s", x, s.rps, n.rps, met(x >= targetSQLiteVsNoop), noiseNote(s, n))})
+		}
+	}
+	for _, dup := range cfg.dups {
+		s, n := b.sqlite[dup], b.noop[dup]
+		if s != nil && n != nil && s.rps > 0 && n.rps > 0 && n.cpu.self > 0 {
+			sc, nc := cpuPer(s), cpuPer(n)
+			x := sc / nc
+			lines = append(lines, [2]string{fmt.Sprintf("(ii) SQLite CPU/req ≤ %.1f× (i)'s, %d%% dups", targetSQLiteCPU, dup),
+				fmt.Sprintf("%.2f× (%.0f vs %.0f µs/req)  %s", x, sc, nc, met(x <= targetSQLiteCPU))})
 		}
 	}
 	for _, dup := range cfg.dups {
