@@ -284,7 +284,7 @@ var dueJobsSQLite = func() string {
 	) ORDER BY run_at, id LIMIT $3`
 }()
 
-// leasePostgresSQL is leasePostgres's statement. FOR UPDATE is not allowed in a UNION, so each
+// leasePostgresSQL is Lease's statement on PostgreSQL. FOR UPDATE is not allowed in a UNION, so each
 // branch is a CTE of its own; MATERIALIZED makes each locking subselect run once, so its LIMIT
 // holds. The branches lock the rows they return, up to 3×$3, of which $3 are leased; the others
 // are free again when the statement commits (a concurrent Lease skips them meanwhile). The
