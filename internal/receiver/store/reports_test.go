@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,11 +13,7 @@ import (
 func TestConcurrentReportsEachGetTheirOwnAnswer(t *testing.T) {
 	forEachSQLStore(t, func(t *testing.T, e *env) {
 		const jobs = 60
-		var events []Event
-		for i := range jobs {
-			events = append(events, event("ns/a", fmt.Sprintf("evt_%d", i), t0))
-		}
-		mustClaim(t, e.s, events...)
+		mustClaim(t, e.s, numberedEvents(jobs)...)
 		leased, err := e.s.Lease(testCtx(t), jobs, t0, time.Hour)
 		if err != nil || len(leased) != jobs {
 			t.Fatalf("Lease: %d jobs, %v", len(leased), err)
