@@ -338,13 +338,13 @@ func printBacklog(out io.Writer, cfg config, figs []*storeFigures, took time.Dur
 			row(fmt.Sprintf("ack p99 ms, paced at %.0f%% of empty max", cfg.pace*100), ms(e.paced.p99), ms(bl.paced.p99), "%.2f", "≤ 1.2×")
 			row("  offered req/s", e.paced.offered, bl.paced.offered, "%.0f", "")
 		}
-		for _, r := range []struct {
-			name string
-			e, b *phaseResult
-		}{{"closed loop 0%", e.ack[0], bl.ack[0]}, {"paced", e.paced, bl.paced}} {
-			if r.e != nil && r.b != nil && r.e.cpu.ok && r.b.cpu.ok {
-				row("  other tenants' cores, "+r.name, r.e.cpu.other, r.b.cpu.other, "%.2f", "")
+		for _, dup := range cfg.dups {
+			if r, s := e.ack[dup], bl.ack[dup]; r != nil && s != nil && r.cpu.ok && s.cpu.ok {
+				row(fmt.Sprintf("  other tenants' cores, closed loop %d%%", dup), r.cpu.other, s.cpu.other, "%.2f", "")
 			}
+		}
+		if e.paced != nil && bl.paced != nil && e.paced.cpu.ok && bl.paced.cpu.ok {
+			row("  other tenants' cores, paced", e.paced.cpu.other, bl.paced.cpu.other, "%.2f", "")
 		}
 		row("lease µs per Lease(8), mean", us(e.lease.mean()), us(bl.lease.mean()), "%.0f", "flat")
 		row("lease µs, p99", us(e.lease.p99()), us(bl.lease.p99()), "%.0f", "")
