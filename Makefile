@@ -79,6 +79,12 @@ test: verify-generated verify-manifests vet control-plane stripe-mock helm promt
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
+BACKLOG ?= 1000000
+
+.PHONY: bench-receiver-backlog
+bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holding BACKLOG (default 1,000,000) undelivered events, side by side; then the backlog drains into a paced sink (prints tables).
+	go run ./hack/bench-receiver -backlog $(BACKLOG) -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
+
 .PHONY: bench-receiver
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
