@@ -800,6 +800,54 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				}
 				expectReady(s)
 			})
+
+			It("bad input: an invalid profile stalls naming the field before anything is sent, and an HTML list stalls without a write", func() {
+				t := newT()
+				key := client.ObjectKey{Namespace: t.ns, Name: restProfiles}
+				cm := &corev1.ConfigMap{}
+				Expect(k8s.Get(suiteCtx, key, cm)).To(Succeed())
+				valid := cm.Data[kind.profile+".yaml"]
+				Expect(valid).To(ContainSubstring("  pagination:"))
+				setProfile := func(text string) {
+					GinkgoHelper()
+					Expect(k8s.Get(suiteCtx, key, cm)).To(Succeed())
+					cm.Data[kind.profile+".yaml"] = text
+					Expect(k8s.Update(suiteCtx, cm)).To(Succeed())
+				}
+				stalledWith := func(s *hookv1.WebhookSubscription, want string) {
+					GinkgoHelper()
+					Eventually(func(g Gomega) {
+						c := condition(get(g, s), hookv1.ConditionStalled)
+						g.Expect(c).NotTo(BeNil(), "Stalled")
+						g.Expect(c.Message).To(ContainSubstring(want))
+					}).WithTimeout(20 * time.Second).Should(Succeed())
+				}
+
+				// A misspelt field: strict decoding names it with its path; not one request.
+				setProfile(strings.Replace(valid, "  pagination:", "  paginaton:", 1))
+				s := t.sub("orders", "https://hooks.example.com/bad-input")
+				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+				stalledWith(s, `list.paginaton`)
+				Expect(t.requests("", t.kind.collection(t))).To(BeEmpty(), "nothing sent with an invalid profile")
+				Expect(t.requests("", t.kind.collection(t)+"/")).To(BeEmpty())
+				Expect(t.regs()).To(BeEmpty())
+
+				// The profile fixed in its ConfigMap: the metadata watch wakes the subscription.
+				setProfile(valid)
+				id := expectReady(s).Status.EndpointID
+				Expect(t.creates()).To(Equal(1))
+				writes := t.writes()
+
+				// A proxy's login page in place of the list: stalled, nothing created or deleted.
+				remove := t.api.fake().Inject(core.Fault{Method: http.MethodGet, PathPrefix: t.kind.collection(t), Status: http.StatusOK,
+					ContentType: "text/html", Body: "<html><body>Sign in</body></html>"})
+				stalledWith(s, "HTML")
+				Expect(t.writes()).To(Equal(writes), "no write on a list that could not be read")
+				Expect(t.registrationIDs()).To(Equal([]string{id}))
+				remove()
+				Expect(expectReady(s).Status.EndpointID).To(Equal(id))
+				Expect(t.writes()).To(Equal(writes))
+			})
 		})
 	}
 

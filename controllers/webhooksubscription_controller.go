@@ -310,7 +310,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 			if attempt == 1 {
 				continue
 			}
-			return ctrl.Result{}, stall(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
+			return ctrl.Result{}, stallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
 		}
 		if err != nil {
 			return ctrl.Result{}, err
