@@ -6,6 +6,7 @@
 //
 //	GET /_fake/requests          the request log as JSON (account labels, never keys)
 //	GET /_fake/endpoints?key=K   account K's endpoints as JSON, secrets included
+//	GET /_fake/chaos             what --fault-rate injected so far, by kind
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -41,6 +43,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:12111", "listen address")
 	pageSize := fs.Int("page-size", 0, "cap list pages at this many items (0 = no cap), to exercise pagination")
 	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
+	faultRate := fs.Float64("fault-rate", 0, "share of API requests (0 to 1) failed at random: 429 rate_limit, 500/502/503, or held until the client times out, before or after applying them")
+	faultSeed := fs.Uint64("fault-seed", 1, "seed of --fault-rate's choices")
+	faultHold := fs.Duration("fault-hold", 30*time.Second, "longest an injected timeout holds a request (then 504); make it longer than the client's timeout")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -51,7 +56,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
-	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints))
+	chaos, err := fakeapi.NewChaos(fakeapi.ChaosOptions{Rate: *faultRate, Seed: *faultSeed, Hold: *faultHold})
+	if err != nil {
+		return err
+	}
+	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints), fake.WithChaos(chaos))
 	return fakeapi.Run(ctx, "fakestripe", *addr, handler(srv), stderr, nil)
 }
 
@@ -59,6 +68,9 @@ func handler(srv *fake.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Requests())
+	})
+	mux.HandleFunc("GET /_fake/chaos", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Chaos())
 	})
 	mux.HandleFunc("GET /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
