@@ -6,11 +6,14 @@
 //
 //	GET /_fake/requests          the request log as JSON (account labels, never keys)
 //	GET /_fake/endpoints?key=K   account K's endpoints as JSON, secrets included
+//	POST /_fake/endpoints?key=K  store the JSON endpoint in the body on account K out of band
+//	                             (no request logged, no fault); answers what was stored
 //	GET /_fake/chaos             what --fault-rate injected so far, by kind
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -83,6 +86,15 @@ func handler(srv *fake.Server) http.Handler {
 			eps = []fake.Endpoint{}
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, eps)
+	})
+	mux.HandleFunc("POST /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		var ep fake.Endpoint
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ep); err != nil || key == "" {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) and a JSON endpoint body are required"})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Seed(key, ep))
 	})
 	mux.Handle("/", srv)
 	return mux

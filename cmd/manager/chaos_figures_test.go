@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
+	"github.com/hookwarden/hookwarden/providers/stripe/fake"
+)
+
+// fakeClient reads and seeds the fake Stripe through its /_fake endpoints, and reads the
+// managers' metrics.
+type fakeClient struct{ base string }
+
+type fakeChaos = fakeapi.ChaosCounts
+
+func (f *fakeClient) endpoints(ctx context.Context, apiKey string) ([]fake.Endpoint, error) {
+	var out []fake.Endpoint
+	return out, f.do(ctx, http.MethodGet, "/_fake/endpoints?key="+url.QueryEscape(apiKey), nil, &out)
+}
+
+func (f *fakeClient) seed(ctx context.Context, apiKey string, e fake.Endpoint) (fake.Endpoint, error) {
+	var out fake.Endpoint
+	return out, f.do(ctx, http.MethodPost, "/_fake/endpoints?key="+url.QueryEscape(apiKey), e, &out)
+}
+
+func (f *fakeClient) requests(ctx context.Context) ([]fake.Request, error) {
+	var out []fake.Request
+	return out, f.do(ctx, http.MethodGet, "/_fake/requests", nil, &out)
+}
+
+func (f *fakeClient) chaos(ctx context.Context) (fakeChaos, error) {
+	var out fakeChaos
+	return out, f.do(ctx, http.MethodGet, "/_fake/chaos", nil, &out)
+}
+
+func (f *fakeClient) get(ctx context.Context, path string) ([]byte, error) {
+	var out json.RawMessage
+	err := f.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// do sends a request; out is decoded as JSON unless it is a *json.RawMessage (taken whole).
+// Errors name the path without its query, which may carry an API key.
+func (f *fakeClient) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.base+path, body)
+	if err != nil {
+		return err
+	}
+	what := method + " " + req.URL.Path
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", what, resp.Status)
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw = b
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// chaosFigures is what TestChaos prints.
+type chaosFigures struct {
+	size                           chaosSizing
+	kills, stormKills, deleteKills kills
+	requests                       []fake.Request
+	chaos                          fakeChaos
+	dupes, wrongSecrets, orphans   int
+	foreignTouched                 int
+	converged, deleted             time.Duration
+}
+
+func isCreate(r fake.Request) bool { return r.Method == http.MethodPost && r.Path == webhookEndpoints }
+
+// createsApplied counts the creates the fake carried out: answered 200 without a replay, or
+// failed by chaos after it had applied them. Under a correct manager it is one per subscription.
+func (f chaosFigures) createsApplied() int {
+	n := 0
+	for _, r := range f.requests {
+		if isCreate(r) && !r.Replayed && (r.Status == http.StatusOK || strings.HasSuffix(r.Chaos, "after apply")) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f chaosFigures) report() string {
+	var creates, replays, deletes, updates, lists int
+	for _, r := range f.requests {
+		switch {
+		case isCreate(r):
+			creates++
+			if r.Replayed {
+				replays++
+			}
+		case r.Method == http.MethodGet && r.Path == webhookEndpoints:
+			lists++
+		case r.Method == http.MethodDelete:
+			deletes++
+		case r.Method == http.MethodPost:
+			updates++
+		}
+	}
+	var faults []string
+	for _, k := range f.chaos.Keys() {
+		faults = append(faults, fmt.Sprintf("%s %d", k, f.chaos.Injected[k]))
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	fmt.Fprintln(&b, "REPORT chaos-manager")
+	row("seed", "%d (-chaos.seed=%d repeats the faults' and the kills' choices)", f.size.seed, f.size.seed)
+	row("subscriptions", "%d over %d accounts; %d foreign endpoints per account (%d unrelated, 3 look-alikes)", f.size.subs, f.size.accounts, f.size.foreign+3, f.size.foreign)
+	row("manager kills (SIGKILL)", "%d: leader %d, standby %d (storm %d, deletion %d)", f.kills.total(), f.kills.leader, f.kills.standby, f.stormKills.total(), f.deleteKills.total())
+	row("exits on their own", "%d %s", len(f.kills.selfExits), strings.Join(f.kills.selfExits, "; "))
+	row("provider requests", "%d (list %d, create %d, update %d, delete %d)", len(f.requests), lists, creates, updates, deletes)
+	row("faults injected", "%d = %.1f %% (rate %.2f): %s", f.chaos.Total(), 100*float64(f.chaos.Total())/float64(max(f.chaos.Requests, 1)), f.chaos.Rate, strings.Join(faults, ", "))
+	row("creates applied", "%d for %d subscriptions (create requests %d, idempotent replays %d)", f.createsApplied(), f.size.subs, creates, replays)
+	row("duplicates at the provider", "%d", f.dupes)
+	row("signing secrets wrong", "%d", f.wrongSecrets)
+	row("orphans after deletion", "%d", f.orphans)
+	row("foreign touched", "%d", f.foreignTouched)
+	row("time to converge", "%s (storm: create to all Ready); deletion: %s", f.converged.Round(100*time.Millisecond), f.deleted.Round(100*time.Millisecond))
+	_ = tw.Flush()
+	return b.String()
+}
