@@ -100,7 +100,7 @@ func TestChaos(t *testing.T) {
 		foreignTouched: max(len(foreignAfterStorm), len(foreignAfterDelete)) + countForeignWrites(reqs, h.foreignIDs()),
 		converged:      converged, deleted: deleted,
 	}
-	t.Log("\n" + fig.report())
+	fmt.Print(fig.report())
 
 	if n := fig.createsApplied(); n != size.subs {
 		t.Errorf("the fake applied %d creates for %d subscriptions: an endpoint was created more than once (even if pruned later)", n, size.subs)
@@ -280,8 +280,8 @@ func (h *chaosHarness) start(name, bin string, env []string, args ...string) *ch
 }
 
 // seedForeign stores, on every account and before any subscription exists, endpoints no
-// subscription owns: unrelated ones, and three look-alikes of subscriptions of that account
-// (the same URL with a trailing slash, the same URL over http, the same URL under another
+// subscription owns: unrelated ones, and three look-alikes of a subscription of that account
+// (its URL with a trailing slash, its URL over http, and its namespace and name in another
 // cluster's marker). None may ever be changed or deleted.
 func (h *chaosHarness) seedForeign() {
 	for a := range h.size.accounts {
@@ -291,12 +291,13 @@ func (h *chaosHarness) seedForeign() {
 		for i := range h.size.foreign {
 			seeds = append(seeds, fake.Endpoint{URL: fmt.Sprintf("https://other-app.example/a%d/hook-%d", a, i), EnabledEvents: []string{"*"}, Description: "someone else's", Metadata: map[string]string{"team": "payments"}})
 		}
-		// Look-alikes of this account's first subscriptions (indexes a, a+accounts, ...).
-		like := func(k int) string { return h.subscriptionURL(a + k*h.size.accounts) }
+		// Look-alikes of this account's first subscription (sub-00a).
+		like0 := h.subscriptionURL(a)
 		seeds = append(seeds,
-			fake.Endpoint{URL: like(0) + "/", EnabledEvents: []string{"invoice.paid"}, Description: "near twin: trailing slash"},
-			fake.Endpoint{URL: strings.Replace(like(0), "https://", "http://", 1), EnabledEvents: []string{"invoice.paid"}, Description: "near twin: http"},
-			fake.Endpoint{URL: like(0), EnabledEvents: []string{"invoice.paid", "charge.refunded"}, Description: "another cluster's",
+			fake.Endpoint{URL: like0 + "/", EnabledEvents: []string{"invoice.paid"}, Description: "near twin: trailing slash"},
+			fake.Endpoint{URL: strings.Replace(like0, "https://", "http://", 1), EnabledEvents: []string{"invoice.paid"}, Description: "near twin: http"},
+			// Same namespace and name, another cluster, its own URL: never stale to us.
+			fake.Endpoint{URL: strings.Replace(like0, "hooks.chaos.example", "hooks.other-cluster.example", 1), EnabledEvents: []string{"invoice.paid", "charge.refunded"}, Description: "another cluster's",
 				Metadata: stripe.MarkerMetadata(providers.Owner{Cluster: "other-cluster", Namespace: chaosNamespace, Name: h.subscriptionName(a), UID: "0000"}, "hookwarden-create-other")},
 		)
 		for _, s := range seeds {
