@@ -137,7 +137,8 @@ func (f chaosFigures) report() string {
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
 	row("seed", "%d (-chaos.seed=%d repeats the faults' and the kills' choices)", f.size.seed, f.size.seed)
 	row("subscriptions", "%d over %d accounts; %d foreign endpoints per account (%d unrelated, 3 look-alikes)", f.size.subs, f.size.accounts, f.size.foreign+3, f.size.foreign)
-	row("manager kills (SIGKILL)", "%d: leader %d, standby %d (storm %d, deletion %d)", f.kills.total(), f.kills.leader, f.kills.standby, f.stormKills.total(), f.deleteKills.total())
+	row("manager kills (SIGKILL)", "%d: leader %d, standby %d (storm %d, the first at %.0f %% of the endpoints created; deletion %d, the first at %.0f %% deleted)",
+		f.kills.total(), f.kills.leader, f.kills.standby, f.stormKills.total(), 100*f.stormKills.firstAt, f.deleteKills.total(), 100*f.deleteKills.firstAt)
 	row("exits on their own", "%d %s", len(f.kills.selfExits), strings.Join(f.kills.selfExits, "; "))
 	row("provider requests", "%d (list %d, create %d, update %d, delete %d)", len(f.requests), lists, creates, updates, deletes)
 	row("faults injected", "%d = %.1f %% (rate %.2f): %s", f.chaos.Total(), 100*float64(f.chaos.Total())/float64(max(f.chaos.Requests, 1)), f.chaos.Rate, strings.Join(faults, ", "))
