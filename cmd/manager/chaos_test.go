@@ -18,13 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/childproc"
+	"github.com/hookwarden/hookwarden/internal/testenv"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -215,55 +213,16 @@ func (h *chaosHarness) build(pkg, name string) string {
 }
 
 func (h *chaosHarness) startControlPlane() {
-	t := h.t
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		// Its progress lines (a cold build takes minutes) go to stderr, shown with -v.
-		cp := exec.Command(filepath.Join("..", "..", "hack", "control-plane.sh"), "--print-dir")
-		cp.Stderr = os.Stderr
-		out, err := cp.Output()
-		if err != nil {
-			t.Fatalf("hack/control-plane.sh --print-dir: %v", err)
-		}
-		assets = strings.TrimSpace(string(out))
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := env.Start()
+	env, err := testenv.Start(filepath.Join("..", ".."), h.tmp, "chaos")
 	if err != nil {
-		t.Fatalf("starting envtest: %v", err)
+		h.t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	h.t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
-			t.Logf("stopping envtest: %v", err)
+			h.t.Logf("stopping envtest: %v", err)
 		}
 	})
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := hookv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if h.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	}
-	// The managers are separate processes: they get a kubeconfig of their own user.
-	u, err := env.AddUser(envtest.User{Name: "chaos", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.kubeconfig = filepath.Join(h.tmp, "kubeconfig")
-	if err := os.WriteFile(h.kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	h.k8s, h.kubeconfig = env.Client, env.Kubeconfig
 }
 
 // start starts a process that is stopped when the test ends.
