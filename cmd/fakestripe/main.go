@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -46,9 +45,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:12111", "listen address")
 	pageSize := fs.Int("page-size", 0, "cap list pages at this many items (0 = no cap), to exercise pagination")
 	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
-	faultRate := fs.Float64("fault-rate", 0, "share of API requests (0 to 1) failed at random: 429 rate_limit, 500/502/503, or held until the client times out, before or after applying them")
-	faultSeed := fs.Uint64("fault-seed", 1, "seed of --fault-rate's choices")
-	faultHold := fs.Duration("fault-hold", 30*time.Second, "longest an injected timeout holds a request (then 504); make it longer than the client's timeout")
+	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is Stripe's 429 rate_limit
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -59,7 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
-	chaos, err := fakeapi.NewChaos(fakeapi.ChaosOptions{Rate: *faultRate, Seed: *faultSeed, Hold: *faultHold})
+	chaos, err := chaosFlags()
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package fakeapi
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -172,4 +173,15 @@ func ServeChaos[R any](ctx context.Context, d Decision, apply func() R, fail fun
 		}
 	}
 	return fail(d), true
+}
+
+// ChaosFlags defines the fake binaries' --fault-rate, --fault-seed and --fault-hold on fs; the
+// function it returns builds the Chaos they describe once fs is parsed.
+func ChaosFlags(fs *flag.FlagSet) func() (*Chaos, error) {
+	rate := fs.Float64("fault-rate", 0, "share of API requests (0 to 1) failed at random: rate limited, 500/502/503, or held until the client times out, before or after applying them")
+	seed := fs.Uint64("fault-seed", 1, "seed of --fault-rate's choices")
+	hold := fs.Duration("fault-hold", 30*time.Second, "longest an injected timeout holds a request (then 504); make it longer than the client's timeout")
+	return func() (*Chaos, error) {
+		return NewChaos(ChaosOptions{Rate: *rate, Seed: *seed, Hold: *hold})
+	}
 }
