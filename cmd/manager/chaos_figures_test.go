@@ -7,35 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
-	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
-// fakeClient reads and seeds the fake Stripe through its /_fake endpoints, and reads the
+// fakeClient reads and seeds a fake provider through its /_fake endpoints, and reads the
 // managers' metrics.
 type fakeClient struct{ base string }
 
 type fakeChaos = fakeapi.ChaosCounts
-
-func (f *fakeClient) endpoints(ctx context.Context, apiKey string) ([]fake.Endpoint, error) {
-	var out []fake.Endpoint
-	return out, f.do(ctx, http.MethodGet, "/_fake/endpoints?key="+url.QueryEscape(apiKey), nil, &out)
-}
-
-func (f *fakeClient) seed(ctx context.Context, apiKey string, e fake.Endpoint) (fake.Endpoint, error) {
-	var out fake.Endpoint
-	return out, f.do(ctx, http.MethodPost, "/_fake/endpoints?key="+url.QueryEscape(apiKey), e, &out)
-}
-
-func (f *fakeClient) requests(ctx context.Context) ([]fake.Request, error) {
-	var out []fake.Request
-	return out, f.do(ctx, http.MethodGet, "/_fake/requests", nil, &out)
-}
 
 func (f *fakeClient) chaos(ctx context.Context) (fakeChaos, error) {
 	var out fakeChaos
@@ -48,7 +31,8 @@ func (f *fakeClient) get(ctx context.Context, path string) ([]byte, error) {
 	return out, err
 }
 
-// do sends a request; out is decoded as JSON unless it is a *json.RawMessage (taken whole).
+// do sends a request with in as its JSON body (nil: none); the answer is decoded into out as
+// JSON (nil: dropped; a *json.RawMessage: taken whole).
 // Errors name the path without its query, which may carry an API key.
 func (f *fakeClient) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
@@ -73,8 +57,11 @@ func (f *fakeClient) do(ctx context.Context, method, path string, in, out any) e
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", what, resp.Status)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("%s: %s: %s", what, resp.Status, b)
+	}
+	if out == nil {
+		return nil
 	}
 	if raw, ok := out.(*json.RawMessage); ok {
 		*raw = b
@@ -86,25 +73,25 @@ func (f *fakeClient) do(ctx context.Context, method, path string, in, out any) e
 	return nil
 }
 
-// chaosFigures is what TestChaos prints: one block of lines starting "REPORT chaos-manager".
+// chaosFigures is what TestChaos prints for one provider: a block of lines starting "REPORT
+// chaos-manager <provider>".
 type chaosFigures struct {
+	provider                       string
 	size                           chaosSizing
 	kills, stormKills, deleteKills kills
-	requests                       []fake.Request
+	requests                       []request
 	chaos                          fakeChaos
 	dupes, wrongSecrets, orphans   int
 	foreignTouched                 int
 	converged, deleted             time.Duration
 }
 
-func isCreate(r fake.Request) bool { return r.Method == http.MethodPost && r.Path == webhookEndpoints }
-
-// createsApplied counts the creates the fake carried out: answered 200 without a replay, or
-// failed by chaos after it had applied them. Under a correct manager it is one per subscription.
+// createsApplied counts the creates the fake carried out (answered with success or failed
+// after applying them). Under a correct manager it is one per subscription.
 func (f chaosFigures) createsApplied() int {
 	n := 0
 	for _, r := range f.requests {
-		if isCreate(r) && !r.Replayed && (r.Status == http.StatusOK || strings.HasSuffix(r.Chaos, "after apply")) {
+		if r.kind == "create" && r.applied {
 			n++
 		}
 	}
@@ -112,20 +99,12 @@ func (f chaosFigures) createsApplied() int {
 }
 
 func (f chaosFigures) report() string {
-	var creates, replays, deletes, updates, lists int
+	kinds := map[string]int{}
+	replays := 0
 	for _, r := range f.requests {
-		switch {
-		case isCreate(r):
-			creates++
-			if r.Replayed {
-				replays++
-			}
-		case r.Method == http.MethodGet && r.Path == webhookEndpoints:
-			lists++
-		case r.Method == http.MethodDelete:
-			deletes++
-		case r.Method == http.MethodPost:
-			updates++
+		kinds[r.kind]++
+		if r.replayed {
+			replays++
 		}
 	}
 	var faults []string
@@ -140,9 +119,9 @@ func (f chaosFigures) report() string {
 	row("manager kills (SIGKILL)", "%d: leader %d, standby %d (storm %d, the first at %.0f %% of the endpoints created; deletion %d, the first at %.0f %% deleted)",
 		f.kills.total(), f.kills.leader, f.kills.standby, f.stormKills.total(), 100*f.stormKills.firstAt, f.deleteKills.total(), 100*f.deleteKills.firstAt)
 	row("exits on their own", "%d %s", len(f.kills.selfExits), strings.Join(f.kills.selfExits, "; "))
-	row("provider requests", "%d (list %d, create %d, update %d, delete %d)", len(f.requests), lists, creates, updates, deletes)
+	row("provider requests", "%d (list %d, create %d, update %d, delete %d, other %d)", len(f.requests), kinds["list"], kinds["create"], kinds["update"], kinds["delete"], kinds["other"])
 	row("faults injected", "%d = %.1f %% (rate %.2f): %s", f.chaos.Total(), 100*float64(f.chaos.Total())/float64(max(f.chaos.Requests, 1)), f.chaos.Rate, strings.Join(faults, ", "))
-	row("creates applied", "%d for %d subscriptions (create requests %d, idempotent replays %d)", f.createsApplied(), f.size.subs, creates, replays)
+	row("creates applied", "%d for %d subscriptions (create requests %d, idempotent replays %d)", f.createsApplied(), f.size.subs, kinds["create"], replays)
 	row("duplicates at the provider", "%d", f.dupes)
 	row("signing secrets wrong", "%d", f.wrongSecrets)
 	row("orphans after deletion", "%d", f.orphans)
@@ -152,7 +131,7 @@ func (f chaosFigures) report() string {
 	// Every line says REPORT, so hack/test-summary.sh keeps the block in `make test`'s output.
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 	for i, l := range lines {
-		lines[i] = "REPORT chaos-manager  " + l
+		lines[i] = "REPORT chaos-manager " + f.provider + "  " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
