@@ -87,7 +87,8 @@ CHAOS_TIMEOUT ?= 15m
 CHAOS_ARGS ?=
 
 # The manager half is TestChaos in cmd/manager, a row for the fake Stripe and one for the fake
-# GitHub (-chaos.full: 200 subscriptions over 8 accounts each; the small size runs in make test). The receiver half, the chaos-receiver target (three
+# GitHub (-chaos.full: 200 subscriptions over 8 Stripe accounts, 100 over 4 GitHub repositories;
+# 24 over 3 each in make test). The receiver half, the chaos-receiver target (three
 # receivers on PostgreSQL, SIGKILLs, a PostgreSQL restart), comes with branch chaosrcv.
 .PHONY: chaos
 chaos: control-plane ## Chaos, loopback only: two leader-elected managers SIGKILLed through a create storm and a deletion under 20 % provider faults (0 duplicates, 0 orphans, 0 foreign touched), then the receiver half; prints REPORT blocks. CHAOS_ARGS=-chaos.seed=N repeats a run.

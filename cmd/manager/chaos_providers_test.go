@@ -32,6 +32,7 @@ type chaosProvider interface {
 	requests(ctx context.Context, f *fakeClient) ([]request, error)
 	providerSpec(acct chaosAccount, apiURL string) hookv1.ProviderSpec
 	events() []string
+	fullSize() (subs, accounts int) // with -chaos.full
 }
 
 // chaosAccount is one provider account: a credential Secret and what one list covers.
@@ -67,8 +68,9 @@ func unrelated(a, i int, events []string) endpoint {
 
 type stripeChaos struct{}
 
-func (stripeChaos) name() string { return "stripe" }
-func (stripeChaos) pkg() string  { return "../fakestripe" }
+func (stripeChaos) name() string                   { return "stripe" }
+func (stripeChaos) fullSize() (subs, accounts int) { return 200, 8 }
+func (stripeChaos) pkg() string                    { return "../fakestripe" }
 
 // The endpoint cap is raised: a duplicate must show as a count, not as a create refused.
 func (stripeChaos) args() []string   { return []string{"-max-endpoints", "1000"} }
@@ -149,8 +151,9 @@ func (stripeChaos) providerSpec(acct chaosAccount, apiURL string) hookv1.Provide
 
 type githubChaos struct{}
 
-func (githubChaos) name() string { return "github" }
-func (githubChaos) pkg() string  { return "../fakegithub" }
+func (githubChaos) name() string                   { return "github" }
+func (githubChaos) fullSize() (subs, accounts int) { return 100, 4 }
+func (githubChaos) pkg() string                    { return "../fakegithub" }
 
 // No deliveries (the hooks' URLs are not on this machine); the per-event cap is raised so a
 // duplicate shows as a count.

@@ -30,9 +30,9 @@ import (
 // The size of TestChaos. The defaults are the small run `make test` includes; -chaos.full (or
 // HOOKWARDEN_CHAOS_FULL=1) is the run `make chaos` prints; the other flags override either.
 var (
-	chaosFull      = flag.Bool("chaos.full", os.Getenv("HOOKWARDEN_CHAOS_FULL") == "1", "run the full manager chaos (200 subscriptions over 8 accounts)")
-	chaosSubs      = flag.Int("chaos.subscriptions", 0, "subscriptions in the create storm (default 24, full 200)")
-	chaosAccounts  = flag.Int("chaos.accounts", 0, "Stripe accounts (credential Secrets) they are spread over (default 3, full 8)")
+	chaosFull      = flag.Bool("chaos.full", os.Getenv("HOOKWARDEN_CHAOS_FULL") == "1", "run the full manager chaos (Stripe: 200 subscriptions over 8 accounts; GitHub: 100 over 4 repositories)")
+	chaosSubs      = flag.Int("chaos.subscriptions", 0, "subscriptions in each row's create storm (default 24; full: Stripe 200, GitHub 100)")
+	chaosAccounts  = flag.Int("chaos.accounts", 0, "accounts (credential Secrets; GitHub: repositories) they are spread over (default 3; full: Stripe 8, GitHub 4)")
 	chaosForeign   = flag.Int("chaos.foreign", 2, "unrelated foreign endpoints seeded per account, besides three look-alikes")
 	chaosRate      = flag.Float64("chaos.fault-rate", 0.2, "share of provider requests failed (429, 5xx, timeouts)")
 	chaosProviders = flag.String("chaos.providers", "stripe,github", "the providers whose fakes the managers run against, one row each")
@@ -62,13 +62,16 @@ func TestChaos(t *testing.T) {
 	}
 	// envtest logs through controller-runtime; without a logger it prints a stack trace.
 	ctrllog.SetLogger(logr.Discard())
-	size := chaosSize()
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
 	for _, name := range strings.Split(*chaosProviders, ",") {
 		p, ok := map[string]chaosProvider{"stripe": stripeChaos{}, "github": githubChaos{}}[name]
 		if !ok {
 			t.Fatalf("-chaos.providers: unknown provider %q (stripe, github)", name)
 		}
-		t.Run(name, func(t *testing.T) { chaosRow(t, p, size) })
+		t.Run(name, func(t *testing.T) { chaosRow(t, p, chaosSize(p, seed)) })
 	}
 }
 
@@ -143,10 +146,14 @@ type chaosSizing struct {
 	timeout                 time.Duration
 }
 
-func chaosSize() chaosSizing {
-	s := chaosSizing{subs: 24, accounts: 3, foreign: *chaosForeign, rate: *chaosRate, seed: *chaosSeed, timeout: 3 * time.Minute}
+// chaosSize is a row's size: small, or with -chaos.full the provider's full size (Stripe 200
+// subscriptions over 8 accounts, GitHub 100 over 4, so that both rows fit the time make chaos
+// may take), the flags overriding either.
+func chaosSize(p chaosProvider, seed uint64) chaosSizing {
+	s := chaosSizing{subs: 24, accounts: 3, foreign: *chaosForeign, rate: *chaosRate, seed: seed, timeout: 3 * time.Minute}
 	if *chaosFull {
-		s.subs, s.accounts, s.timeout = 200, 8, 6*time.Minute
+		s.subs, s.accounts = p.fullSize()
+		s.timeout = 6 * time.Minute
 	}
 	if *chaosSubs > 0 {
 		s.subs = *chaosSubs
@@ -156,9 +163,6 @@ func chaosSize() chaosSizing {
 	}
 	if *chaosTimeout > 0 {
 		s.timeout = *chaosTimeout
-	}
-	if s.seed == 0 {
-		s.seed = uint64(time.Now().UnixNano())
 	}
 	return s
 }
