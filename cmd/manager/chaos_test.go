@@ -136,6 +136,27 @@ func chaosRow(t *testing.T, p chaosProvider, size chaosSizing) {
 	if counts.Total() == 0 {
 		t.Errorf("the fake injected no fault")
 	}
+	h.checkLogs()
+}
+
+// checkLogs fails the test on a data race (the binaries are built with -race under -race) or
+// a panic in any process's log: SIGKILL is the only way a process may end.
+func (h *chaosHarness) checkLogs() {
+	logs, err := filepath.Glob(filepath.Join(h.tmp, "*.log"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, bad := range []string{"WARNING: DATA RACE", "panic:"} {
+			if i := strings.Index(string(b), bad); i >= 0 {
+				h.t.Errorf("%s in %s:\n%s", bad, filepath.Base(l), string(b[i:min(len(b), i+3000)]))
+			}
+		}
+	}
 }
 
 // chaosSizing is one run's size.
