@@ -396,6 +396,12 @@ func (s *session) apply(ctx context.Context, p plan) (providers.Registration, er
 		}
 		s.signing.current = keep.ID
 	}
+	if p.Vanished != "" && p.Vanished != keep.ID {
+		if err := s.r.forgetSecret(ctx, sub, p.Vanished); err != nil {
+			return keep, err
+		}
+		delete(s.signing.secrets, p.Vanished)
+	}
 	if err := s.prune(ctx, p.Prune); err != nil {
 		return keep, err
 	}
