@@ -89,7 +89,19 @@ bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holdi
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
+CHAOS_TIMEOUT ?= 15m
 CHAOS_DURATION ?= 3m
+CHAOS_SEED ?=
+
+# The manager half is TestChaos in cmd/manager, a row for the fake Stripe and one for the fake
+# GitHub (-chaos.full: 200 subscriptions over 8 Stripe accounts, 100 over 4 GitHub repositories;
+# 24 over 3 each in make test); the receiver half is TestChaos in cmd/receiver. CHAOS_SEED=N
+# repeats a run's choices in both.
+.PHONY: chaos
+chaos: control-plane ## Chaos, loopback only: two leader-elected managers SIGKILLed through a create storm and a deletion under 20 % provider faults (0 duplicates, 0 orphans, 0 foreign touched), then chaos-receiver; prints REPORT blocks.
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test ./cmd/manager -run '^TestChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT) \
+	  -args -chaos.full $(if $(CHAOS_SEED),-chaos.seed=$(CHAOS_SEED))
+	$(MAKE) chaos-receiver
 
 .PHONY: chaos-receiver
 chaos-receiver: control-plane ## Three receiver replicas on a private PostgreSQL, SIGKILLed and restarted under load, PostgreSQL restarted once, for CHAOS_DURATION (default 3m; make test runs 25s); prints REPORT receiver-chaos.

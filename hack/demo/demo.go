@@ -597,7 +597,7 @@ func (d *demo) cleanup() error {
 		if status, err := p.stop(stopTimeout); err != nil {
 			errs = append(errs, err)
 		} else {
-			d.info("%s stopped (%s)", p.name, status)
+			d.info("%s stopped (%s)", p.Name, status)
 		}
 	}
 	if d.sink != nil {

@@ -107,7 +107,14 @@ func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.
 			params[k] = append(params[k], vs...)
 		}
 	}
-	return fakeapi.Serve(r.Context(), taken, func() result { return s.handle(r, key, rec, params) }, faultResult)
+	apply := func() result { return s.handle(r, key, rec, params) }
+	if taken.Fail == nil && taken.Latency == 0 {
+		if d := s.chaos.Decide(); d.Kind != "" {
+			rec.Chaos = d.String()
+			return fakeapi.ServeChaos(r.Context(), d, apply, chaosResult)
+		}
+	}
+	return fakeapi.Serve(r.Context(), taken, apply, faultResult)
 }
 
 func (s *Server) handle(r *http.Request, key string, rec *Request, params url.Values) result {
