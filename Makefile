@@ -79,6 +79,12 @@ test: verify-generated verify-manifests vet control-plane stripe-mock helm promt
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
+BACKLOG ?= 1000000
+
+.PHONY: bench-receiver-backlog
+bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holding BACKLOG (default 1,000,000) undelivered events, side by side; then the backlog drains into a paced sink (prints tables).
+	go run ./hack/bench-receiver -backlog $(BACKLOG) -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
+
 .PHONY: bench-receiver
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
@@ -87,6 +93,25 @@ bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis 
 bench-reconcile: control-plane ## Measure how the manager's cost grows: N subscriptions over M accounts against the rate-limited fake Stripe and GitHub (prints a table; ARGS=-full for the whole grid).
 	@go build -o $(BIN)/manager ./cmd/manager
 	go run ./hack/bench-reconcile -assets "$$(hack/control-plane.sh --print-dir)" -manager $(BIN)/manager $(ARGS)
+
+CHAOS_TIMEOUT ?= 15m
+CHAOS_DURATION ?= 3m
+CHAOS_SEED ?=
+
+# The manager half is TestChaos in cmd/manager, a row for the fake Stripe and one for the fake
+# GitHub (-chaos.full: 200 subscriptions over 8 Stripe accounts, 100 over 4 GitHub repositories;
+# 24 over 3 each in make test); the receiver half is TestChaos in cmd/receiver. CHAOS_SEED=N
+# repeats a run's choices in both.
+.PHONY: chaos
+chaos: control-plane ## Chaos, loopback only: two leader-elected managers SIGKILLed through a create storm and a deletion under 20 % provider faults (0 duplicates, 0 orphans, 0 foreign touched), then chaos-receiver; prints REPORT blocks.
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test ./cmd/manager -run '^TestChaos$$' -count=1 -v -timeout $(CHAOS_TIMEOUT) \
+	  -args -chaos.full $(if $(CHAOS_SEED),-chaos.seed=$(CHAOS_SEED))
+	$(MAKE) chaos-receiver
+
+.PHONY: chaos-receiver
+chaos-receiver: control-plane ## Three receiver replicas on a private PostgreSQL, SIGKILLed and restarted under load, PostgreSQL restarted once, for CHAOS_DURATION (default 3m; make test runs 25s); prints REPORT receiver-chaos.
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test ./cmd/receiver -run '^TestChaos$$' -count=1 -v -timeout 15m \
+	  -args -chaos.duration=$(CHAOS_DURATION) $(if $(CHAOS_SEED),-chaos.seed=$(CHAOS_SEED))
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers/github:FuzzGitHubLink \
@@ -180,15 +205,16 @@ undeploy: kustomize ## Remove the deployment.
 
 ##@ Demo
 .PHONY: demo
-demo: ## Run Hookwarden end to end on a local control plane and the fake Stripe.
+demo: ## Run Hookwarden end to end on a local control plane, the fake Stripe and the fake GitHub.
 	@echo "== building the local control plane (first run: several minutes, then cached)"
 	@hack/control-plane.sh >/dev/null
-	@echo "== building manager, receiver, fakestripe and demo"
+	@echo "== building manager, receiver, fakestripe, fakegithub and demo"
 	@go build -o $(BIN)/manager ./cmd/manager
 	@go build -o $(BIN)/receiver ./cmd/receiver
 	@go build -o $(BIN)/fakestripe ./cmd/fakestripe
+	@go build -o $(BIN)/fakegithub ./cmd/fakegithub
 	@go build -o $(BIN)/demo ./hack/demo
-	@$(BIN)/demo -assets "$$(hack/control-plane.sh --print-dir)" -bin $(BIN) -samples config/samples
+	@$(BIN)/demo -assets "$$(hack/control-plane.sh --print-dir)" -bin $(BIN) -samples config/samples,config/samples/github
 
 .PHONY: help
 help: ## Show this help.

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 )
@@ -116,6 +114,18 @@ func (t *ghTenant) writeCredentials() {
 		ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "github-api"},
 		StringData: map[string]string{"token": t.token},
 	})).To(Succeed())
+}
+
+func (t *ghTenant) credentials() client.ObjectKey {
+	return client.ObjectKey{Namespace: t.ns, Name: "github-api"}
+}
+
+func (t *ghTenant) registrations() map[string]string {
+	out := map[string]string{}
+	for _, h := range t.hooks() {
+		out[hookID(h)] = h.Config.URL
+	}
+	return out
 }
 
 func (t *ghTenant) githubTarget() *hookv1.GitHubTarget {
@@ -273,18 +283,8 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 			It("c: a crash after GitHub created the hook leaves one hook, and the Secret ends holding the secret it verifies with", func() {
 				t := newT()
 				mgr.Stop()
-				var crashed atomic.Bool
-				crashing := startManager(managerOptions{afterCreate: func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error {
-					if sub.Namespace == t.ns && crashed.CompareAndSwap(false, true) {
-						<-ctx.Done()
-						return errSimulatedCrash
-					}
-					return nil
-				}})
 				s := t.sub("orders", "https://hooks.example.com/crash")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(crashed.Load).Should(BeTrue())
-				crashing.Stop()
+				createAndCrash(s)
 				hs := t.hooks()
 				Expect(hs).To(HaveLen(1), "GitHub created the hook")
 				// The secret was stored before GitHub heard of it.
@@ -327,20 +327,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/cleared")
 				s.Spec.Policies.Adoption = hookv1.AdoptionNever // the proof is the secret, not adoption
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				before := expectReady(s)
-				creates := t.creates()
-				cleared := before.DeepCopy()
-				cleared.Status = hookv1.WebhookSubscriptionStatus{}
-				Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
-				Eventually(func(g Gomega) {
-					got := get(g, s)
-					g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))
-					g.Expect(condition(got, hookv1.ConditionReady)).NotTo(BeNil())
-					g.Expect(condition(got, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				Expect(t.creates()).To(Equal(creates))
-				Expect(t.hooks()).To(HaveLen(1))
+				expectStatusClearedTakenBack(t, s, t.creates)
 			})
 
 			It("e: repairs out-of-band edits: a deleted hook is recreated; events, active, content_type and insecure_ssl are fixed in place", func() {
@@ -357,6 +344,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 					g.Expect(hookID(hs[0])).NotTo(Equal(old))
 					h = hs[0]
 					g.Expect(get(g, s).Status.EndpointID).To(Equal(hookID(h)))
+					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the deleted hook's secret is no longer accepted")
 				}).WithTimeout(20 * time.Second).Should(Succeed())
 				expectGHSecret(s, h)
 
@@ -443,22 +431,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 
 			It("h: a changed URL gets a new hook, the old one is removed and the Secret follows", func() {
 				t := newT()
-				s := t.sub("orders", "https://hooks.example.com/v1")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				old := expectReady(s).Status.EndpointID
-				Eventually(func(g Gomega) {
-					cur := get(g, s)
-					cur.Spec.Endpoint.URL = "https://hooks.example.com/v2"
-					g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
-				}).Should(Succeed())
-				Eventually(func(g Gomega) {
-					hs := t.hooks()
-					g.Expect(hs).To(HaveLen(1))
-					g.Expect(hs[0].Config.URL).To(Equal("https://hooks.example.com/v2"))
-					g.Expect(hookID(hs[0])).NotTo(Equal(old))
-					g.Expect(get(g, s).Status.EndpointID).To(Equal(hookID(hs[0])))
-					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
+				s, _, _ := expectURLChangeFollowed(t)
 				expectGHSecret(s, t.hooks()[0])
 				expectReady(s)
 			})
@@ -470,53 +443,13 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				remove := ghSrv.Inject(f)
 				defer remove()
 				s := t.sub("orders", "https://hooks.example.com/storm")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(func(g Gomega) {
-					c := condition(get(g, s), hookv1.ConditionReconciling)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
-				}).Should(Succeed())
-				expectReady(s)
+				expectRateLimitedThenReady(s)
 				Expect(t.hooks()).To(HaveLen(1))
 				expectGHSecret(s, t.hooks()[0])
 			})
 
 			It("j: deletion honours the policy, and missing credentials block it visibly", func() {
-				t := newT()
-				del, orphan, blocked := t.sub("deleted", "https://hooks.example.com/del"), t.sub("orphaned", "https://hooks.example.com/orphan"), t.sub("blocked", "https://hooks.example.com/blocked")
-				orphan.Spec.Policies.Deletion = hookv1.DeletionOrphan
-				for _, s := range []*hookv1.WebhookSubscription{del, orphan, blocked} {
-					Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-					expectReady(s)
-				}
-				delID, orphanID := get(Default, del).Status.EndpointID, get(Default, orphan).Status.EndpointID
-				Expect(k8s.Delete(suiteCtx, del)).To(Succeed())
-				Expect(k8s.Delete(suiteCtx, orphan)).To(Succeed())
-				Eventually(func(g Gomega) {
-					g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(del), &hookv1.WebhookSubscription{}))).To(BeTrue())
-					g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(orphan), &hookv1.WebhookSubscription{}))).To(BeTrue())
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				var ids []string
-				for _, h := range t.hooks() {
-					ids = append(ids, hookID(h))
-				}
-				Expect(ids).NotTo(ContainElement(delID))
-				Expect(ids).To(ContainElement(orphanID))
-
-				Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "github-api"}})).To(Succeed())
-				Expect(k8s.Delete(suiteCtx, blocked)).To(Succeed())
-				Eventually(func(g Gomega) {
-					c := condition(get(g, blocked), hookv1.ConditionReady)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Reason).To(Equal(hookv1.ReasonCredentialsNotFound))
-					g.Expect(c.Message).To(ContainSubstring("cannot delete"))
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				blockedID := get(Default, blocked).Status.EndpointID
-				t.writeCredentials()
-				Eventually(func() bool {
-					return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{}))
-				}).WithTimeout(20 * time.Second).Should(BeTrue())
-				Expect(t.hooks()).NotTo(ContainElement(HaveField("ID", mustID(blockedID))))
+				expectDeletionPolicies(newT())
 			})
 
 			It("k: a deleted signing Secret is repaired by setting a new secret on the same hook", func() {
@@ -526,7 +459,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				id := expectReady(s).Status.EndpointID
 				old := t.hooks()[0].Config.Secret
 				creates := t.creates()
-				Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+				deleteSigningSecret(s)
 				Eventually(func(g Gomega) {
 					hs := t.hooks()
 					g.Expect(hs).To(HaveLen(1))
@@ -658,12 +591,6 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 		Expect(notModified).To(BeNumerically(">=", lists*3/4), "unchanged repositories answer 304")
 	})
 })
-
-func mustID(s string) int64 {
-	id, err := strconv.ParseInt(s, 10, 64)
-	Expect(err).NotTo(HaveOccurred())
-	return id
-}
 
 var _ = DescribeTable("GitHub CEL rules reject bad objects with a message naming the field",
 	func(mutate func(s *hookv1.WebhookSubscription), want string) {

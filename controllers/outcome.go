@@ -11,15 +11,24 @@ import (
 
 // stallError ends a reconcile that cannot progress without a human (bad spec, a request the
 // provider refuses): Stalled=True, no retry until the object or a referenced Secret changes.
+// A stall the provider answered (atProvider) is also looked at again once per resync interval:
+// its cause can be fixed at the provider with nothing changing here (a scope granted to the
+// same token, a repository created, a proxy in front of the API repaired, a slot freed).
 type stallError struct {
-	reason hookv1.Reason
-	msg    string
+	reason     hookv1.Reason
+	msg        string
+	atProvider bool
 }
 
 func (e *stallError) Error() string { return e.msg }
 
 func stall(reason hookv1.Reason, format string, args ...any) error {
 	return &stallError{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// stallAtProvider is a stall whose cause lies at the provider.
+func stallAtProvider(reason hookv1.Reason, format string, args ...any) error {
+	return &stallError{reason: reason, msg: fmt.Sprintf(format, args...), atProvider: true}
 }
 
 // waitError ends a reconcile that knows when to try again (rate limits, a conflict that a
@@ -44,7 +53,7 @@ const defaultRateLimitWait = 5 * time.Second
 func fromList(err error) error {
 	var pe *providers.Error
 	if errors.As(err, &pe) && pe.Kind == providers.NotFound {
-		return stall(hookv1.ReasonTargetNotFound, "listing registrations: %s", pe.Message)
+		return stallAtProvider(hookv1.ReasonTargetNotFound, "listing registrations: %s", pe.Message)
 	}
 	return fromProvider("listing registrations", err)
 }
@@ -63,11 +72,11 @@ func fromProvider(op string, err error) error {
 		}
 		return wait(hookv1.ReasonRateLimited, after, "%s: provider rate limit, retrying in %s", op, after)
 	case providers.Permanent:
-		return stall(hookv1.ReasonProviderRejected, "%s: provider rejected the request: %s", op, pe.Message)
+		return stallAtProvider(hookv1.ReasonProviderRejected, "%s: provider rejected the request: %s", op, pe.Message)
 	case providers.QuotaExceeded:
-		return stall(hookv1.ReasonQuotaExceeded, "%s: provider quota reached: %s", op, pe.Message)
+		return stallAtProvider(hookv1.ReasonQuotaExceeded, "%s: provider quota reached: %s", op, pe.Message)
 	case providers.Unauthorized:
-		return stall(hookv1.ReasonUnauthorized, "%s: provider refused the credentials: %s", op, pe.Message)
+		return stallAtProvider(hookv1.ReasonUnauthorized, "%s: provider refused the credentials: %s", op, pe.Message)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -72,6 +72,10 @@ type plan struct {
 	Unproven []providers.Registration
 	// Conflict explains why neither creating nor adopting is safe.
 	Conflict string
+	// Vanished is the recorded registration when the provider no longer lists it but the
+	// signing Secret still holds its secret: that secret signs nothing any more, so it is
+	// forgotten (and no longer accepted) once the registration kept or created is current.
+	Vanished string
 }
 
 // relation classifies one observed registration against the desired one.
@@ -211,6 +215,7 @@ func computePlan(in planInput) plan {
 		return p
 	}
 	p.Conflict = ""
+	p.Vanished = vanished(in)
 	if len(candidates) == 0 {
 		p.Create = true
 		return p
@@ -231,6 +236,20 @@ func computePlan(in planInput) plan {
 	}
 	sort.SliceStable(p.Prune, func(i, j int) bool { return p.Prune[i].Registration.ID < p.Prune[j].Registration.ID })
 	return p
+}
+
+// vanished returns the recorded registration's id when the account no longer has it and its
+// secret is held ("" otherwise).
+func vanished(in planInput) string {
+	if in.RecordedID == "" || !in.HeldSecrets[in.RecordedID] {
+		return ""
+	}
+	for _, r := range in.Observed {
+		if r.ID == in.RecordedID {
+			return ""
+		}
+	}
+	return in.RecordedID
 }
 
 // needsSecret reports whether keep's signing secret must be obtained before anything else: it

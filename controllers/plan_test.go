@@ -129,6 +129,26 @@ func TestPlanComputePlan(t *testing.T) {
 			want:     plan{Keep: keep(reg("we_1", 0))},
 		},
 		{
+			reason:   "the recorded registration was deleted at the provider: create a new one, and forget the vanished one's secret so it is no longer accepted",
+			observed: []providers.Registration{reg("we_b", 1, withURL(planElse), unmarked)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     plan{Create: true, Vanished: "we_1"},
+		},
+		{
+			reason:   "the recorded registration vanished, another of ours serves the spec: keep it, forget the vanished one's secret",
+			observed: []providers.Registration{reg("we_2", 1)},
+			recorded: "we_1",
+			held:     []string{"we_1", "we_2"},
+			want:     plan{Keep: keep(reg("we_2", 1)), Vanished: "we_1"},
+		},
+		{
+			reason:   "the recorded registration vanished and its secret is not held: nothing to forget",
+			recorded: "we_1",
+			held:     []string{"we_0"},
+			want:     plan{Create: true},
+		},
+		{
 			reason:   "ours by marker, secret not held (crash before the Secret write): keep it and recover the secret",
 			observed: []providers.Registration{reg("we_1", 0)},
 			want:     plan{Keep: keep(reg("we_1", 0)), RecoverSecret: true},

@@ -20,7 +20,8 @@ import (
 // Stalls and waits are what users cause or providers ask for (missing credentials, a 4xx, a
 // conflict, a rate limit): they are logged at info with their reason and not returned, so
 // controller-runtime neither retries them nor logs them as errors with a stack trace. A stall
-// waits for a change to the subscription or a Secret it names, which re-triggers it.
+// waits for a change to the subscription or a Secret it names, which re-triggers it; one the
+// provider answered is also looked at again once per resync interval.
 func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription, res ctrl.Result, err error) (ctrl.Result, error) {
 	sub.Status.ObservedGeneration = sub.Generation
 	logger := log.FromContext(ctx).WithValues(logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type))
@@ -42,8 +43,8 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 		setCondition(sub, hookv1.ConditionStalled, se.reason, se.msg)
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
 		r.event(sub, corev1.EventTypeWarning, se.reason, "Reconcile", "%s", se.msg)
-		if se.reason == hookv1.ReasonQuotaExceeded {
-			// A slot may free up at the provider without any change here: look again later.
+		if se.atProvider {
+			// Fixable at the provider without any change here: look again next resync.
 			return ctrl.Result{RequeueAfter: resyncInterval(sub)}, nil
 		}
 		return ctrl.Result{}, nil

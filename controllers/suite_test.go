@@ -38,13 +38,14 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
+	restprovider "github.com/hookwarden/hookwarden/providers/rest"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
 // The suite runs the real reconciler in a real manager against a real kube-apiserver and etcd
-// (envtest) and the stateful fake Stripe. Every scenario asserts what the provider holds and
-// which requests it received, not only status.
+// (envtest) and the stateful fakes (Stripe, GitHub, the REST APIs). Every scenario asserts
+// what the provider holds and which requests it received, not only status.
 
 const (
 	clusterName  = "envtest"
@@ -192,7 +193,7 @@ func startManager(o managerOptions) *runningManager {
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory(), "github": github.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
+		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory(), "github": github.Factory(), "rest": restprovider.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
 		Metrics:     metrics,
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,
@@ -265,6 +266,18 @@ func (t *tenant) sub(name, url string) *hookv1.WebhookSubscription {
 }
 
 func (t *tenant) endpoints() []fake.Endpoint { return t.srv.Endpoints(t.apiKey) }
+
+func (t *tenant) registrations() map[string]string {
+	out := map[string]string{}
+	for _, e := range t.endpoints() {
+		out[e.ID] = e.URL
+	}
+	return out
+}
+
+func (t *tenant) credentials() client.ObjectKey {
+	return client.ObjectKey{Namespace: t.ns, Name: "stripe-api"}
+}
 
 // requests returns this tenant's requests to the fake matching method and path prefix.
 func (t *tenant) requests(method, pathPrefix string) []fake.Request {

@@ -316,7 +316,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 			if attempt == 1 {
 				continue
 			}
-			return ctrl.Result{}, stall(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
+			return ctrl.Result{}, stallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
 		}
 		if err != nil {
 			return ctrl.Result{}, err
@@ -401,6 +401,12 @@ func (s *session) apply(ctx context.Context, p plan) (providers.Registration, er
 			return keep, err
 		}
 		s.signing.current = keep.ID
+	}
+	if p.Vanished != "" && p.Vanished != keep.ID {
+		if err := s.r.forgetSecret(ctx, sub, p.Vanished); err != nil {
+			return keep, err
+		}
+		delete(s.signing.secrets, p.Vanished)
 	}
 	if err := s.prune(ctx, p.Prune); err != nil {
 		return keep, err

@@ -1,11 +1,9 @@
 package controllers_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -94,19 +92,8 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 	It("c: a crash between the provider's create response and the status write leaves one endpoint and recovers the secret", func() {
 		t := newTenant()
 		mgr.Stop()
-		var crashed atomic.Bool
-		crashing := startManager(managerOptions{afterCreate: func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error {
-			if sub.Namespace == t.ns && crashed.CompareAndSwap(false, true) {
-				// Hang until the process is killed: nothing after the provider's answer runs.
-				<-ctx.Done()
-				return errSimulatedCrash
-			}
-			return nil
-		}})
 		s := t.sub("orders", "https://hooks.example.com/crash")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		Eventually(crashed.Load).Should(BeTrue())
-		crashing.Stop() // the process dies right after the provider answered
+		createAndCrash(s)
 		Expect(t.endpoints()).To(HaveLen(1), "the provider created the endpoint")
 		Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: t.ns, Name: "orders-signing"}, &corev1.Secret{}))).To(BeTrue(), "nothing was written before the crash")
 
@@ -131,21 +118,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 	It("d: status cleared by hand is adopted without a create", func() {
 		t := newTenant()
 		s := t.sub("orders", "https://hooks.example.com/cleared")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		before := expectReady(s)
-		creates := t.creates()
-
-		cleared := before.DeepCopy()
-		cleared.Status = hookv1.WebhookSubscriptionStatus{}
-		Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := get(g, s)
-			g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))
-			g.Expect(condition(got, hookv1.ConditionReady)).NotTo(BeNil())
-			g.Expect(condition(got, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
-		Expect(t.creates()).To(Equal(creates))
-		Expect(t.endpoints()).To(HaveLen(1))
+		expectStatusClearedTakenBack(t, s, t.creates)
 	})
 
 	It("e: repairs out-of-band edits: a deleted endpoint is recreated, edited events are updated in place", func() {
@@ -167,6 +140,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			g.Expect(got.Status.EndpointID).To(Equal(newEP.ID))
 			sec := signingSecret(g, s)
 			g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(newEP.Secret))
+			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+oldID), "the deleted endpoint's secret is no longer accepted")
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 
 		// Someone edits its events in the dashboard.
@@ -243,27 +217,10 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 
 	It("h: a changed URL gets a new registration, the old one is removed and the Secret follows", func() {
 		t := newTenant()
-		s := t.sub("orders", "https://hooks.example.com/v1")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		old := expectReady(s).Status.EndpointID
-
+		s, _, _ := expectURLChangeFollowed(t)
 		Eventually(func(g Gomega) {
-			cur := get(g, s)
-			cur.Spec.Endpoint.URL = "https://hooks.example.com/v2"
-			g.Expect(k8s.Update(suiteCtx, cur)).To(Succeed())
+			g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(t.endpoints()[0].Secret))
 		}).Should(Succeed())
-		Eventually(func(g Gomega) {
-			eps := t.endpoints()
-			g.Expect(eps).To(HaveLen(1))
-			g.Expect(eps[0].URL).To(Equal("https://hooks.example.com/v2"))
-			g.Expect(eps[0].ID).NotTo(Equal(old))
-			got := get(g, s)
-			g.Expect(got.Status.EndpointID).To(Equal(eps[0].ID))
-			g.Expect(got.Status.URL).To(Equal("https://hooks.example.com/v2"))
-			sec := signingSecret(g, s)
-			g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(eps[0].Secret))
-			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
 		expectReady(s)
 	})
 
@@ -273,65 +230,12 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			Message: "Too many requests hit the API too quickly.", RetryAfter: time.Second, Times: 4})
 		defer remove()
 		s := t.sub("orders", "https://hooks.example.com/storm")
-		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		Eventually(func(g Gomega) {
-			c := condition(get(g, s), hookv1.ConditionReconciling)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
-		}).Should(Succeed())
-		expectReady(s)
+		expectRateLimitedThenReady(s)
 		Expect(t.endpoints()).To(HaveLen(1))
 	})
 
 	It("j: deletion honours the policy, and missing credentials block it visibly", func() {
-		t := newTenant()
-		del := t.sub("deleted", "https://hooks.example.com/del")
-		orphan := t.sub("orphaned", "https://hooks.example.com/orphan")
-		orphan.Spec.Policies.Deletion = hookv1.DeletionOrphan
-		blocked := t.sub("blocked", "https://hooks.example.com/blocked")
-		for _, s := range []*hookv1.WebhookSubscription{del, orphan, blocked} {
-			Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-			expectReady(s)
-		}
-		orphanID := get(Default, orphan).Status.EndpointID
-		delID := get(Default, del).Status.EndpointID
-
-		Expect(k8s.Delete(suiteCtx, del)).To(Succeed())
-		Expect(k8s.Delete(suiteCtx, orphan)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(del), &hookv1.WebhookSubscription{}))).To(BeTrue())
-			g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(orphan), &hookv1.WebhookSubscription{}))).To(BeTrue())
-		}).WithTimeout(20 * time.Second).Should(Succeed())
-		ids := []string{}
-		for _, e := range t.endpoints() {
-			ids = append(ids, e.ID)
-		}
-		Expect(ids).NotTo(ContainElement(delID), "policy Delete removed it")
-		Expect(ids).To(ContainElement(orphanID), "policy Orphan kept it")
-
-		// Credentials gone at delete time: the finalizer stays and says why.
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "stripe-api"}})).To(Succeed())
-		Expect(k8s.Delete(suiteCtx, blocked)).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := get(g, blocked)
-			c := condition(got, hookv1.ConditionReady)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonCredentialsNotFound))
-			g.Expect(c.Message).To(ContainSubstring("stripe-api"))
-			g.Expect(c.Message).To(ContainSubstring("cannot delete"))
-			g.Expect(hasEvent(g, blocked, hookv1.ReasonCredentialsNotFound, "cannot delete")).To(BeTrue())
-		}).WithTimeout(20 * time.Second).Should(Succeed())
-		Consistently(func() error {
-			return k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{})
-		}).WithTimeout(3*time.Second).Should(Succeed(), "the finalizer is not released silently")
-
-		// Restoring the credentials lets the deletion finish and removes the endpoint.
-		blockedID := get(Default, blocked).Status.EndpointID
-		t.writeCredentials()
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(blocked), &hookv1.WebhookSubscription{}))
-		}).WithTimeout(20 * time.Second).Should(BeTrue())
-		Expect(t.endpoints()).NotTo(ContainElement(HaveField("ID", blockedID)))
+		expectDeletionPolicies(newTenant())
 	})
 
 	It("k: a signing Secret deleted by a user is restored by replay, or rotated make-before-break when replay is no longer possible", func() {
@@ -341,7 +245,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		id := expectReady(s).Status.EndpointID
 		secret := t.endpoints()[0].Secret
 
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		deleteSigningSecret(s)
 		Eventually(func(g Gomega) {
 			g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(secret))
 		}).WithTimeout(20 * time.Second).Should(Succeed())
@@ -366,7 +270,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		// The status says when the manager has seen the suspension; deleting the Secret before
 		// that races with a reconcile still under way.
 		expectSuspended(s)
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		deleteSigningSecret(s)
 		Consistently(func() bool {
 			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKey{Namespace: t.ns, Name: "orders-signing"}, &corev1.Secret{}))
 		}).WithTimeout(time.Second).Should(BeTrue(), "a suspended subscription is left alone")
@@ -382,7 +286,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 
 		// Past the idempotency window the secret cannot be read back: rotate.
 		t.srv.ExpireIdempotencyKeys()
-		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "orders-signing"}})).To(Succeed())
+		deleteSigningSecret(s)
 		Eventually(func(g Gomega) {
 			eps := t.endpoints()
 			g.Expect(eps).To(HaveLen(1))

@@ -8,6 +8,9 @@
 //
 //	POST /_fake/grant        {"token":T,"targets":["repos/o/r","orgs/o"],"read_only":false}
 //	GET  /_fake/hooks?target=repos/o/r   the target's hooks as JSON, secrets included
+//	POST /_fake/hooks?target=repos/o/r   store the JSON hook in the body out of band (no
+//	                         request logged, no fault, no rule enforced); answers what was stored
+//	GET  /_fake/chaos        what --fault-rate injected so far, by kind
 //	POST /_fake/deliver      {"target":"repos/o/r","hook_id":N,"event":"push","payload":{...}}
 //	GET  /_fake/deliveries   every delivery attempted
 //	GET  /_fake/requests     the request log
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	limitStatus := fs.Int("rate-limit-status", http.StatusForbidden, "status of a primary rate-limit refusal (403 or 429)")
 	meter := fakeapi.MeterFlags(fs) // -rate: the secondary limit per token, on top of -rate-limit per hour
 	deliveries := fs.Bool("deliveries", true, "ping config.url after a create and on POST .../pings, as GitHub does")
+	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is GitHub's secondary limit: 429, retry-after 1
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -68,7 +72,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("-rate-limit-status must be 403 or 429, not %d", *limitStatus)
 	}
 
-	opts := []fake.Option{fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus)}
+	chaos, err := chaosFlags()
+	if err != nil {
+		return err
+	}
+	opts := []fake.Option{fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus), fake.WithChaos(chaos)}
 	if *deliveries {
 		opts = append(opts, fake.WithDeliveries(nil))
 	}
@@ -123,6 +131,18 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 			hooks = []fake.Hook{}
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, hooks)
+	})
+	mux.HandleFunc("POST /_fake/hooks", func(w http.ResponseWriter, r *http.Request) {
+		target := r.URL.Query().Get("target")
+		var h fake.Hook
+		if err := decode(r, &h); err != nil || !fake.ValidTarget(target) {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter target (repos/<owner>/<repo> or orgs/<org>) and a JSON hook body are required"})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Seed(target, h))
+	})
+	mux.HandleFunc("GET /_fake/chaos", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Chaos())
 	})
 	mux.HandleFunc("POST /_fake/deliver", func(w http.ResponseWriter, r *http.Request) {
 		var d deliverRequest

@@ -7,10 +7,14 @@
 //	GET /_fake/requests          the request log as JSON (account labels, never keys)
 //	GET /_fake/endpoints?key=K   account K's endpoints as JSON, secrets included
 //	GET /_fake/meter             requests per route, and how many -rate refused
+//	POST /_fake/endpoints?key=K  store the JSON endpoint in the body on account K out of band
+//	                             (no request logged, no fault); answers what was stored
+//	GET /_fake/chaos             what --fault-rate injected so far, by kind
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,7 +46,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:12111", "listen address")
 	pageSize := fs.Int("page-size", 0, "cap list pages at this many items (0 = no cap), to exercise pagination")
 	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
-	meter := fakeapi.MeterFlags(fs) // Stripe test mode: -rate 25 -latency 20ms
+	meter := fakeapi.MeterFlags(fs)      // Stripe test mode: -rate 25 -latency 20ms
+	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is Stripe's 429 rate_limit
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -54,7 +59,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	m := meter()
-	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints), fake.WithMeter(m))
+	chaos, err := chaosFlags()
+	if err != nil {
+		return err
+	}
+	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints), fake.WithChaos(chaos), fake.WithMeter(m))
 	return fakeapi.Run(ctx, "fakestripe", *addr, handler(srv, m), stderr, nil)
 }
 
@@ -63,6 +72,9 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	fakeapi.HandleMeter(mux, m)
 	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Requests())
+	})
+	mux.HandleFunc("GET /_fake/chaos", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Chaos())
 	})
 	mux.HandleFunc("GET /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
@@ -75,6 +87,15 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 			eps = []fake.Endpoint{}
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, eps)
+	})
+	mux.HandleFunc("POST /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		var ep fake.Endpoint
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ep); err != nil || key == "" {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) and a JSON endpoint body are required"})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Seed(key, ep))
 	})
 	mux.Handle("/", srv)
 	return mux

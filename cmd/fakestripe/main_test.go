@@ -19,22 +19,7 @@ import (
 func TestRunServesAndShutsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-page-size", "1"}, pw)
-		pw.Close() // unblocks the reader below if run fails before logging
-		done <- err
-	}()
-
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the log line: %v (run: %v)", err, <-done)
-	}
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "fakestripe listening on ")
-	if !ok {
-		t.Fatalf("log line %q", line)
-	}
+	base, done := startRun(ctx, t, "-page-size", "1")
 
 	form := url.Values{"url": {"https://example.com/h"}, "enabled_events[0]": {"*"}}
 	req, _ := http.NewRequest("POST", base+"/v1/webhook_endpoints", strings.NewReader(form.Encode()))
@@ -81,4 +66,79 @@ func getJSON(t *testing.T, u string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("%s: %v", u, err)
 	}
+}
+
+// TestRunFaultRate: with --fault-rate 1 every API request fails with one of chaos's answers,
+// while the /_fake endpoints (seeding included) are never failed and count what was injected.
+func TestRunFaultRate(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := startRun(ctx, t, "-fault-rate", "1", "-fault-seed", "3", "-fault-hold", "1ms")
+
+	seed, _ := http.NewRequest("POST", base+"/_fake/endpoints?key=sk_test_f", strings.NewReader(`{"url":"https://example.com/seeded","enabled_events":["*"]}`))
+	resp, err := http.DefaultClient.Do(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("seeding: %d", resp.StatusCode)
+	}
+
+	allowed := map[int]bool{429: true, 500: true, 502: true, 503: true, 504: true}
+	for i := range 20 {
+		req, _ := http.NewRequest("GET", base+"/v1/webhook_endpoints", nil)
+		req.SetBasicAuth("sk_test_f", "")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if !allowed[resp.StatusCode] {
+			t.Errorf("request %d answered %d, want an injected failure", i, resp.StatusCode)
+		}
+	}
+	var counts struct {
+		Requests int            `json:"requests"`
+		Injected map[string]int `json:"injected"`
+	}
+	getJSON(t, base+"/_fake/chaos", &counts)
+	total := 0
+	for _, n := range counts.Injected {
+		total += n
+	}
+	if counts.Requests != 20 || total != 20 {
+		t.Errorf("/_fake/chaos = %+v, want 20 requests, all failed", counts)
+	}
+	var eps []fake.Endpoint
+	getJSON(t, base+"/_fake/endpoints?key=sk_test_f", &eps)
+	if len(eps) != 1 || eps[0].URL != "https://example.com/seeded" || eps[0].ID == "" || eps[0].Secret == "" {
+		t.Errorf("after seeding: %+v, want the seeded endpoint with an id and a secret", eps)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+// startRun runs the binary's run with args on a free port until ctx ends, and returns its base
+// URL (from the log line) and the channel run's result arrives on.
+func startRun(ctx context.Context, t *testing.T, args ...string) (string, <-chan error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw)
+		pw.Close() // unblocks the reader below if run fails before logging
+		done <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the log line: %v (run: %v)", err, <-done)
+	}
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "fakestripe listening on ")
+	if !ok {
+		t.Fatalf("log line %q", line)
+	}
+	return base, done
 }

@@ -46,6 +46,9 @@ type options struct {
 	pprofAddr       string
 	leaderElect     bool
 	leaderElectNS   string
+	leaseDuration   time.Duration
+	renewDeadline   time.Duration
+	retryPeriod     time.Duration
 	clusterName     string
 	watchNamespaces []string
 	listTTL         time.Duration
@@ -69,6 +72,9 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address Go's /debug/pprof endpoints bind to (heap, goroutines); \"0\" disables them")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader so that only one replica talks to providers")
 	flag.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (a killed leader's work resumes after this)")
+	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it stops (and exits); shorter than --leader-elect-lease-duration")
+	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	flag.StringVar(&o.clusterName, "cluster-name", "", "name of this cluster in ownership markers; clusters sharing a provider account must use different names (default: the UID of the kube-system namespace, unique per cluster)")
 	flag.Func("watch-namespace", "reconcile subscriptions in these namespaces only (comma-separated; default: all); subscriptions elsewhere are ignored", func(s string) error {
 		o.watchNamespaces = splitList(s)
@@ -179,6 +185,9 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		LeaderElectionID:              "hookwarden-manager.hookwarden.io",
 		LeaderElectionNamespace:       o.leaderElectNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

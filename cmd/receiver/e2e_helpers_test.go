@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,18 +61,25 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// eventually polls cond every interval until it holds or timeout passes; then it fails the test
-// with what and cond's last explanation.
+// eventually polls cond until it holds or timeout passes; then it fails the test with what and
+// cond's last explanation.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
+	if err := poll(timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll is eventually without the test: it returns an error once timeout has passed.
+func poll(timeout time.Duration, what string, cond func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, detail := cond()
 		if ok {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, detail)
+			return fmt.Errorf("timed out after %s waiting for %s: %s", timeout, what, detail)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -350,21 +359,24 @@ func stripeEvent(id string) []byte {
 	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"invoice.paid","data":{"object":{"id":"in_%s"}}}`, id, id))
 }
 
-// provider posts Stripe-signed deliveries to a receiver.
+// provider posts Stripe-signed deliveries to receivers: with several bases, each request goes to
+// the next one in turn, as a load balancer in front of replicas would send it.
 type provider struct {
-	base string
-	http *http.Client
+	bases []string
+	next  atomic.Uint64
+	http  *http.Client
 }
 
-func newClient(base string) *provider {
+func newClient(bases ...string) *provider {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
-	return &provider{base: base, http: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
+	return &provider{bases: bases, http: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 }
 
 // Post sends one delivery, signed now with secret. err is a transport error (no response).
 func (c *provider) Post(sub subscription, body []byte, secret string) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, c.base+sub.path(), bytes.NewReader(body))
+	base := c.bases[(c.next.Add(1)-1)%uint64(len(c.bases))]
+	req, err := http.NewRequest(http.MethodPost, base+sub.path(), bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -443,6 +455,24 @@ type arrival struct {
 	status       int // what the sink answered
 }
 
+// faults makes the sink fail a fraction of the deliveries of events it has no script for with a
+// 500, 502 or 503 (so the receivers must retry), at most max times per event (so no event runs
+// out of attempts because of them). Seeded: the same seed draws the same pattern.
+type faults struct {
+	rng    *mrand.Rand
+	rate   float64
+	max    int
+	failed map[string]int // ce-id -> failures so far
+}
+
+func (f *faults) answer(eventID string) answer {
+	if f.failed[eventID] >= f.max || f.rng.Float64() >= f.rate {
+		return answer{status: http.StatusOK}
+	}
+	f.failed[eventID]++
+	return answer{status: []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable}[f.rng.IntN(3)]}
+}
+
 // sink is the user's event consumer: it records every delivery and processes each event once,
 // recognising repeats by Idempotency-Key.
 type sink struct {
@@ -452,6 +482,7 @@ type sink struct {
 	mu        sync.Mutex
 	uids      map[string]string // ce-source -> subscription UID
 	scripts   map[string]*script
+	faults    *faults // for events without a script; nil: they all succeed
 	arrivals  []arrival
 	byKey     map[string][]int           // Idempotency-Key -> indexes into arrivals
 	processed map[string]string          // Idempotency-Key -> ce-id, once processed (first 2xx)
@@ -477,6 +508,13 @@ func (s *sink) expect(sub subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.uids[sub.source()] = sub.UID
+}
+
+// failSome makes the sink fail deliveries at random (see faults).
+func (s *sink) failSome(rate float64, maxPerEvent int, seed uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = &faults{rng: mrand.New(mrand.NewPCG(seed, 0x5eed)), rate: rate, max: maxPerEvent, failed: map[string]int{}}
 }
 
 // setScript sets what the sink answers for an event.
@@ -531,6 +569,8 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ans = sc.then
 		}
+	} else if s.faults != nil {
+		ans = s.faults.answer(ceID)
 	}
 	if ans.status >= 200 && ans.status < 300 {
 		if _, done := s.processed[key]; !done {
@@ -570,8 +610,11 @@ type ledger struct {
 	twice       []string // events processed under more than one Idempotency-Key
 	unexpected  []string // processed events that were never sent
 	arrivals    int      // delivery requests for the events, repeats included
+	failed      int      // arrivals the sink answered with something other than 2xx
 	redelivered int      // 2xx deliveries of an already processed key (dropped by the sink)
-	problems    []string
+	// firstOK holds, for each redelivery, when the sink had first answered 2xx under its key.
+	firstOK  []time.Time
+	problems []string
 }
 
 // want are the events that must have been processed (acknowledged to the provider); sent, when
@@ -600,17 +643,21 @@ func (s *sink) ledgerFor(want, sent map[string]bool) ledger {
 			l.unexpected = append(l.unexpected, id)
 		}
 	}
-	seen2xx := map[string]bool{}
+	firstOK := map[string]time.Time{}
 	for _, a := range s.arrivals {
 		if strings.HasPrefix(a.ceID, probePrefix) {
 			continue
 		}
 		l.arrivals++
-		if a.status >= 200 && a.status < 300 {
-			if seen2xx[a.key] {
-				l.redelivered++
-			}
-			seen2xx[a.key] = true
+		if a.status < 200 || a.status >= 300 {
+			l.failed++
+			continue
+		}
+		if at, seen := firstOK[a.key]; seen {
+			l.redelivered++
+			l.firstOK = append(l.firstOK, at)
+		} else {
+			firstOK[a.key] = a.answered
 		}
 	}
 	l.problems = append(l.problems, s.problems...)
@@ -675,8 +722,18 @@ func openStore(t testing.TB, dsn string, receiverFlags ...string) store.Store {
 // no delivery can follow) and the sink has processed every wanted event.
 func waitDelivered(t testing.TB, st store.Store, s *sink, want, sent map[string]bool, timeout time.Duration) ledger {
 	t.Helper()
+	l, err := waitDrained(st, s, want, sent, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// waitDrained is waitDelivered without the test: after timeout it returns the last ledger and
+// an error.
+func waitDrained(st store.Store, s *sink, want, sent map[string]bool, timeout time.Duration) (ledger, error) {
 	var l ledger
-	eventually(t, timeout, "the queue to drain and the sink to hold every event", func() (bool, string) {
+	err := poll(timeout, "the queue to drain and the sink to hold every event", func() (bool, string) {
 		n, err := st.Depth(context.Background())
 		if err != nil {
 			return false, err.Error()
@@ -685,7 +742,7 @@ func waitDelivered(t testing.TB, st store.Store, s *sink, want, sent map[string]
 		return n == 0 && len(l.missing) == 0, fmt.Sprintf("queue depth %d, %d of %d events missing at the sink (e.g. %v)",
 			n, len(l.missing), len(want), first(l.missing, 3))
 	})
-	return l
+	return l, err
 }
 
 // --- a private PostgreSQL ----------------------------------------------------------------------

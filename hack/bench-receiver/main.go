@@ -50,6 +50,7 @@ import (
 // Targets (informational: printed as met / not met).
 const (
 	targetSQLiteVsNoop   = 0.5                   // (ii) ≥ 0.5× (i)
+	targetSQLiteCPU      = 2.0                   // (ii)'s CPU per request ≤ 2.0× (i)'s
 	targetPGVsInsertRate = 1.0                   // (iii) ≥ 1.0× the single-row insert rate
 	targetP99AtHalfMax   = 25 * time.Millisecond // p99 ack at 50 % of max throughput
 )
@@ -81,6 +82,12 @@ type config struct {
 	cpuprofile  string
 	committers  int
 	pgConns     int
+	// -backlog mode (backlog.go)
+	backlog     int
+	backlogSubs int
+	costCalls   int
+	drainPaces  []float64
+	drainFor    time.Duration
 }
 
 func (c config) want(k string) bool { return len(c.only) == 0 || c.only[k] }
@@ -104,11 +111,24 @@ func main() {
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.IntVar(&cfg.committers, "committers", 0, "tuning experiment: store.BatcherOptions.Committers (0: the store's Writers(), as cmd/receiver)")
 	flag.IntVar(&cfg.pgConns, "pg-conns", 0, "tuning experiment: PostgreSQL pool size, store.WithMaxConns (0: the store's default 8, as cmd/receiver)")
+	flag.IntVar(&cfg.backlog, "backlog", 0, "backlog mode: measure SQLite and PostgreSQL empty and holding this many undelivered events, side by side (0: the ack-path benchmark)")
+	flag.IntVar(&cfg.backlogSubs, "backlog-subs", 10, "backlog mode: subscriptions the backlog's events are spread over")
+	flag.IntVar(&cfg.costCalls, "cost-calls", 200, "backlog mode: Lease calls timed per store (Sweep: a tenth of it)")
+	var drainPaces string
+	flag.StringVar(&drainPaces, "drain-pace", "200,1000", "backlog mode: deliveries per second the returning sink accepts; the backlog drains at each in turn")
+	flag.DurationVar(&cfg.drainFor, "drain-for", 10*time.Second, "backlog mode: how long the backlog drains (0 skips the drain)")
 	flag.Parse()
 
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "bench-receiver: "+format+"\n", args...)
 		os.Exit(2)
+	}
+	for f := range strings.SplitSeq(drainPaces, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			fail("-drain-pace: %q is not a positive rate", f)
+		}
+		cfg.drainPaces = append(cfg.drainPaces, v)
 	}
 	for f := range strings.SplitSeq(dups, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -133,6 +153,8 @@ func main() {
 		fail("-duration must be positive, -warmup not negative")
 	case cfg.payload < 1:
 		fail("-payload must be positive")
+	case cfg.backlog < 0 || cfg.backlogSubs < 1 || cfg.costCalls < 1 || cfg.drainFor < 0:
+		fail("-backlog and -drain-for must not be negative, -backlog-subs and -cost-calls must be positive")
 	case arrivals != "poisson" && arrivals != "uniform":
 		fail("-arrivals: poisson or uniform")
 	case client != "raw" && client != "nethttp":
@@ -171,6 +193,9 @@ type bench struct {
 	order      []*phaseResult
 	notes      []string
 	pgDatabase string // the scratch database, once created
+	// paceBase, when set, is the req/s the paced phase's rate is a fraction of (-backlog: the
+	// empty store's, so both columns get the same offered load); else the 0 % phase's.
+	paceBase float64
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -185,6 +210,9 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if cfg.backlog > 0 {
+		return runBacklog(ctx, cfg, receiverLogger(cfg), os.Stdout)
 	}
 	b := &bench{cfg: cfg, noop: map[int]*phaseResult{}, sqlite: map[int]*phaseResult{}, pg: map[int]*phaseResult{}, redis: map[int]*phaseResult{}}
 	var header []string
@@ -223,10 +251,7 @@ func run(ctx context.Context, cfg config) error {
 	add("receiver: receiver.Handler.Mux() with cmd/receiver's http.Server timeouts, MaxBody %d, ClaimTimeout %s, Prometheus metrics, %s",
 		maxBody, claimTimeout, logKind)
 
-	var logger logr.Logger = logr.Discard()
-	if cfg.zapLog {
-		logger = crzap.New(crzap.WriteTo(io.Discard))
-	}
+	logger := receiverLogger(cfg)
 
 	// (i) the ceiling.
 	if cfg.want("noop") {
@@ -406,6 +431,9 @@ func (b *bench) target(ctx context.Context, key, label string, h http.Handler, s
 	s := spec
 	s.scenario, s.conns = fmt.Sprintf("%s, paced %.0f%%", label, cfg.pace*100), cfg.pacedConns
 	s.rate, s.poisson = base.rps*cfg.pace, cfg.poisson
+	if b.paceBase > 0 {
+		s.rate = b.paceBase * cfg.pace
+	}
 	p := newPool(gen, int(s.rate*(cfg.warmup+cfg.duration).Seconds()*1.2)+1000, false)
 	progress("%s: %.0f req/s offered over %d connections, %s + %s", s.scenario, s.rate, s.conns, s.warmup, s.duration)
 	r, err := runPhase(ctx, cfg, addr, gen, p, s)
@@ -431,6 +459,15 @@ func checkSuffix(r *phaseResult) string {
 		return " — CHECK FAILED: " + why
 	}
 	return ""
+}
+
+// receiverLogger is the receiver's logger: cmd/receiver's zap at info level, to io.Discard, or
+// none (-log discard).
+func receiverLogger(cfg config) logr.Logger {
+	if cfg.zapLog {
+		return crzap.New(crzap.WriteTo(io.Discard))
+	}
+	return logr.Discard()
 }
 
 // newReceiver is the handler as cmd/receiver builds it, with one Stripe route.
@@ -643,6 +680,15 @@ func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 			x := s.rps / n.rps
 			lines = append(lines, [2]string{fmt.Sprintf("(ii) SQLite ≥ %.1f× (i), %d%% dups", targetSQLiteVsNoop, dup),
 				fmt.Sprintf("%.2f× (%.0f vs %.0f req/s)  %s%s", x, s.rps, n.rps, met(x >= targetSQLiteVsNoop), noiseNote(s, n))})
+		}
+	}
+	for _, dup := range cfg.dups {
+		s, n := b.sqlite[dup], b.noop[dup]
+		if s != nil && n != nil && s.rps > 0 && n.rps > 0 && n.cpu.self > 0 {
+			sc, nc := cpuPer(s), cpuPer(n)
+			x := sc / nc
+			lines = append(lines, [2]string{fmt.Sprintf("(ii) SQLite CPU/req ≤ %.1f× (i)'s, %d%% dups", targetSQLiteCPU, dup),
+				fmt.Sprintf("%.2f× (%.0f vs %.0f µs/req)  %s", x, sc, nc, met(x <= targetSQLiteCPU))})
 		}
 	}
 	for _, dup := range cfg.dups {

@@ -13,24 +13,21 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hookwarden/hookwarden/providers/stripe"
 )
 
 const (
 	burstSenders     = 8                // goroutines working through the burst
 	sinkTimeout      = 20 * time.Second // longest wait for the sink to hold every event
 	sinkSettle       = time.Second      // quiet time after the last event, to catch late repeats
-	stripeUserAgent  = "Stripe/1.0 (+https://stripe.com/docs/webhooks)"
-	forgedEventID    = "evt_demo_forged"
-	forgedSecret     = "whsec_demo_forged_not_the_endpoint_secret"
+	forgedSecret     = "demo_forged_not_the_registration_secret"
 	modeOnce         = "once"
 	modeConcurrent   = "concurrent"  // every copy at the same moment, from its own goroutine
-	modeRedelivered  = "redelivered" // a second copy after the whole first pass, with a new t
+	modeRedelivered  = "redelivered" // a second copy after the whole first pass (Stripe: signed with a new t)
 	resultAccepted   = "accepted"
 	resultDuplicate  = "duplicate"
 	resultBadSig     = "bad_signature"
@@ -38,21 +35,20 @@ const (
 	routeProbeWindow = 20 * time.Second
 )
 
-// target is one subscription the burst delivers to.
+// target is one subscription the burst delivers to, as its provider.
 type target struct {
+	p        provider
 	sub      subRef
 	uid      string
-	secret   string // the endpoint's signing secret, as the fake Stripe reports it
-	endpoint string // its id
-	path     string // /hooks/default/<name>
-	sinkPath string // where the receiver must deliver its events
+	reg      registration // its registration, whose secret signs the deliveries
+	path     string       // /hooks/default/<name>
+	sinkPath string       // where the receiver must deliver its events
 }
 
 // burstEvent is one distinct event and how often, and how, it is sent.
 type burstEvent struct {
-	t      *target
-	id     string
-	body   []byte
+	t *target
+	delivery
 	copies int
 	mode   string
 }
@@ -71,8 +67,8 @@ func (a answer) String() string {
 	return fmt.Sprintf("%d %s", a.status, a.result)
 }
 
-// stripeSender posts signed deliveries to the receiver, as Stripe would.
-type stripeSender struct {
+// sender posts signed deliveries to the receiver, as each target's provider would.
+type sender struct {
 	base string
 	http *http.Client
 
@@ -81,28 +77,26 @@ type stripeSender struct {
 	sent    int
 }
 
-func newStripeSender(base string) *stripeSender {
+func newSender(base string) *sender {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 2 * burstSenders * 3
-	return &stripeSender{base: base, http: &http.Client{Timeout: 15 * time.Second, Transport: tr}, answers: map[*burstEvent][]answer{}}
+	return &sender{base: base, http: &http.Client{Timeout: 15 * time.Second, Transport: tr}, answers: map[*burstEvent][]answer{}}
 }
 
-// post sends body to path with a Stripe-Signature made with secret at the current time.
-func (s *stripeSender) post(ctx context.Context, path, secret string, body []byte) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, bytes.NewReader(body))
+// post sends d to t's route with the headers t's provider sends, signed with secret.
+func (s *sender) post(ctx context.Context, t *target, secret string, d delivery) answer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+t.path, bytes.NewReader(d.body))
 	if err != nil {
 		return answer{err: err}
 	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("User-Agent", stripeUserAgent)
-	req.Header.Set(stripe.SignatureHeader, stripe.SignHeader(secret, time.Now(), body))
+	t.p.sign(req.Header, d, secret, t)
 	resp, err := s.http.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return answer{err: fmt.Errorf("POST %s: %w", path, err)}
+		return answer{err: fmt.Errorf("POST %s: %w", t.path, err)}
 	}
 	defer resp.Body.Close()
 	var r struct {
@@ -114,8 +108,8 @@ func (s *stripeSender) post(ctx context.Context, path, secret string, body []byt
 }
 
 // deliver sends one copy of e and records the answer.
-func (s *stripeSender) deliver(ctx context.Context, e *burstEvent) {
-	a := s.post(ctx, e.t.path, e.t.secret, e.body)
+func (s *sender) deliver(ctx context.Context, e *burstEvent) {
+	a := s.post(ctx, e.t, e.t.reg.secret, e.delivery)
 	s.mu.Lock()
 	s.answers[e] = append(s.answers[e], a)
 	s.sent++
@@ -123,7 +117,7 @@ func (s *stripeSender) deliver(ctx context.Context, e *burstEvent) {
 }
 
 // concurrently sends n copies of e at the same moment, one goroutine each.
-func (s *stripeSender) concurrently(ctx context.Context, e *burstEvent, n int) {
+func (s *sender) concurrently(ctx context.Context, e *burstEvent, n int) {
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
 	for range n {
@@ -138,17 +132,21 @@ func (s *stripeSender) concurrently(ctx context.Context, e *burstEvent, n int) {
 
 // --- the step
 
-// burst acts as Stripe: for every subscription with a sink it sends correctly signed deliveries
-// of distinct events straight to the receiver, about 30 % of them duplicates (some concurrent,
-// some later), then checks the answers, the sink (each event exactly once) and the receiver's
-// metrics.
+// burst acts as each subscription's provider: for every subscription with a sink it sends
+// correctly signed deliveries of distinct events straight to the receiver, about 30 % of them
+// duplicates (some concurrent, some later), mixing the subscriptions, then checks the answers,
+// a forgery per provider, the sink (each event exactly once) and the receiver's metrics.
 func (d *demo) burst(ctx context.Context) error {
-	d.step("acting as Stripe: a burst of signed deliveries straight to the receiver (POST %s/hooks/%s/<name>)", d.receiverBase, namespace)
+	var titles []string
+	for _, p := range d.providers {
+		titles = append(titles, p.fake().title)
+	}
+	d.step("acting as %s: a burst of signed deliveries straight to the receiver (POST %s/hooks/%s/<name>)", strings.Join(titles, " and "), d.receiverBase, namespace)
 	targets, err := d.burstTargets(ctx)
 	if err != nil {
 		return err
 	}
-	sender := newStripeSender(d.receiverBase)
+	sender := newSender(d.receiverBase)
 	if err := d.waitRoutes(ctx, sender, targets); err != nil {
 		return err
 	}
@@ -170,7 +168,7 @@ func (d *demo) burst(ctx context.Context) error {
 	}
 
 	// Pass 1: every event once, or all its concurrent copies at once, in random order across the
-	// subscriptions, burstSenders at a time. Pass 2: the redeliveries, each with a fresh t.
+	// subscriptions, burstSenders at a time. Pass 2: the redeliveries, each signed afresh.
 	started := time.Now()
 	units := make(chan *burstEvent)
 	var wg sync.WaitGroup
@@ -234,20 +232,29 @@ func (d *demo) burst(ctx context.Context) error {
 	}
 	d.info("every event: exactly one 202; each other copy, concurrent or redelivered later, 200 duplicate")
 
-	// A forgery: a fresh event signed with a secret that is not the endpoint's.
-	t0 := targets[0]
-	forged := sender.post(ctx, t0.path, forgedSecret, eventBody(forgedEventID, "invoice.paid", t0.sub.name))
-	if forged.err != nil || forged.status != http.StatusUnauthorized || forged.result != resultBadSig {
-		return fmt.Errorf("a delivery to %s signed with a wrong secret got %s, want 401 %s", t0.path, forged, resultBadSig)
+	// A forgery per provider: a fresh event signed with a secret that is not the registration's.
+	forgeries := 0
+	for _, p := range d.providers {
+		i := slices.IndexFunc(targets, func(t *target) bool { return t.p == p })
+		if i < 0 {
+			continue
+		}
+		t := targets[i]
+		f := p.event(p.eventID("forged", 1, rng), p.eventTypes(t.sub.events)[0], t.sub)
+		forged := sender.post(ctx, t, forgedSecret, f)
+		if forged.err != nil || forged.status != http.StatusUnauthorized || forged.result != resultBadSig {
+			return fmt.Errorf("a %s delivery to %s signed with a wrong secret got %s, want 401 %s", p.fake().title, t.path, forged, resultBadSig)
+		}
+		forgeries++
+		d.info("forged as %s: event %s to %s signed with a wrong secret → %d {\"result\":%q}", p.fake().title, f.id, t.path, forged.status, forged.result)
 	}
-	d.info("forged: %s to %s signed with a wrong secret → %d {\"result\":%q}", forgedEventID, t0.path, forged.status, forged.result)
 
 	if err := d.checkSink(ctx, targets, events, started); err != nil {
 		return err
 	}
 	d.burstEvents, d.burstSent = len(events), total
 	return d.showReceiverMetrics(ctx, before, map[string]int{
-		resultAccepted: len(events), resultDuplicate: dups, resultBadSig: 1,
+		resultAccepted: len(events), resultDuplicate: dups, resultBadSig: forgeries,
 	})
 }
 
@@ -259,9 +266,10 @@ func (d *demo) burstTargets(ctx context.Context) ([]*target, error) {
 			d.info("%s: no spec.delivery.sink, skipped", s.name)
 			continue
 		}
-		ep := d.endpoints[s.name]
-		if ep.Secret == "" {
-			return nil, fmt.Errorf("the fake reports no signing secret for %s's endpoint %s", s.name, ep.ID)
+		p := d.providerOf(s)
+		reg := p.fake().regs[s.name]
+		if reg.secret == "" {
+			return nil, fmt.Errorf("the fake %s reports no signing secret for %s's %s %s", p.fake().title, s.name, reg.noun, reg.id)
 		}
 		sub, err := d.getSub(ctx, s.name)
 		if err != nil {
@@ -271,8 +279,7 @@ func (d *demo) burstTargets(ctx context.Context) ([]*target, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &target{sub: s, uid: string(sub.UID), secret: ep.Secret, endpoint: ep.ID,
-			path: "/hooks/" + namespace + "/" + s.name, sinkPath: u.Path})
+		out = append(out, &target{p: p, sub: s, uid: string(sub.UID), reg: reg, path: "/hooks/" + namespace + "/" + s.name, sinkPath: u.Path})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no sample declares spec.delivery.sink: nothing for the receiver to deliver to")
@@ -281,18 +288,17 @@ func (d *demo) burstTargets(ctx context.Context) ([]*target, error) {
 }
 
 // waitRoutes waits until the receiver verifies deliveries of every target with its signing
-// secret. The probe is a correctly signed body without an event id: the receiver answers 404
-// while it does not know the subscription, 401 bad_signature while it lacks the secret, and
-// 401 no_event_id once the signature verifies. Nothing is recorded or delivered.
-func (d *demo) waitRoutes(ctx context.Context, s *stripeSender, targets []*target) error {
+// secret. The probe is a correctly signed delivery without an event id: the receiver answers
+// 404 while it does not know the subscription, 401 bad_signature while it lacks the secret,
+// and 401 no_event_id once the signature verifies. Nothing is recorded or delivered.
+func (d *demo) waitRoutes(ctx context.Context, s *sender, targets []*target) error {
 	started := time.Now()
-	probe := []byte(`{"object":"event","type":"demo.route_probe"}`)
 	err := poll(ctx, routeProbeWindow, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		if err := d.rcv.exited(); err != nil {
 			return false, fatal(err)
 		}
 		for _, t := range targets {
-			a := s.post(ctx, t.path, t.secret, probe)
+			a := s.post(ctx, t, t.reg.secret, t.p.probe())
 			if a.err != nil || a.status != http.StatusUnauthorized || a.result != resultNoEventID {
 				return false, fmt.Errorf("%s: probe answered %s", t.sub.name, a)
 			}
@@ -318,14 +324,11 @@ func planEvents(t *target, n int, rng *rand.Rand) []*burstEvent {
 	extra := int(math.Round(float64(n) * 3 / 7))
 	triples := min(n/8, extra/2)
 	doubles := min(extra-2*triples, n-triples)
-	types := t.sub.events
-	if len(types) == 0 || (len(types) == 1 && types[0] == "*") {
-		types = []string{"invoice.paid"}
-	}
+	types := t.p.eventTypes(t.sub.events)
 	events := make([]*burstEvent, n)
 	for i := range events {
-		id := fmt.Sprintf("evt_demo_%s_%02d", t.sub.name, i+1)
-		events[i] = &burstEvent{t: t, id: id, body: eventBody(id, types[i%len(types)], t.sub.name), copies: 1, mode: modeOnce}
+		id := t.p.eventID(t.sub.name, i+1, rng)
+		events[i] = &burstEvent{t: t, delivery: t.p.event(id, types[i%len(types)], t.sub), copies: 1, mode: modeOnce}
 	}
 	perm := rng.Perm(n)
 	for k, i := range perm[:triples+doubles] {
@@ -342,18 +345,6 @@ func planEvents(t *target, n int, rng *rand.Rand) []*burstEvent {
 	return events
 }
 
-// eventBody is a Stripe event as Stripe would send it: the same bytes on every copy.
-func eventBody(id, typ, sub string) []byte {
-	obj := "in_demo_" + strings.TrimPrefix(id, "evt_demo_")
-	b, _ := json.Marshal(map[string]any{
-		"id": id, "object": "event", "api_version": "2023-10-16", "created": time.Now().Unix(), "livemode": false,
-		"pending_webhooks": 1, "type": typ,
-		"request": map[string]any{"id": nil, "idempotency_key": nil},
-		"data":    map[string]any{"object": map[string]any{"id": obj, "object": "demo", "description": "hookwarden demo (" + sub + ")"}},
-	})
-	return b
-}
-
 func describePlan(t *target, events []*burstEvent) string {
 	count := map[string]int{}
 	sends := 0
@@ -361,8 +352,8 @@ func describePlan(t *target, events []*burstEvent) string {
 		count[fmt.Sprintf("%s%d", e.mode, e.copies)]++
 		sends += e.copies
 	}
-	return fmt.Sprintf("%s: %d events (%s), %d deliveries: %d once, %d three times at once, %d twice at once, %d twice (again after the first pass); signed with endpoint %s's secret",
-		t.sub.name, len(events), strings.Join(t.sub.events, ", "), sends, count[modeOnce+"1"], count[modeConcurrent+"3"], count[modeConcurrent+"2"], count[modeRedelivered+"2"], t.endpoint)
+	return fmt.Sprintf("%s (%s): %d events (%s), %d deliveries: %d once, %d three times at once, %d twice at once, %d twice (again after the first pass); signed with %s %s's secret",
+		t.sub.name, t.p.fake().title, len(events), strings.Join(t.p.eventTypes(t.sub.events), ", "), sends, count[modeOnce+"1"], count[modeConcurrent+"3"], count[modeConcurrent+"2"], count[modeRedelivered+"2"], t.reg.noun, t.reg.id)
 }
 
 func describeAnswers(as []answer) string {
@@ -451,8 +442,12 @@ func (d *demo) checkSink(ctx context.Context, targets []*target, events []*burst
 			continue
 		}
 		switch {
-		case got.ceID != e.id || got.bodyID != e.id:
-			problems = append(problems, fmt.Sprintf("%s: ce-id %q, payload id %q", k, got.ceID, got.bodyID))
+		case got.ceID != e.id:
+			problems = append(problems, fmt.Sprintf("%s: ce-id %q", k, got.ceID))
+		case got.ceType != e.typ:
+			problems = append(problems, fmt.Sprintf("%s: ce-type %q, want %q", e.id, got.ceType, e.typ))
+		case got.bodySum != bodySum(e.body):
+			problems = append(problems, fmt.Sprintf("%s: the body delivered is not the body sent", e.id))
 		case got.source != "hookwarden/"+namespace+"/"+e.t.sub.name:
 			problems = append(problems, fmt.Sprintf("%s: ce-source %q", e.id, got.source))
 		case got.path != e.t.sinkPath:
@@ -482,7 +477,7 @@ func (d *demo) checkSink(ctx context.Context, targets []*target, events []*burst
 	if v.deliveries != len(want) {
 		return fmt.Errorf("the sink received %d deliveries, want %d (one per event)", v.deliveries, len(want))
 	}
-	d.info("each event exactly once, with Idempotency-Key <subscription uid>:<event id>, ce-id = the event id, ce-source hookwarden/%s/<name>, on its subscription's sink path; the forgery never arrived", namespace)
+	d.info("each event exactly once, with the body sent, Idempotency-Key <subscription uid>:<event id>, ce-id = the event id, ce-type = its type, ce-source hookwarden/%s/<name>, on its subscription's sink path; no forgery arrived", namespace)
 	return nil
 }
 

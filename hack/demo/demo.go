@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
 const (
@@ -35,7 +31,6 @@ const (
 	resyncInterval = "10s"
 	pollInterval   = 2 * time.Second
 	stopTimeout    = 15 * time.Second
-	createPath     = "/v1/webhook_endpoints"
 )
 
 // demo is the state of one run, shared by its steps. It lives in run; nothing is global.
@@ -48,16 +43,11 @@ type demo struct {
 	managerLog string
 	env        *envtest.Environment
 	k8s        client.Client
-	fakeProc   *proc
-	fake       fakeAPI
+	providers  []provider // their fakes, credentials and registrations
 	mgr        *proc
 	mgrStarts  int
-	apiKey     string
 	manifest   []byte
 	subs       []subRef
-	endpoints  map[string]fake.Endpoint // subscription name → its endpoint, as first seen
-	creates    int                      // create requests before the restart
-	deletes    int                      // delete requests after kubectl delete
 
 	sink            *sink   // the demo's event consumer (spec.delivery.sink)
 	rcv             *proc   // the receiver
@@ -92,13 +82,17 @@ func (d *demo) checkInputs() error {
 		filepath.Join(d.opts.assets, "kubectl"):        "run hack/control-plane.sh",
 		filepath.Join(d.opts.binDir, "manager"):        "run make build",
 		filepath.Join(d.opts.binDir, "receiver"):       "run make build",
-		filepath.Join(d.opts.binDir, "fakestripe"):     "run make build",
-		d.opts.samples: "pass -samples",
-		d.opts.crds:    "pass -crds",
+		d.opts.crds:                                    "pass -crds",
 	}
-	for path, hint := range need {
+	for _, p := range d.providers {
+		need[filepath.Join(d.opts.binDir, p.fake().binary)] = "run make build"
+	}
+	for _, dir := range d.opts.samples {
+		need[dir] = "pass -samples"
+	}
+	for _, path := range sortedKeys(need) {
 		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("%s is missing (%s): %w", path, hint, err)
+			return fmt.Errorf("%s is missing (%s): %w", path, need[path], err)
 		}
 	}
 	return nil
@@ -158,24 +152,14 @@ func (d *demo) writeKubeconfig() error {
 	return os.WriteFile(d.kubeconfig, kc, 0o600)
 }
 
-// --- step 2: fake Stripe
+// --- step 2: the fakes
 
-func (d *demo) startFakeStripe(ctx context.Context) error {
-	d.step("starting the fake Stripe (%s)", filepath.Join(d.opts.binDir, "fakestripe"))
-	addr, err := freeAddr()
-	if err != nil {
-		return err
+func (d *demo) startFakes(ctx context.Context) error {
+	for _, p := range d.providers {
+		if err := d.startFake(ctx, p); err != nil {
+			return err
+		}
 	}
-	logPath := filepath.Join(d.tmp, "fakestripe.log")
-	d.fakeProc, err = startProc("fakestripe", logPath, os.Environ(), filepath.Join(d.opts.binDir, "fakestripe"), "-addr", addr)
-	if err != nil {
-		return err
-	}
-	d.fake = newFakeAPI("http://" + addr)
-	if err := d.fakeProc.waitReady(ctx, 20*time.Second, d.fake, "/_fake/requests"); err != nil {
-		return err
-	}
-	d.info("fake Stripe listening on %s (log: %s)", d.fake.base, logPath)
 	return nil
 }
 
@@ -214,22 +198,43 @@ func (d *demo) startManager(ctx context.Context) error {
 // --- step 4: credentials and samples
 
 func (d *demo) applySamples(ctx context.Context) error {
-	d.step("applying the samples from %s (provider.apiURL → the fake, delivery.sink.url → the demo's sink, resyncInterval → %s)", d.opts.samples, resyncInterval)
-	m, subs, err := loadSamples(d.opts.samples, d.fake.base, d.sink.base, resyncInterval)
+	d.step("applying the samples from %s (provider.apiURL → its fake, delivery.sink.url → the demo's sink, an endpoint.url on the receiver's route → the receiver, resyncInterval → %s)",
+		strings.Join(d.opts.samples, " and "), resyncInterval)
+	rw := rewriting{apiURLs: map[hookv1.ProviderType]string{}, sinkBase: d.sink.base, receiverBase: d.receiverBase, resync: resyncInterval}
+	for _, p := range d.providers {
+		rw.apiURLs[p.fake().kind] = p.fake().api.base
+	}
+	m, subs, err := loadSamples(d.opts.samples, rw)
 	if err != nil {
 		return err
 	}
 	d.manifest, d.subs = m, subs
 	for _, s := range subs {
+		f := d.providerOf(s).fake()
+		f.subs = append(f.subs, s)
+		if s.endpoint != "" {
+			d.info("%s: spec.endpoint.url %s → %s (allowInsecureHTTP: the local receiver speaks plain HTTP)", s.name, s.endpoint, d.receiverURL(s))
+		}
 		if s.sink != "" {
 			d.info("%s: spec.delivery.sink.url %s → %s", s.name, s.sample, s.sink)
 		}
 	}
-	key, err := randomKey()
-	if err != nil {
-		return err
+	for _, p := range d.providers {
+		f := p.fake()
+		if len(f.subs) == 0 {
+			return fmt.Errorf("no sample in %s is for %s", strings.Join(d.opts.samples, ", "), p.fake().title)
+		}
+		if f.credential, err = newCredential(p); err != nil {
+			return err
+		}
+		said, err := p.grant(ctx)
+		if err != nil {
+			return err
+		}
+		if said != "" {
+			d.info("%s", said)
+		}
 	}
-	d.apiKey = key
 	if err := d.createCredentials(ctx); err != nil {
 		return err
 	}
@@ -241,25 +246,45 @@ func (d *demo) applySamples(ctx context.Context) error {
 	return nil
 }
 
-// createCredentials writes the API key into every Secret the samples reference.
-func (d *demo) createCredentials(ctx context.Context) error {
-	data := map[string]map[string]string{}
-	for _, s := range d.subs {
-		if data[s.credsName] == nil {
-			data[s.credsName] = map[string]string{}
+// providerOf returns the provider of subscription s (loadSamples refuses any other).
+func (d *demo) providerOf(s subRef) provider {
+	for _, p := range d.providers {
+		if p.fake().kind == s.provider {
+			return p
 		}
-		data[s.credsName][s.credsKey] = d.apiKey
+	}
+	panic("demo: no provider for " + string(s.provider))
+}
+
+// createCredentials writes each provider's credential into every Secret its samples reference.
+func (d *demo) createCredentials(ctx context.Context) error {
+	type secretData struct {
+		p  provider
+		kv map[string]string
+	}
+	data := map[string]*secretData{}
+	for _, s := range d.subs {
+		p := d.providerOf(s)
+		sd := data[s.credsName]
+		if sd == nil {
+			sd = &secretData{p: p, kv: map[string]string{}}
+			data[s.credsName] = sd
+		}
+		if sd.p != p {
+			return fmt.Errorf("secret %s holds credentials of both %s and %s samples", s.credsName, sd.p.fake().title, p.fake().title)
+		}
+		sd.kv[s.credsKey] = p.fake().credential
 	}
 	for _, name := range sortedKeys(data) {
-		kv := data[name]
-		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: kv}
+		sd := data[name]
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: sd.kv}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := d.k8s.Create(cctx, sec)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("creating the credentials Secret %s: %w", name, err)
 		}
-		d.info("secret/%s created with the Stripe API key sk_test_demo_… (keys: %s)", name, strings.Join(sortedKeys(kv), ", "))
+		d.info("secret/%s created with the %s %s %s… (keys: %s)", name, sd.p.fake().title, sd.p.fake().credentialName, sd.p.fake().credentialPrefix, strings.Join(sortedKeys(sd.kv), ", "))
 	}
 	return nil
 }
@@ -345,78 +370,18 @@ func condition(sub *hookv1.WebhookSubscription, typ string) *metav1.Condition {
 
 // --- step 6: the provider side
 
-func (d *demo) showProvider(ctx context.Context) error {
-	d.step("what the fake Stripe holds (GET %s/_fake/endpoints)", d.fake.base)
-	eps, err := d.checkOnePerSub(ctx)
-	if err != nil {
-		return err
-	}
-	d.endpoints = eps
-	d.printEndpoints(eps)
-	for _, s := range d.subs {
-		if err := d.checkSigningSecret(ctx, s, eps[s.name]); err != nil {
+func (d *demo) showProviders(ctx context.Context) error {
+	for _, p := range d.providers {
+		if err := d.showProvider(ctx, p); err != nil {
 			return err
 		}
 	}
-	reqs, err := d.ourRequests(ctx, 0)
-	if err != nil {
-		return err
-	}
-	d.creates = countCreates(reqs)
-	d.info("create requests so far: %d (one per subscription)", d.creates)
 	return nil
 }
 
-// checkOnePerSub checks that the account holds exactly one endpoint for each subscription's
-// status.url (and nothing else), and that status.endpointID names it.
-func (d *demo) checkOnePerSub(ctx context.Context) (map[string]fake.Endpoint, error) {
-	all, err := d.fake.endpoints(ctx, d.apiKey)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]fake.Endpoint{}
-	for _, s := range d.subs {
-		sub, err := d.getSub(ctx, s.name)
-		if err != nil {
-			return nil, err
-		}
-		var match []fake.Endpoint
-		for _, ep := range all {
-			if ep.URL == sub.Status.URL {
-				match = append(match, ep)
-			}
-		}
-		if len(match) != 1 {
-			return nil, fmt.Errorf("the fake holds %d endpoints for %s (url %q), want exactly 1", len(match), s.name, sub.Status.URL)
-		}
-		if s.receiver {
-			if want := d.receiverBase + "/hooks/" + namespace + "/" + s.name; sub.Status.URL != want {
-				return nil, fmt.Errorf("%s uses spec.endpoint.receiver: status.url is %q, want %q", s.name, sub.Status.URL, want)
-			}
-		}
-		if match[0].ID != sub.Status.EndpointID {
-			return nil, fmt.Errorf("%s: status.endpointID is %q but the fake's endpoint for its URL is %s", s.name, sub.Status.EndpointID, match[0].ID)
-		}
-		out[s.name] = match[0]
-	}
-	if len(all) != len(d.subs) {
-		return nil, fmt.Errorf("the fake holds %d endpoints on the account, want %d (one per subscription)", len(all), len(d.subs))
-	}
-	return out, nil
-}
-
-func (d *demo) printEndpoints(eps map[string]fake.Endpoint) {
-	tw := tabwriter.NewWriter(d.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "   SUBSCRIPTION\tENDPOINT\tURL\tEVENTS")
-	for _, s := range d.subs {
-		ep := eps[s.name]
-		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\n", s.name, ep.ID, ep.URL, strings.Join(ep.EnabledEvents, ","))
-	}
-	_ = tw.Flush()
-}
-
-// checkSigningSecret compares the signing Secret with the endpoint's secret, never printing it.
-func (d *demo) checkSigningSecret(ctx context.Context, s subRef, ep fake.Endpoint) error {
+// checkSigningSecret compares the signing Secret with the registration's secret, never
+// printing it.
+func (d *demo) checkSigningSecret(ctx context.Context, s subRef, r registration) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	sec := &corev1.Secret{}
@@ -427,12 +392,12 @@ func (d *demo) checkSigningSecret(ctx context.Context, s subRef, ep fake.Endpoin
 	switch {
 	case !ok:
 		return fmt.Errorf("signing Secret %s has no key %s", s.signingSecret, hookv1.SecretKeyCurrent)
-	case ep.Secret == "":
-		return fmt.Errorf("the fake reports no secret for endpoint %s", ep.ID)
-	case string(got) != ep.Secret:
-		return fmt.Errorf("signing Secret %s/%s does not hold endpoint %s's secret", s.signingSecret, hookv1.SecretKeyCurrent, ep.ID)
+	case r.secret == "":
+		return fmt.Errorf("the fake reports no secret for registration %s", r.id)
+	case string(got) != r.secret:
+		return fmt.Errorf("signing Secret %s/%s does not hold registration %s's secret", s.signingSecret, hookv1.SecretKeyCurrent, r.id)
 	}
-	d.info("%s: secret/%s key %s = endpoint %s's signing secret — secret stored: yes", s.name, s.signingSecret, hookv1.SecretKeyCurrent, ep.ID)
+	d.info("%s: secret/%s key %s = %s %s's signing secret at the fake %s — secret stored: yes", s.name, s.signingSecret, hookv1.SecretKeyCurrent, r.noun, r.id, d.providerOf(s).fake().title)
 	return nil
 }
 
@@ -445,7 +410,7 @@ func (d *demo) restartManager(ctx context.Context) error {
 		return err
 	}
 	d.info("manager stopped (%s)", status)
-	mark, err := d.logLen(ctx) // the old manager is gone: later requests are the new one's
+	marks, err := d.logMarks(ctx) // the old manager is gone: later requests are the new one's
 	if err != nil {
 		return err
 	}
@@ -456,56 +421,61 @@ func (d *demo) restartManager(ctx context.Context) error {
 	if err := d.startManager(ctx); err != nil {
 		return err
 	}
-	after, err := d.waitResynced(ctx, mark, lastSync)
+	after, err := d.waitResynced(ctx, marks, lastSync)
 	if err != nil {
 		return err
 	}
-	d.info("requests after the restart: %s", describeRequests(after))
-	if n := countCreates(after); n != 0 {
-		return fmt.Errorf("the fake received %d create requests (POST %s) after the manager restart, want 0", n, createPath)
-	}
-	eps, err := d.checkOnePerSub(ctx)
-	if err != nil {
-		return fmt.Errorf("after the restart: %w", err)
-	}
-	for _, s := range d.subs {
-		if eps[s.name].ID != d.endpoints[s.name].ID {
-			return fmt.Errorf("%s's endpoint changed across the restart: %s → %s", s.name, d.endpoints[s.name].ID, eps[s.name].ID)
+	for _, p := range d.providers {
+		f := p.fake()
+		d.info("requests to the fake %s after the restart: %s", p.fake().title, describeCalls(after[p]))
+		if n := countOp(after[p], opCreate); n != 0 {
+			return fmt.Errorf("the fake %s received %d create requests after the manager restart, want 0", p.fake().title, n)
+		}
+		regs, err := d.checkOnePerSub(ctx, p)
+		if err != nil {
+			return fmt.Errorf("after the restart: %w", err)
+		}
+		for _, s := range f.subs {
+			if regs[s.name].id != f.regs[s.name].id {
+				return fmt.Errorf("%s's registration changed across the restart: %s → %s", s.name, f.regs[s.name].id, regs[s.name].id)
+			}
 		}
 	}
-	d.info("zero create requests after the restart; still exactly one endpoint per subscription, same ids")
+	d.info("zero create requests after the restart; still exactly one registration per subscription, same ids")
 	return d.printSubs(ctx, "")
 }
 
-func (d *demo) lastSyncTimes(ctx context.Context) (map[string]time.Time, error) {
-	out := map[string]time.Time{}
-	for _, s := range d.subs {
-		sub, err := d.getSub(ctx, s.name)
+// logMarks returns the length of each fake's request log, to count what comes after.
+func (d *demo) logMarks(ctx context.Context) (map[provider]int, error) {
+	marks := map[provider]int{}
+	for _, p := range d.providers {
+		n, err := p.fake().api.logLen(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if sub.Status.LastSyncTime != nil {
-			out[s.name] = sub.Status.LastSyncTime.Time
-		}
+		marks[p] = n
 	}
-	return out, nil
+	return marks, nil
 }
 
-// waitResynced waits until the new manager has listed the account and every subscription
-// has synced since (lastSyncTime moved) and is Ready. It returns our requests since index from.
-func (d *demo) waitResynced(ctx context.Context, from int, lastSync map[string]time.Time) ([]fake.Request, error) {
-	var after []fake.Request
+// waitResynced waits until the new manager has listed every provider's registrations and
+// every subscription has synced since (lastSyncTime moved) and is Ready. It returns each
+// provider's calls since its mark.
+func (d *demo) waitResynced(ctx context.Context, marks map[provider]int, lastSync map[string]time.Time) (map[provider][]call, error) {
+	after := map[provider][]call{}
 	err := poll(ctx, 60*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
 		if err := d.mgr.exited(); err != nil {
 			return false, fatal(err)
 		}
-		reqs, err := d.ourRequests(ctx, from)
-		if err != nil {
-			return false, err
-		}
-		after = reqs
-		if countLists(reqs) == 0 {
-			return false, errors.New("no list call from the new manager yet")
+		for _, p := range d.providers {
+			calls, err := p.calls(ctx, marks[p])
+			if err != nil {
+				return false, err
+			}
+			after[p] = calls
+			if countOp(calls, opList) == 0 {
+				return false, fmt.Errorf("no list call from the new manager to the fake %s yet", p.fake().title)
+			}
 		}
 		for _, s := range d.subs {
 			sub, err := d.getSub(ctx, s.name)
@@ -525,15 +495,30 @@ func (d *demo) waitResynced(ctx context.Context, from int, lastSync map[string]t
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the restarted manager to reconcile: %w", err)
 	}
-	d.info("the new manager listed the account and re-synced all %d subscriptions", len(d.subs))
+	d.info("the new manager listed every provider's registrations and re-synced all %d subscriptions", len(d.subs))
 	return after, nil
+}
+
+// lastSyncTimes returns each subscription's status.lastSyncTime.
+func (d *demo) lastSyncTimes(ctx context.Context) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	for _, s := range d.subs {
+		sub, err := d.getSub(ctx, s.name)
+		if err != nil {
+			return nil, err
+		}
+		if sub.Status.LastSyncTime != nil {
+			out[s.name] = sub.Status.LastSyncTime.Time
+		}
+	}
+	return out, nil
 }
 
 // --- step 8: delete
 
 func (d *demo) deleteSamples(ctx context.Context) error {
-	d.step("deleting the samples (kubectl delete --wait): the endpoints must go too")
-	mark, err := d.logLen(ctx)
+	d.step("deleting the samples (kubectl delete --wait): the registrations must go too")
+	marks, err := d.logMarks(ctx)
 	if err != nil {
 		return err
 	}
@@ -542,38 +527,47 @@ func (d *demo) deleteSamples(ctx context.Context) error {
 		return fmt.Errorf("kubectl delete of the samples failed: %w", err)
 	}
 	d.block(out)
-	all, err := d.fake.endpoints(ctx, d.apiKey)
-	if err != nil {
-		return err
-	}
-	for _, s := range d.subs {
-		for _, ep := range all {
-			if ep.URL == d.endpoints[s.name].URL {
-				return fmt.Errorf("%s was deleted but the fake still holds endpoint %s for %s", s.name, ep.ID, ep.URL)
+	for _, p := range d.providers {
+		f := p.fake()
+		all, err := p.registrations(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range f.subs {
+			for _, r := range all {
+				if r.url == f.regs[s.name].url && r.where == s.target {
+					return fmt.Errorf("%s was deleted but the fake %s still holds registration %s for %s%s", s.name, p.fake().title, r.id, r.url, on(r.where))
+				}
 			}
 		}
+		after, err := p.calls(ctx, marks[p])
+		if err != nil {
+			return err
+		}
+		f.deletes = countOp(after, opDelete)
+		d.info("requests to the fake %s during the deletion: %s", p.fake().title, describeCalls(after))
+		d.info("the fake %s holds no registration for the samples any more (%d left for the demo's %s)", p.fake().title, len(all), p.fake().credentialName)
 	}
-	after, err := d.ourRequests(ctx, mark)
-	if err != nil {
-		return err
-	}
-	d.deletes = countMethod(after, "DELETE")
-	d.info("requests during the deletion: %s", describeRequests(after))
-	d.info("the fake holds no endpoint for the samples any more (%d endpoints left on the account)", len(all))
 	return nil
 }
 
 // --- step 9: no secret in the logs
 
-// checkLogsForSecrets fails if the API key or a signing secret appears in the manager's, the
-// receiver's or the fake's log.
+// checkLogsForSecrets fails if a credential or a signing secret appears in the manager's, the
+// receiver's or a fake's log.
 func (d *demo) checkLogsForSecrets(context.Context) error {
 	d.step("checking the logs for leaked secrets")
-	secrets := map[string]string{"the API key": d.apiKey}
-	for name, ep := range d.endpoints {
-		secrets[name+"'s signing secret"] = ep.Secret
+	secrets := map[string]string{}
+	paths := []string{d.managerLog, d.receiverLog}
+	for _, p := range d.providers {
+		f := p.fake()
+		secrets["the "+p.fake().title+" "+p.fake().credentialName] = f.credential
+		for name, r := range f.regs {
+			secrets[name+"'s signing secret"] = r.secret
+		}
+		paths = append(paths, f.log)
 	}
-	for _, path := range []string{d.managerLog, d.receiverLog, filepath.Join(d.tmp, "fakestripe.log")} {
+	for _, path := range paths {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -583,7 +577,7 @@ func (d *demo) checkLogsForSecrets(context.Context) error {
 				return fmt.Errorf("%s appears in %s", what, path)
 			}
 		}
-		d.info("%s: %d lines, no API key or signing secret", filepath.Base(path), bytes.Count(b, []byte("\n")))
+		d.info("%s: %d lines, no credential or signing secret", filepath.Base(path), bytes.Count(b, []byte("\n")))
 	}
 	return nil
 }
@@ -592,14 +586,18 @@ func (d *demo) checkLogsForSecrets(context.Context) error {
 
 func (d *demo) cleanup() error {
 	var errs []error
-	for _, p := range []*proc{d.mgr, d.rcv, d.fakeProc} {
+	procs := []*proc{d.mgr, d.rcv}
+	for _, p := range d.providers {
+		procs = append(procs, p.fake().proc)
+	}
+	for _, p := range procs {
 		if p == nil {
 			continue
 		}
 		if status, err := p.stop(stopTimeout); err != nil {
 			errs = append(errs, err)
 		} else {
-			d.info("%s stopped (%s)", p.name, status)
+			d.info("%s stopped (%s)", p.Name, status)
 		}
 	}
 	if d.sink != nil {
@@ -639,8 +637,16 @@ func (d *demo) showLogs(lines int) {
 }
 
 func (d *demo) summary() string {
-	return fmt.Sprintf("%d subscriptions registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, 0 creates after a manager restart, %d endpoints deleted with the subscriptions",
-		len(d.subs), d.creates, d.burstEvents, d.burstSent, d.deletes)
+	var per []string
+	creates, deletes := 0, 0
+	for _, p := range d.providers {
+		f := p.fake()
+		per = append(per, fmt.Sprintf("%d %s", len(f.subs), p.fake().title))
+		creates += f.creates
+		deletes += f.deletes
+	}
+	return fmt.Sprintf("%d subscriptions (%s) registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, 0 creates after a manager restart, %d registrations deleted with the subscriptions",
+		len(d.subs), strings.Join(per, ", "), creates, d.burstEvents, d.burstSent, deletes)
 }
 
 // --- helpers
@@ -660,79 +666,6 @@ func (d *demo) kubectl(ctx context.Context, stdin []byte, args ...string) (strin
 		return out.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args[4:], " "), err, strings.TrimSpace(out.String()))
 	}
 	return out.String(), nil
-}
-
-// ourRequests returns the fake's logged requests for the demo's account, from index from of
-// the whole log on.
-func (d *demo) ourRequests(ctx context.Context, from int) ([]fake.Request, error) {
-	all, err := d.fake.requests(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if from > len(all) {
-		return nil, fmt.Errorf("the fake's request log shrank from %d to %d entries", from, len(all))
-	}
-	label := fake.AccountLabel(d.apiKey)
-	var out []fake.Request
-	for _, r := range all[from:] {
-		if r.Account == label {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-// logLen returns the length of the fake's whole request log, to count what comes after.
-func (d *demo) logLen(ctx context.Context) (int, error) {
-	all, err := d.fake.requests(ctx)
-	return len(all), err
-}
-
-func countCreates(reqs []fake.Request) int {
-	n := 0
-	for _, r := range reqs {
-		if r.Method == "POST" && r.Path == createPath {
-			n++
-		}
-	}
-	return n
-}
-
-// countLists counts list calls (first pages only).
-func countLists(reqs []fake.Request) int {
-	n := 0
-	for _, r := range reqs {
-		if r.Method == "GET" && r.Path == createPath && r.Query.Get("starting_after") == "" {
-			n++
-		}
-	}
-	return n
-}
-
-func countMethod(reqs []fake.Request, method string) int {
-	n := 0
-	for _, r := range reqs {
-		if r.Method == method {
-			n++
-		}
-	}
-	return n
-}
-
-// describeRequests summarizes requests as "2 list, 0 create, 0 update, 0 delete".
-func describeRequests(reqs []fake.Request) string {
-	creates := countCreates(reqs)
-	updates := countMethod(reqs, "POST") - creates
-	return fmt.Sprintf("%d list, %d create, %d update, %d delete (%d in all)",
-		countLists(reqs), creates, updates, countMethod(reqs, "DELETE"), len(reqs))
-}
-
-func randomKey() (string, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return "sk_test_demo_" + hex.EncodeToString(b), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

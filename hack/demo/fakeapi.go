@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +11,10 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
-// fakeAPI reads the fake Stripe's debugging endpoints (and the manager's and the receiver's
-// /readyz and /metrics).
+// fakeAPI speaks to the fakes' admin endpoints (/_fake/...), and reads the manager's and the
+// receiver's /readyz and /metrics.
 type fakeAPI struct {
 	base string
 	http *http.Client
@@ -25,18 +24,38 @@ func newFakeAPI(base string) fakeAPI {
 	return fakeAPI{base: base, http: &http.Client{Timeout: 5 * time.Second}}
 }
 
-// endpoints returns the account's endpoints, secrets included.
-func (f fakeAPI) endpoints(ctx context.Context, apiKey string) ([]fake.Endpoint, error) {
-	var out []fake.Endpoint
-	err := f.getJSON(ctx, "/_fake/endpoints?key="+url.QueryEscape(apiKey), &out)
-	return out, err
+// logLen returns the length of the fake's whole request log, to count what comes after.
+func (f fakeAPI) logLen(ctx context.Context) (int, error) {
+	var all []json.RawMessage
+	err := f.getJSON(ctx, "/_fake/requests", &all)
+	return len(all), err
 }
 
-// requests returns the whole request log (account labels, never keys).
-func (f fakeAPI) requests(ctx context.Context) ([]fake.Request, error) {
-	var out []fake.Request
-	err := f.getJSON(ctx, "/_fake/requests", &out)
-	return out, err
+// post sends v as JSON to one of the fake's admin endpoints and wants a 2xx answer.
+func (f fakeAPI) post(ctx context.Context, path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.base+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s %s", path, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
 }
 
 func (f fakeAPI) getJSON(ctx context.Context, path string, v any) error {

@@ -1,15 +1,19 @@
 // Command demo is the program behind `make demo`: it runs Hookwarden end to end on this machine
 // with nothing but Go. It starts a local control plane (envtest: kube-apiserver and etcd), the
-// fake Stripe (bin/fakestripe), the receiver (bin/receiver) and the manager (bin/manager, with
-// --receiver-base-url pointing at the receiver) as real processes, and serves a sink itself. It
-// applies the samples (provider.apiURL and delivery.sink.url rewritten to the fake and the sink)
-// and checks what the provider holds at each step: one endpoint per subscription, the signing
-// secret stored. Then it acts as Stripe, sending bursts of signed deliveries with duplicates
-// (some concurrent) straight to the receiver, and checks the answers (one 202 per event, 200 for
-// each copy), the sink (each event exactly once), a forgery (401) and the receiver's metrics.
-// Last: no new create after a manager restart, nothing left after deletion, no secret in a log.
+// fake Stripe (bin/fakestripe), the fake GitHub (bin/fakegithub), the receiver (bin/receiver)
+// and the manager (bin/manager, with --receiver-base-url pointing at the receiver) as real
+// processes, and serves a sink itself. It applies the Stripe and the GitHub samples
+// (provider.apiURL rewritten to the provider's fake, delivery.sink.url to the sink, an
+// endpoint.url on the receiver's route to the receiver) and checks what each provider holds:
+// one registration per subscription, the signing secret stored; on GitHub also the hook's
+// config as GitHub wants it and the ping GitHub sends after a create, answered by the receiver
+// and recorded in status. Then it acts as Stripe and as GitHub, sending bursts of signed
+// deliveries with duplicates (some concurrent) straight to the receiver, and checks the answers
+// (one 202 per event, 200 for each copy), the sink (each event exactly once), a forgery per
+// provider (401) and the receiver's metrics. Last: no new create after a manager restart,
+// nothing left after deletion, no secret in a log.
 //
-//	bin/demo -assets "$(hack/control-plane.sh --print-dir)" -bin bin -samples config/samples
+//	bin/demo -assets "$(hack/control-plane.sh --print-dir)" -bin bin -samples config/samples,config/samples/github
 //
 // It prints "DEMO OK" and exits 0 when every check held, or "DEMO FAILED: <what>" and exits 1.
 // Every process it started is stopped, and its temp folder removed, on success, failure and
@@ -25,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,10 +39,10 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	assets       string // folder with kube-apiserver, etcd and kubectl
-	binDir       string // folder with manager, receiver and fakestripe
-	samples      string // folder with the sample manifests
-	crds         string // folder with the CRD manifests
+	assets       string   // folder with kube-apiserver, etcd and kubectl
+	binDir       string   // folder with manager, receiver, fakestripe and fakegithub
+	samples      []string // folders with the sample manifests
+	crds         string   // folder with the CRD manifests
 	readyTimeout time.Duration
 	burstEvents  int    // distinct events per subscription in the burst
 	burstSeed    uint64 // 0: from the clock
@@ -71,8 +76,9 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.StringVar(&o.assets, "assets", "", "folder with kube-apiserver, etcd and kubectl (hack/control-plane.sh --print-dir)")
-	fs.StringVar(&o.binDir, "bin", "bin", "folder with the manager, receiver and fakestripe binaries")
-	fs.StringVar(&o.samples, "samples", filepath.Join("config", "samples"), "folder with the sample manifests")
+	fs.StringVar(&o.binDir, "bin", "bin", "folder with the manager, receiver, fakestripe and fakegithub binaries")
+	samples := fs.String("samples", filepath.Join("config", "samples")+","+filepath.Join("config", "samples", "github"),
+		"comma-separated folders with the sample manifests (their subfolders are not read)")
 	fs.StringVar(&o.crds, "crds", filepath.Join("config", "crd", "bases"), "folder with the CRD manifests")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 90*time.Second, "how long the samples may take to become Ready")
 	fs.IntVar(&o.burstEvents, "burst-events", 40, "distinct events sent to the receiver per subscription")
@@ -82,6 +88,14 @@ func parseFlags(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	for _, dir := range strings.Split(*samples, ",") {
+		if dir = strings.TrimSpace(dir); dir != "" {
+			o.samples = append(o.samples, dir)
+		}
+	}
+	if len(o.samples) == 0 {
+		return o, errors.New("-samples names no folder")
 	}
 	if o.burstEvents < 1 {
 		return o, errors.New("-burst-events must be at least 1")
@@ -95,7 +109,7 @@ func parseFlags(args []string) (options, error) {
 // run performs the demo and returns a one-line summary. Whatever happens, it stops what it
 // started before returning.
 func run(ctx context.Context, o options, out io.Writer) (summary string, err error) {
-	d := &demo{opts: o, out: out}
+	d := &demo{opts: o, out: out, providers: []provider{newStripeProvider(), newGitHubProvider()}}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			d.showLogs(20)
@@ -110,13 +124,13 @@ func run(ctx context.Context, o options, out io.Writer) (summary string, err err
 	}
 	steps := []func(context.Context) error{
 		d.startControlPlane,
-		d.startFakeStripe,
+		d.startFakes,
 		d.startSinkStep,
 		d.startReceiver,
 		d.startManagerStep,
 		d.applySamples,
 		d.waitAllReady,
-		d.showProvider,
+		d.showProviders,
 		d.burst,
 		d.restartManager,
 		d.deleteSamples,

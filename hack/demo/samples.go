@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,47 +22,61 @@ import (
 // subRef is what the demo needs to know about one sample subscription.
 type subRef struct {
 	name          string
+	provider      hookv1.ProviderType
+	target        string // GitHub: the hooks' owner, "repos/<owner>/<repo>" or "orgs/<org>"; "" otherwise
 	signingSecret string
 	credsName     string
 	credsKey      string
 	events        []string // spec.events
-	receiver      bool     // spec.endpoint.receiver: the manager registers the bundled receiver
+	receiver      bool     // the manager registers the bundled receiver (spec.endpoint.receiver, or a URL rewritten to it)
+	endpoint      string   // spec.endpoint.url as the sample has it, when the demo rewrote it to the receiver
 	sample        string   // spec.delivery.sink.url as the sample has it ("" without a sink)
 	sink          string   // the same, rewritten to the demo's sink
 }
 
-// loadSamples reads every YAML document in dir (kustomization files excepted), points each
-// WebhookSubscription at apiURL with the given resyncInterval and its delivery sink (if any) at
-// sinkBase, and returns the rewritten multi-document manifest with the subscriptions it holds.
-func loadSamples(dir, apiURL, sinkBase, resync string) ([]byte, []subRef, error) {
-	files, err := yamlFiles(dir)
-	if err != nil {
-		return nil, nil, err
-	}
+// rewriting is where loadSamples points the samples.
+type rewriting struct {
+	apiURLs      map[hookv1.ProviderType]string // spec.provider.apiURL by provider type: the fakes
+	sinkBase     string                         // the demo's sink
+	receiverBase string                         // the receiver (http://ADDR)
+	resync       string                         // spec.resyncInterval
+}
+
+// loadSamples reads every YAML document in dirs (kustomization files excepted), points each
+// WebhookSubscription at its provider's fake with the given resyncInterval, its delivery sink
+// (if any) at sinkBase and an explicit endpoint URL on the receiver's route at the receiver,
+// and returns the rewritten multi-document manifest with the subscriptions it holds.
+func loadSamples(dirs []string, rw rewriting) ([]byte, []subRef, error) {
 	var docs [][]byte
 	var subs []subRef
-	for _, f := range files {
-		objs, err := readDocs(f)
+	for _, dir := range dirs {
+		files, err := yamlFiles(dir)
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, obj := range objs {
-			if isWebhookSubscription(obj) {
-				ref, err := rewrite(obj, apiURL, sinkBase, resync)
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s: %w", f, err)
-				}
-				subs = append(subs, ref)
-			}
-			b, err := yaml.Marshal(obj)
+		for _, f := range files {
+			objs, err := readDocs(f)
 			if err != nil {
 				return nil, nil, err
 			}
-			docs = append(docs, b)
+			for _, obj := range objs {
+				if isWebhookSubscription(obj) {
+					ref, err := rewrite(obj, rw)
+					if err != nil {
+						return nil, nil, fmt.Errorf("%s: %w", f, err)
+					}
+					subs = append(subs, ref)
+				}
+				b, err := yaml.Marshal(obj)
+				if err != nil {
+					return nil, nil, err
+				}
+				docs = append(docs, b)
+			}
 		}
 	}
 	if len(subs) == 0 {
-		return nil, nil, fmt.Errorf("no WebhookSubscription found in %s", dir)
+		return nil, nil, fmt.Errorf("no WebhookSubscription found in %s", strings.Join(dirs, ", "))
 	}
 	return bytes.Join(docs, []byte("---\n")), subs, nil
 }
@@ -118,55 +133,66 @@ func isWebhookSubscription(obj map[string]any) bool {
 	return obj["kind"] == "WebhookSubscription" && strings.HasPrefix(av, hookv1.GroupVersion.Group+"/")
 }
 
-// rewrite sets spec.provider.apiURL and spec.resyncInterval, points spec.delivery.sink.url
-// (a cluster-internal URL in the samples) at sinkBase + "/<name>" + its path, and reads what the
-// demo checks.
-func rewrite(obj map[string]any, apiURL, sinkBase, resync string) (subRef, error) {
-	meta := child(obj, "metadata")
-	name, _ := meta["name"].(string)
+// rewrite sets spec.provider.apiURL (to the fake of the provider type) and spec.resyncInterval,
+// points spec.delivery.sink.url (a cluster-internal URL in the samples) at sinkBase +
+// "/<name>" + its path, points an explicit spec.endpoint.url whose path is the receiver's route
+// of this subscription (a public ingress in front of the receiver, in the samples) at the
+// receiver, and reads what the demo checks.
+func rewrite(obj map[string]any, rw rewriting) (subRef, error) {
+	var sub hookv1.WebhookSubscription
+	b, err := json.Marshal(obj)
+	if err == nil {
+		err = json.Unmarshal(b, &sub)
+	}
+	if err != nil {
+		return subRef{}, fmt.Errorf("reading a WebhookSubscription: %w", err)
+	}
+	name := sub.Name
 	if name == "" {
 		return subRef{}, errors.New("a WebhookSubscription has no metadata.name")
 	}
-	if ns, _ := meta["namespace"].(string); ns != "" && ns != namespace {
-		return subRef{}, fmt.Errorf("WebhookSubscription %s is in namespace %s; the demo runs in %s", name, ns, namespace)
+	if sub.Namespace != "" && sub.Namespace != namespace {
+		return subRef{}, fmt.Errorf("WebhookSubscription %s is in namespace %s; the demo runs in %s", name, sub.Namespace, namespace)
 	}
-	spec := child(obj, "spec")
-	provider := child(spec, "provider")
-	provider["apiURL"] = apiURL
-	spec["resyncInterval"] = resync
-
-	creds := child(provider, "credentialsRef")
-	ref := subRef{name: name}
-	ref.credsName, _ = creds["name"].(string)
-	ref.credsKey, _ = creds["key"].(string)
+	p := sub.Spec.Provider
+	apiURL, ok := rw.apiURLs[p.Type]
+	if !ok {
+		return subRef{}, fmt.Errorf("WebhookSubscription %s is for provider %q, which the demo has no fake of", name, p.Type)
+	}
+	ref := subRef{name: name, provider: p.Type, credsName: p.CredentialsRef.Name, credsKey: p.CredentialsRef.Key,
+		signingSecret: sub.Spec.SigningSecret.Name, events: sub.Spec.Events, receiver: sub.Spec.Endpoint.Receiver != nil}
 	if ref.credsKey == "" {
-		ref.credsKey = "apiKey" // the CRD's default
+		ref.credsKey = p.Type.DefaultCredentialsKey()
 	}
-	ref.signingSecret, _ = child(spec, "signingSecret")["name"].(string)
 	if ref.credsName == "" || ref.signingSecret == "" {
 		return subRef{}, fmt.Errorf("WebhookSubscription %s needs spec.provider.credentialsRef.name and spec.signingSecret.name", name)
 	}
-	if events, ok := spec["events"].([]any); ok {
-		for _, e := range events {
-			if s, ok := e.(string); ok {
-				ref.events = append(ref.events, s)
-			}
+	if g := p.GitHub; g != nil {
+		ref.target = "orgs/" + g.Organization
+		if g.Organization == "" {
+			ref.target = "repos/" + g.Owner + "/" + g.Repository
 		}
 	}
-	if endpoint, ok := spec["endpoint"].(map[string]any); ok {
-		_, ref.receiver = endpoint["receiver"]
+
+	spec := child(obj, "spec")
+	child(spec, "provider")["apiURL"] = apiURL
+	spec["resyncInterval"] = rw.resync
+	route := "/hooks/" + namespace + "/" + name
+	if u, err := url.Parse(sub.Spec.Endpoint.URL); err == nil && sub.Spec.Endpoint.URL != "" && u.Path == route {
+		endpoint := child(spec, "endpoint")
+		endpoint["url"] = rw.receiverBase + route
+		// The local receiver speaks plain HTTP; the sample's ingress would terminate TLS.
+		endpoint["allowInsecureHTTP"] = strings.HasPrefix(rw.receiverBase, "http://")
+		ref.receiver, ref.endpoint = true, sub.Spec.Endpoint.URL
 	}
-	if delivery, ok := spec["delivery"].(map[string]any); ok {
-		sink := child(delivery, "sink")
-		ref.sample, _ = sink["url"].(string)
-		if ref.sample != "" {
-			u, err := url.Parse(ref.sample)
-			if err != nil {
-				return subRef{}, fmt.Errorf("WebhookSubscription %s: spec.delivery.sink.url: %w", name, err)
-			}
-			ref.sink = strings.TrimRight(sinkBase, "/") + "/" + name + u.EscapedPath()
-			sink["url"] = ref.sink
+	if d := sub.Spec.Delivery; d != nil && d.Sink.URL != "" {
+		u, err := url.Parse(d.Sink.URL)
+		if err != nil {
+			return subRef{}, fmt.Errorf("WebhookSubscription %s: spec.delivery.sink.url: %w", name, err)
 		}
+		ref.sample = d.Sink.URL
+		ref.sink = strings.TrimRight(rw.sinkBase, "/") + "/" + name + u.EscapedPath()
+		child(child(spec, "delivery"), "sink")["url"] = ref.sink
 	}
 	return ref, nil
 }

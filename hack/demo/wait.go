@@ -31,8 +31,8 @@ func poll(ctx context.Context, timeout, interval time.Duration, check func(conte
 		if errors.As(err, &fe) {
 			return fe.error
 		}
-		if err != nil {
-			last = err
+		if err != nil && (last == nil || ctx.Err() == nil) {
+			last = err // an error caused by the timeout itself would hide the one that explains it
 		}
 		select {
 		case <-ctx.Done():

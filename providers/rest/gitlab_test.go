@@ -126,3 +126,30 @@ func TestGitLabProfileVerifiesDeliveries(t *testing.T) {
 		t.Error("a wrong token verified")
 	}
 }
+
+// TLS verification switched off by hand is drift the update repairs (the profile expects it
+// on, and a partial update sends it again).
+func TestGitLabProfileRepairsTLSVerification(t *testing.T) {
+	ctx := context.Background()
+	srv, c := gitlabClient(t, "42")
+	d := providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"push"}, Owner: owner, Secret: "tok-1"}
+	reg, err := c.Create(ctx, d, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, err := c.List(ctx)
+	if err != nil || len(regs) != 1 || len(regs[0].Misconfigured) != 0 {
+		t.Fatalf("List = %+v, %v; want one hook, nothing misconfigured", regs, err)
+	}
+	srv.Edit("42", srv.Hooks("42")[0].ID, func(h *gitlab.Hook) { h.SSL = false })
+	regs, err = c.List(ctx)
+	if err != nil || len(regs) != 1 || len(regs[0].Misconfigured) != 1 || regs[0].Misconfigured[0] != "enable_ssl_verification" {
+		t.Fatalf("List = %+v, %v; want enable_ssl_verification misconfigured", regs, err)
+	}
+	if _, err := c.Update(ctx, reg.ID, d); err != nil {
+		t.Fatal(err)
+	}
+	if h := srv.Hooks("42")[0]; !h.SSL || h.Token != "tok-1" {
+		t.Errorf("after update: %+v; want TLS verification on and the token kept", h)
+	}
+}

@@ -115,28 +115,49 @@ func (p *Pool) Run(ctx context.Context) error {
 	ticker := time.NewTicker(p.opts.PollInterval)
 	defer ticker.Stop()
 
-	// want is set when the queue may hold due jobs; the pool leases as soon as a worker is free.
+	// Leased jobs wait in ready until a worker is free. The pool leases ahead, up to Workers
+	// jobs beyond those in flight, and leases again only once ready has fallen to half of
+	// that: each Lease is a commit, and leasing one job per freed worker made the leases, not
+	// the sink, set the pace at which a backlog drains. Jobs start in the order they were
+	// leased, which is the queue's order.
+	var ready []store.Job
+	// want is set when the queue may hold due jobs.
 	want := true
 	for {
-		if want && inflight < p.opts.Workers && ctx.Err() == nil {
-			free := p.opts.Workers - inflight
-			jobs, err := p.st.Lease(ctx, free, p.opts.Now(), p.opts.Lease)
+		for len(ready) > 0 && inflight < p.opts.Workers && ctx.Err() == nil {
+			j := ready[0]
+			ready = ready[1:]
+			if p.opts.Now().Add(p.sender.Timeout()).After(j.LeaseUntil) {
+				// Waited so long that its lease could end mid-delivery: give it back.
+				p.release(workCtx, p.jobLog(j), j, 0, errors.New("lease too close to its end to start the delivery"))
+				continue
+			}
+			inflight++
+			go func() {
+				p.deliver(workCtx, j)
+				done <- struct{}{}
+			}()
+		}
+		if want && len(ready) <= p.opts.Workers/2 && ctx.Err() == nil {
+			n := 2*p.opts.Workers - inflight - len(ready)
+			jobs, err := p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
 			if err != nil && ctx.Err() == nil {
 				p.log.Error(err, "Leasing jobs failed")
 			}
-			for _, j := range jobs {
-				inflight++
-				go func() {
-					p.deliver(workCtx, j)
-					done <- struct{}{}
-				}()
-			}
+			ready = append(ready, jobs...)
 			// A full batch suggests more due jobs behind it.
-			want = err == nil && len(jobs) == free
+			want = err == nil && len(jobs) == n
+			if len(jobs) > 0 {
+				continue // start them
+			}
 		}
 
 		select {
 		case <-ctx.Done():
+			for _, j := range ready {
+				// Leased but never offered to the sink: back to the queue, not counted.
+				p.release(workCtx, p.jobLog(j), j, 0, errors.New("not started before shutdown"))
+			}
 			p.drain(inflight, done, cancelWork)
 			return nil
 		case <-done:
@@ -167,10 +188,15 @@ func (p *Pool) drain(inflight int, done <-chan struct{}, cancelWork context.Canc
 	}
 }
 
+// jobLog is the pool's logger with j's identifiers.
+func (p *Pool) jobLog(j store.Job) logr.Logger {
+	return p.log.WithValues("jobID", j.ID, logkeys.Subscription, j.Event.Subscription, logkeys.EventID, j.Event.EventID, logkeys.Attempt, j.Attempt)
+}
+
 // deliver makes one attempt at j and records its outcome.
 func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	ev := j.Event
-	log := p.log.WithValues("jobID", j.ID, logkeys.Subscription, ev.Subscription, logkeys.EventID, ev.EventID, logkeys.Attempt, j.Attempt)
+	log := p.jobLog(j)
 
 	sink, ok := p.resolve(ev.Subscription)
 	if !ok || sink.URL == "" {

@@ -145,6 +145,15 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// numberedEvents are n events of ns/a, evt_0 to evt_<n-1>, received at t0.
+func numberedEvents(n int) []Event {
+	events := make([]Event, n)
+	for i := range events {
+		events[i] = event("ns/a", fmt.Sprintf("evt_%d", i), t0)
+	}
+	return events
+}
+
 func event(subscription, id string, received time.Time) Event {
 	return Event{
 		Subscription:    subscription,

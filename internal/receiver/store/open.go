@@ -147,6 +147,18 @@ func openSQLite(ctx context.Context, path string, opts []Option) (*SQL, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open SQLite %s: %w", path, err)
 	}
+	// The reader opens after the migration, so it finds the file in WAL mode and the schema.
+	r := url.Values{}
+	r.Add("_pragma", "busy_timeout(10000)")
+	r.Add("_pragma", "query_only(1)")
+	if s.reader, err = sql.Open("sqlite", path+"?"+r.Encode()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open SQLite %s: %w", path, err)
+	}
+	s.reader.SetMaxOpenConns(1)
+	s.reader.SetMaxIdleConns(1)
+	s.reader.SetConnMaxLifetime(0)
+	s.reader.SetConnMaxIdleTime(0)
 	return s, nil
 }
 
@@ -178,7 +190,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error)
 }
 
 func newSQL(db *sql.DB, d dialect, o options) *SQL {
-	return &SQL{db: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
+	s := &SQL{db: db, reader: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
+	if d == dialectSQLite {
+		s.reports = &reportGroup{db: db}
+	}
+	return s
 }
 
 // migrate creates the schema if it is missing. Every statement is idempotent.

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 )
@@ -42,5 +44,46 @@ func TestSQLiteLeaseReadsTheBacklogInIndexOrder(t *testing.T) {
 	}
 	if strings.Contains(text, "SCAN hw_events") {
 		t.Errorf("plan scans the table:\n%s", text)
+	}
+}
+
+// TestPostgresLeaseReadsTheBacklogInIndexOrder is the same guard on PostgreSQL, from the plan
+// it really ran (EXPLAIN ANALYZE, rolled back) over a backlog of due jobs: each state's branch
+// walks the (state, run_at) index and stops at the limit, nothing scans the table, and the one
+// sort is pick's, over the branches' rows. The OR form seq-scanned and sorted the whole backlog.
+func TestPostgresLeaseReadsTheBacklogInIndexOrder(t *testing.T) {
+	s, err := OpenPostgres(testCtx(t), storetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const backlog = 20000
+	events := make([]Event, 0, 2000)
+	for i := 0; i < backlog; i += cap(events) {
+		events = events[:0]
+		for k := range cap(events) {
+			events = append(events, event("ns/a", fmt.Sprintf("evt_%06d", i+k), t0.Add(time.Duration(i+k)*time.Millisecond)))
+		}
+		mustClaim(t, s, events...)
+	}
+	if _, err := s.db.ExecContext(testCtx(t), `VACUUM (ANALYZE) hw_events`); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := s.Explain(testCtx(t), PlanLease, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if n := strings.Count(text, "Index Scan using hw_events_due"); n != 3 {
+		t.Errorf("plan walks hw_events_due %d times, want once per state:\n%s", n, text)
+	}
+	if strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap Heap Scan") {
+		t.Errorf("plan scans the table:\n%s", text)
+	}
+	if n := strings.Count(text, "Sort Key"); n != 1 {
+		t.Errorf("plan sorts %d times, want only pick's:\n%s", n, text)
+	}
+	if !strings.Contains(text, "rows=8 loops=1") {
+		t.Errorf("plan leased other than 8 rows:\n%s", text)
 	}
 }

@@ -19,7 +19,15 @@ var ErrNotDead = errors.New("job is not dead-lettered")
 // databases compare and round them the same way. Queries use PostgreSQL's $N placeholders, which
 // the SQLite driver binds by number too.
 type SQL struct {
-	db      *sql.DB
+	db *sql.DB
+	// reader runs the statements that only read and may take long (Depth counts the whole
+	// queue). On SQLite it is a connection of its own, so a count of a large backlog does not
+	// hold the one writing connection that every claim waits for (WAL readers do not block
+	// the writer); on PostgreSQL it is db.
+	reader *sql.DB
+	// reports group-commits job reports on SQLite (nil on PostgreSQL, whose connections commit
+	// concurrently).
+	reports *reportGroup
 	dialect dialect
 	now     func() time.Time
 	// maxParams bounds the parameters of one SQLite claim statement.
@@ -55,6 +63,9 @@ func (s *SQL) Close() error {
 	}
 	s.claimStmts = nil
 	s.claimMu.Unlock()
+	if s.reader != s.db {
+		_ = s.reader.Close()
+	}
 	return s.db.Close()
 }
 
@@ -245,38 +256,63 @@ func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now
 	return nil
 }
 
-// dueJobs selects the jobs Lease may take, oldest first. $1 is now, $3 the limit.
-const dueJobs = `SELECT id FROM hw_events
-	WHERE (state IN ('pending', 'retryable') AND run_at <= $1) OR (state = 'running' AND lease_until < $1)
-	ORDER BY run_at, id LIMIT $3`
+// dueBranches are the three ways a job is due, one state each: pending or retryable with
+// run_at <= $1, or running with a lease that ended before $1. Each reads its first $3 rows
+// straight from the (state, run_at) index, in order, and stops there; the callers join them
+// with UNION ALL and sort the at most 3×$3 rows they return. The OR of the three made both
+// databases read and sort the whole backlog on every Lease (a sink outage's backlog, on every
+// poll). order is each branch's ORDER BY, which the index must provide as it is; suffix
+// follows each LIMIT (PostgreSQL's row locks).
+func dueBranches(order, suffix string) []string {
+	var b []string
+	for _, cond := range []string{`state = 'pending' AND run_at <= $1`, `state = 'retryable' AND run_at <= $1`, `state = 'running' AND lease_until < $1`} {
+		b = append(b, `SELECT id, run_at FROM hw_events WHERE `+cond+` ORDER BY `+order+` LIMIT $3`+suffix)
+	}
+	return b
+}
 
-// dueJobsSQLite is dueJobs for SQLite. With one condition per state each branch reads its first
-// rows straight from the (state, run_at) index, in order, and stops at the limit: the OR form
-// made SQLite sort the whole backlog on every Lease (a sink outage's backlog, on every poll).
-const dueJobsSQLite = `SELECT id FROM (
-	SELECT * FROM (SELECT id, run_at FROM hw_events WHERE state = 'pending' AND run_at <= $1 ORDER BY run_at, id LIMIT $3)
-	UNION ALL
-	SELECT * FROM (SELECT id, run_at FROM hw_events WHERE state = 'retryable' AND run_at <= $1 ORDER BY run_at, id LIMIT $3)
-	UNION ALL
-	SELECT * FROM (SELECT id, run_at FROM hw_events WHERE state = 'running' AND lease_until < $1 ORDER BY run_at, id LIMIT $3)
+// dueJobsSQLite selects the jobs Lease may take, oldest first. A compound member may have its
+// own ORDER BY and LIMIT only as a subquery. SQLite's indexes end with the rowid, so the
+// (state, run_at) index is in (run_at, id) order within a state.
+var dueJobsSQLite = func() string {
+	b := dueBranches("run_at, id", "")
+	for i := range b {
+		b[i] = `SELECT * FROM (` + b[i] + `)`
+	}
+	return `SELECT id FROM (
+	` + strings.Join(b, "\n\tUNION ALL\n\t") + `
 	) ORDER BY run_at, id LIMIT $3`
+}()
+
+// leasePostgresSQL is Lease's statement on PostgreSQL. FOR UPDATE is not allowed in a UNION, so each
+// branch is a CTE of its own; MATERIALIZED makes each locking subselect run once, so its LIMIT
+// holds. The branches lock the rows they return, up to 3×$3, of which $3 are leased; the others
+// are free again when the statement commits (a concurrent Lease skips them meanwhile). The
+// branches order by run_at alone, which the (state, run_at) index gives without a sort (with
+// id too the planner may sort the whole state's range); among jobs due at the same
+// microsecond the branch's pick is arbitrary, and pick orders what they return by id too.
+var leasePostgresSQL = func() string {
+	b := dueBranches("run_at", " FOR UPDATE SKIP LOCKED")
+	return `WITH due_pending AS MATERIALIZED (` + b[0] + `),
+	due_retryable AS MATERIALIZED (` + b[1] + `),
+	due_running AS MATERIALIZED (` + b[2] + `),
+	pick AS MATERIALIZED (SELECT id FROM (
+		SELECT * FROM due_pending UNION ALL SELECT * FROM due_retryable UNION ALL SELECT * FROM due_running
+	) due ORDER BY run_at, id LIMIT $3)
+	UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+	WHERE id IN (SELECT id FROM pick)
+	RETURNING ` + jobColumns
+}()
 
 // jobColumns are the columns scanJobs reads, in its order.
 const jobColumns = `id, state, attempts, max_attempts, run_at, lease_until, last_error,
 	subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
 
-// leaseSQLite and leasePostgres mark the due jobs running: $1 is now, $2 the lease deadline, $3
-// the limit. On PostgreSQL concurrent leases skip each other's locked rows; the MATERIALIZED CTE
-// makes the locking subselect run once, so LIMIT holds.
-const (
-	leaseSQLite = `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+// leaseSQLite and leasePostgresSQL mark the due jobs running: $1 is now, $2 the lease
+// deadline, $3 the limit. On PostgreSQL concurrent leases skip each other's locked rows.
+var leaseSQLite = `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
 	WHERE id IN (` + dueJobsSQLite + `)
 	RETURNING ` + jobColumns
-	leasePostgres = `WITH due AS MATERIALIZED (` + dueJobs + ` FOR UPDATE SKIP LOCKED)
-	UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
-	WHERE id IN (SELECT id FROM due)
-	RETURNING ` + jobColumns
-)
 
 // Lease implements Store.
 func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]Job, error) {
@@ -285,7 +321,7 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 	}
 	q := leaseSQLite
 	if s.dialect == dialectPostgres {
-		q = leasePostgres
+		q = leasePostgresSQL
 	}
 	rows, err := s.db.QueryContext(ctx, q, now.UnixMicro(), now.Add(lease).UnixMicro(), n)
 	if err != nil {
@@ -360,11 +396,16 @@ const fenced = ` WHERE id = $1 AND state = 'running' AND attempts = $2 AND lease
 
 func (s *SQL) report(ctx context.Context, op string, j Job, q string, args ...any) error {
 	args = append([]any{j.ID, int64(j.Attempt), j.LeaseUntil.UnixMicro()}, args...)
-	res, err := s.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("store: %s job %d: %w", op, j.ID, err)
+	var n int64
+	var err error
+	if s.reports != nil {
+		n, err = s.reports.exec(ctx, q, args...)
+	} else {
+		var res sql.Result
+		if res, err = s.db.ExecContext(ctx, q, args...); err == nil {
+			n, err = res.RowsAffected()
+		}
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return fmt.Errorf("store: %s job %d: %w", op, j.ID, err)
 	}
@@ -417,14 +458,7 @@ const sweepBatch = 1000
 // the candidates: a completed job ran at or after it was received (run_at >= received_at), so
 // run_at < cutoff narrows the scan without changing the answer.
 func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
-	// FOR UPDATE makes PostgreSQL re-check the row's state after a concurrent Replay.
-	lock := ""
-	if s.dialect == dialectPostgres {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
-	q := `DELETE FROM hw_events WHERE id IN (SELECT id FROM hw_events
-	WHERE received_at < $1 AND ((state = 'completed' AND run_at < $1) OR (state = 'dead' AND updated_at < $1))
-	LIMIT $2` + lock + `)`
+	q := sweepSQL(s.dialect)
 	total := 0
 	for {
 		res, err := s.db.ExecContext(ctx, q, cutoff.UnixMicro(), sweepBatch)
@@ -442,10 +476,24 @@ func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	}
 }
 
+// sweepSQL deletes up to $2 sweepable events received before $1.
+func sweepSQL(d dialect) string {
+	// FOR UPDATE makes PostgreSQL re-check the row's state after a concurrent Replay.
+	lock := ""
+	if d == dialectPostgres {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	return `DELETE FROM hw_events WHERE id IN (SELECT id FROM hw_events
+	WHERE received_at < $1 AND ((state = 'completed' AND run_at < $1) OR (state = 'dead' AND updated_at < $1))
+	LIMIT $2` + lock + `)`
+}
+
+const depthSQL = `SELECT count(*) FROM hw_events WHERE state IN ('pending', 'running', 'retryable')`
+
 // Depth implements Store.
 func (s *SQL) Depth(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM hw_events WHERE state IN ('pending', 'running', 'retryable')`).Scan(&n)
+	err := s.reader.QueryRowContext(ctx, depthSQL).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("store: depth: %w", err)
 	}

@@ -180,11 +180,7 @@ func TestLeaseTakesOldestDueJobs(t *testing.T) {
 func TestConcurrentLeasesNeverShareAJob(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		const jobs = 120
-		var events []Event
-		for i := range jobs {
-			events = append(events, event("ns/a", fmt.Sprintf("evt_%d", i), t0))
-		}
-		mustClaim(t, e.s, events...)
+		mustClaim(t, e.s, numberedEvents(jobs)...)
 		stores := []Store{e.s, e.open(t), e.s, e.open(t)} // two processes, two workers each
 		var mu sync.Mutex
 		seen := map[string]int{}

@@ -50,6 +50,7 @@ const rateWindow = time.Hour
 type Server struct {
 	clock    fakeapi.Clock
 	faults   fakeapi.Faults[Fault]
+	chaos    *fakeapi.Chaos
 	meter    *fakeapi.Meter
 	requests *fakeapi.Log[Request]
 	sent     *fakeapi.Log[Delivery]
@@ -502,6 +503,9 @@ type Request struct {
 	Status int `json:"status"`
 	// RateLimited: the answer was a primary or (injected) secondary rate-limit refusal.
 	RateLimited bool `json:"rate_limited,omitempty"`
+	// Chaos is the failure WithChaos injected ("503 after apply"), "" for none. A timeout
+	// after apply is logged as 499: it is held until the client gives up.
+	Chaos string `json:"chaos,omitempty"`
 }
 
 func (r Request) clone() Request {

@@ -144,7 +144,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec.Page = n
 		}
 	}
-	taken := fakeapi.Metered(s.meter, s.faults.Take(r.Method, rt.path), cred, rt.meterRoute(r.Method), func(wait time.Duration) *Fault {
+	taken := s.faults.Take(r.Method, rt.path)
+	var chaos fakeapi.Decision
+	if taken.Fail == nil && taken.Latency == 0 {
+		chaos = s.chaos.Decide()
+		if chaos.Kind != "" {
+			rec.Chaos = chaos.String()
+		}
+	}
+	// Metered after chaos chose: a chaos fault answers as it would have, and is still counted.
+	taken = fakeapi.Metered(s.meter, taken, cred, rt.meterRoute(r.Method), func(wait time.Duration) *Fault {
 		f := SecondaryLimit(s.limitStatus, max(wait, time.Second))
 		return &f
 	})
@@ -159,6 +168,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if taken.Fail != nil { // AfterApply: the client gets the fault instead
 			final = result{status: taken.Fail.Status, rateLimited: taken.Fail.Secondary}
 		}
+		if chaos.Kind == fakeapi.ChaosTimeout { // held after this until the client gives up
+			final = result{status: fakeapi.StatusClientGone}
+		} else if chaos.Kind != "" {
+			f := chaosFault(chaos)
+			final = result{status: f.Status, rateLimited: f.Secondary}
+		}
 		rec.Status, rec.NotModified, rec.RateLimited = final.status, final.status == http.StatusNotModified, final.rateLimited
 		s.requests.Add(rec)
 		logged = true
@@ -166,7 +181,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.launch(res.pings)
 		return res
 	}
-	res, ok := fakeapi.Serve(r.Context(), taken, apply, func(f *Fault) result { return s.faultResult(f, cred) })
+	var res result
+	var ok bool
+	if chaos.Kind != "" {
+		res, ok = fakeapi.ServeChaos(r.Context(), chaos, apply, func(d fakeapi.Decision) result { return s.faultResult(chaosFault(d), cred) })
+	} else {
+		res, ok = fakeapi.Serve(r.Context(), taken, apply, func(f *Fault) result { return s.faultResult(f, cred) })
+	}
 	if ok {
 		writeResult(w, r, res)
 	}

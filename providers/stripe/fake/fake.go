@@ -35,6 +35,7 @@ const (
 type Server struct {
 	clock    fakeapi.Clock
 	faults   fakeapi.Faults[Fault]
+	chaos    *fakeapi.Chaos
 	meter    *fakeapi.Meter
 	requests *fakeapi.Log[Request]
 
@@ -295,6 +296,8 @@ type Request struct {
 	// (for example during injected latency).
 	Status   int  `json:"status"`
 	Replayed bool `json:"replayed,omitempty"` // served from the idempotency cache
+	// Chaos is the failure WithChaos injected ("503 after apply"), "" for none.
+	Chaos string `json:"chaos,omitempty"`
 }
 
 func (r Request) clone() Request {

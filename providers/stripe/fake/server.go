@@ -75,9 +75,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Query:          r.URL.Query(),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 	}
-	taken := fakeapi.Metered(s.meter, s.faults.Take(r.Method, r.URL.Path), key, meterRoute(r.Method, r.URL.Path), rateLimited)
+	taken := s.faults.Take(r.Method, r.URL.Path)
+	// Chaos picks among requests no fault was injected for; the meter applies to all.
+	chaosMayPick := taken.Fail == nil && taken.Latency == 0
+	taken = fakeapi.Metered(s.meter, taken, key, meterRoute(r.Method, r.URL.Path), rateLimited)
 
-	res, ok := s.serve(r, key, &rec, taken)
+	res, ok := s.serve(r, key, &rec, taken, chaosMayPick)
 	if ok {
 		writeResult(w, r, res)
 	} else {
@@ -90,7 +93,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve computes the response; ok is false if the client gave up during injected latency.
-func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.Taken[Fault]) (res result, ok bool) {
+func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.Taken[Fault], chaosMayPick bool) (res result, ok bool) {
 	params := rec.Query
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		// Parsed by hand: net/http's ParseForm ignores DELETE bodies, and stripe-go sends
@@ -107,7 +110,14 @@ func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.
 			params[k] = append(params[k], vs...)
 		}
 	}
-	return fakeapi.Serve(r.Context(), taken, func() result { return s.handle(r, key, rec, params) }, faultResult)
+	apply := func() result { return s.handle(r, key, rec, params) }
+	if chaosMayPick {
+		if d := s.chaos.Decide(); d.Kind != "" {
+			rec.Chaos = d.String()
+			return fakeapi.ServeChaos(r.Context(), d, apply, chaosResult)
+		}
+	}
+	return fakeapi.Serve(r.Context(), taken, apply, faultResult)
 }
 
 func (s *Server) handle(r *http.Request, key string, rec *Request, params url.Values) result {

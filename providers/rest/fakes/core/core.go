@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strconv"
@@ -21,7 +22,7 @@ import (
 )
 
 // Fault makes matching requests fail, as a rate limiter or load balancer in front of the API
-// would: the request is logged and not processed.
+// would: the request is logged and not processed (unless AfterApply).
 type Fault struct {
 	Method     string // "" matches any method
 	PathPrefix string // "" matches any path
@@ -33,6 +34,9 @@ type Fault struct {
 	ContentType string
 	// Times is how many requests the fault applies to; 0 means until removed.
 	Times int
+	// AfterApply processes the request first and then answers with the fault instead of the
+	// API's answer: a create whose response was lost on the way back.
+	AfterApply bool
 }
 
 // Request is one logged request.
@@ -130,6 +134,9 @@ func (c *Core) Wrap(h http.Handler) http.Handler {
 		rec := Request{Time: time.Now(), Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		if f := c.take(r.Method, r.URL.EscapedPath()); f != nil {
+			if f.AfterApply {
+				h.ServeHTTP(httptest.NewRecorder(), r) // the API's answer is lost
+			}
 			for k, v := range f.Header {
 				w.Header().Set(k, v)
 			}

@@ -93,6 +93,30 @@ func (s *Server) Seed(project string, h Hook) int {
 	return h.ID
 }
 
+// Remove deletes a hook as a user in GitLab's UI would; it reports whether it existed.
+func (s *Server) Remove(project string, id int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.projects[project][id]; !ok {
+		return false
+	}
+	delete(s.projects[project], id)
+	return true
+}
+
+// Edit changes a hook as a user in GitLab's UI would; it reports whether the hook exists.
+func (s *Server) Edit(project string, id int, fn func(h *Hook)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.projects[project][id]
+	if h == nil {
+		return false
+	}
+	fn(h)
+	h.ID, h.Project = id, project
+	return true
+}
+
 // Hooks returns copies of a project's hooks, by id.
 func (s *Server) Hooks(project string) []Hook {
 	s.mu.Lock()

@@ -82,6 +82,32 @@ func (s *Server) Seed(key string, sub Subscription) string {
 	return s.add(key, &sub)
 }
 
+// Remove deletes a subscription as a user in PagerDuty's UI would; it reports whether it
+// existed.
+func (s *Server) Remove(key, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.accounts[key][id] == nil {
+		return false
+	}
+	delete(s.accounts[key], id)
+	return true
+}
+
+// Edit changes a subscription out of band, any field (the delivery URL too, which the API
+// cannot change); it reports whether the subscription exists.
+func (s *Server) Edit(key, id string, fn func(sub *Subscription)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub := s.accounts[key][id]
+	if sub == nil {
+		return false
+	}
+	fn(sub)
+	sub.ID = id
+	return true
+}
+
 // Subscriptions returns an account's subscriptions in creation order.
 func (s *Server) Subscriptions(key string) []Subscription {
 	s.mu.Lock()

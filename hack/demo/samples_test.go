@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// TestLoadSamples reads the shipped Stripe and GitHub samples as `make demo` does and checks
+// what the demo learns from them and what it applies.
+func TestLoadSamples(t *testing.T) {
+	dirs := []string{filepath.Join("..", "..", "config", "samples"), filepath.Join("..", "..", "config", "samples", "github")}
+	rw := rewriting{
+		apiURLs:      map[hookv1.ProviderType]string{hookv1.ProviderStripe: "http://stripe.test", hookv1.ProviderGitHub: "http://github.test"},
+		sinkBase:     "http://sink.test",
+		receiverBase: "http://receiver.test",
+		resync:       "10s",
+	}
+	manifest, subs, err := loadSamples(dirs, rw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []subRef{
+		{name: "orders", provider: hookv1.ProviderStripe, signingSecret: "orders-signing", credsName: "stripe-api", credsKey: "apiKey",
+			events: []string{"checkout.session.completed", "invoice.paid"}, receiver: true,
+			sample: "http://orders-worker.default.svc/events", sink: "http://sink.test/orders/events"},
+		{name: "refunds", provider: hookv1.ProviderStripe, signingSecret: "refunds-signing", credsName: "stripe-api", credsKey: "apiKey",
+			events: []string{"charge.refunded", "charge.dispute.created"}, receiver: true, endpoint: "https://hooks.example.com/hooks/default/refunds",
+			sample: "http://refunds-worker.default.svc/events", sink: "http://sink.test/refunds/events"},
+		{name: "shop-pushes", provider: hookv1.ProviderGitHub, target: "repos/acme/shop", signingSecret: "shop-pushes-signing", credsName: "github-api", credsKey: "token",
+			events: []string{"push", "pull_request"}, receiver: true,
+			sample: "http://ci-worker.default.svc/events", sink: "http://sink.test/shop-pushes/events"},
+		{name: "acme-org", provider: hookv1.ProviderGitHub, target: "orgs/acme", signingSecret: "acme-org-signing", credsName: "github-api", credsKey: "token",
+			events: []string{"*"}, receiver: true, endpoint: "https://hooks.example.com/hooks/default/acme-org",
+			sample: "http://audit-worker.default.svc/events", sink: "http://sink.test/acme-org/events"},
+	}
+	if diff := cmp.Diff(want, subs, cmp.AllowUnexported(subRef{})); diff != "" {
+		t.Errorf("subscriptions (-want +got):\n%s", diff)
+	}
+
+	applied := map[string]hookv1.WebhookSubscription{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sub hookv1.WebhookSubscription
+		if err := yaml.Unmarshal(doc, &sub); err != nil {
+			t.Fatal(err)
+		}
+		applied[sub.Name] = sub
+	}
+	type seen struct {
+		APIURL, Endpoint, Sink, Resync string
+		Insecure, Receiver             bool
+	}
+	got := map[string]seen{}
+	for name, s := range applied {
+		v := seen{APIURL: s.Spec.Provider.APIURL, Endpoint: s.Spec.Endpoint.URL, Insecure: s.Spec.Endpoint.AllowInsecureHTTP,
+			Receiver: s.Spec.Endpoint.Receiver != nil, Resync: s.Spec.ResyncInterval.Duration.String()}
+		if s.Spec.Delivery != nil {
+			v.Sink = s.Spec.Delivery.Sink.URL
+		}
+		got[name] = v
+	}
+	wantApplied := map[string]seen{
+		"orders":      {APIURL: "http://stripe.test", Receiver: true, Sink: "http://sink.test/orders/events", Resync: "10s"},
+		"refunds":     {APIURL: "http://stripe.test", Endpoint: "http://receiver.test/hooks/default/refunds", Insecure: true, Sink: "http://sink.test/refunds/events", Resync: "10s"},
+		"shop-pushes": {APIURL: "http://github.test", Receiver: true, Sink: "http://sink.test/shop-pushes/events", Resync: "10s"},
+		"acme-org":    {APIURL: "http://github.test", Endpoint: "http://receiver.test/hooks/default/acme-org", Insecure: true, Sink: "http://sink.test/acme-org/events", Resync: "10s"},
+	}
+	if diff := cmp.Diff(wantApplied, got); diff != "" {
+		t.Errorf("applied manifest (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadSamplesRefusesProviderWithoutFake: a sample for a provider the demo cannot fake is an
+// error, not a subscription that never becomes Ready.
+func TestLoadSamplesRefusesProviderWithoutFake(t *testing.T) {
+	dirs := []string{filepath.Join("..", "..", "config", "samples", "github")}
+	rw := rewriting{apiURLs: map[hookv1.ProviderType]string{hookv1.ProviderStripe: "http://stripe.test"}, sinkBase: "http://sink.test", receiverBase: "http://receiver.test", resync: "10s"}
+	if _, _, err := loadSamples(dirs, rw); err == nil {
+		t.Fatal("loadSamples accepted GitHub samples without a fake GitHub")
+	}
+}

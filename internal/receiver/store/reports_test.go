@@ -1,0 +1,52 @@
+package store
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestConcurrentReportsEachGetTheirOwnAnswer drives many workers' reports at once, as a pool
+// draining a backlog does (on SQLite they share group commits): each report is recorded or
+// refused on its own fence, whatever the others in its transaction do.
+func TestConcurrentReportsEachGetTheirOwnAnswer(t *testing.T) {
+	forEachSQLStore(t, func(t *testing.T, e *env) {
+		const jobs = 60
+		mustClaim(t, e.s, numberedEvents(jobs)...)
+		leased, err := e.s.Lease(testCtx(t), jobs, t0, time.Hour)
+		if err != nil || len(leased) != jobs {
+			t.Fatalf("Lease: %d jobs, %v", len(leased), err)
+		}
+		errs := make([]error, jobs)
+		var wg sync.WaitGroup
+		for i, j := range leased {
+			wg.Go(func() {
+				switch i % 4 {
+				case 0:
+					errs[i] = e.s.Complete(testCtx(t), j, t0)
+				case 1:
+					errs[i] = e.s.Retry(testCtx(t), j, t0.Add(time.Minute), "503")
+				case 2:
+					errs[i] = e.s.Dead(testCtx(t), j, "410")
+				case 3:
+					j.Attempt++ // a lease this worker does not hold
+					errs[i] = e.s.Complete(testCtx(t), j, t0)
+				}
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if lost := errors.Is(err, ErrLeaseLost); (i%4 == 3) != lost || (!lost && err != nil) {
+				t.Errorf("report %d (kind %d): %v", i, i%4, err)
+			}
+		}
+		// Retried (15) and still running with a lease nobody reported on (15) stay queued.
+		if n, err := e.s.Depth(testCtx(t)); err != nil || n != jobs/2 {
+			t.Errorf("Depth = %d, %v; want %d", n, err, jobs/2)
+		}
+		if dead, err := e.s.DeadLetters(testCtx(t), jobs); err != nil || len(dead) != jobs/4 {
+			t.Errorf("DeadLetters: %d, %v; want %d", len(dead), err, jobs/4)
+		}
+	})
+}

@@ -1,0 +1,33 @@
+package fake
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
+)
+
+// WithChaos fails a random share of API requests as c decides (cmd/fakestripe --fault-rate):
+// 429 rate_limit, 500/502/503 api_error, or a timeout, before or after applying the request.
+// Faults injected with Inject take precedence.
+func WithChaos(c *fakeapi.Chaos) Option { return func(s *Server) { s.chaos = c } }
+
+// Chaos returns what chaos injected so far (zero counts without WithChaos).
+func (s *Server) Chaos() fakeapi.ChaosCounts { return s.chaos.Counts() }
+
+// chaosResult is Stripe's answer for an injected failure. A rate limit is Stripe's 429 with
+// code rate_limit and no Retry-After (Stripe sends none, and stripe-go would not read it); a
+// timeout that outlives its hold gets the 504 a gateway in front would send.
+func chaosResult(d fakeapi.Decision) result {
+	switch d.Kind {
+	case fakeapi.ChaosRateLimited:
+		return faultResult(&Fault{Status: http.StatusTooManyRequests, Code: "rate_limit"})
+	case fakeapi.ChaosTimeout:
+		return faultResult(&Fault{Status: http.StatusGatewayTimeout})
+	}
+	status, err := strconv.Atoi(string(d.Kind))
+	if err != nil {
+		status = http.StatusInternalServerError
+	}
+	return faultResult(&Fault{Status: status})
+}
