@@ -15,11 +15,23 @@ DEST="$CACHE/control-plane/k8s-v${K8S_VERSION}-etcd-v${ETCD_VERSION}"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
-if [[ -x "$DEST/kube-apiserver" && -x "$DEST/kubectl" && -x "$DEST/etcd" ]]; then
+ready() {
+  [[ -x "$DEST/kube-apiserver" && -x "$DEST/kubectl" && -x "$DEST/etcd" ]] || return 1
   [[ "${1:-}" == "--print-dir" ]] || log "binaries ready in $DEST"
   echo "$DEST"
-  exit 0
+}
+ready "${1:-}" && exit 0
+
+# One build at a time: a second caller (another make test, make demo, a tool asking for
+# --print-dir) waits for the first and then uses what it built, instead of racing it on the
+# same temporary files.
+mkdir -p "$CACHE/control-plane"
+exec 9>"$CACHE/control-plane/.build.lock"
+if ! flock -n 9; then
+  log "another build of the control plane is running; waiting for it to finish"
+  flock 9
 fi
+ready "${1:-}" && exit 0
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$DEST"
