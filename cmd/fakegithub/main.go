@@ -22,29 +22,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/github/fake"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fakegithub:", err)
-		os.Exit(1)
-	}
-}
+func main() { fakeapi.Main("fakegithub", run) }
 
 // run serves until ctx is cancelled, then shuts down gracefully. It returns errors instead of
 // exiting so that only main decides the exit status (and so tests can call it).
@@ -59,14 +47,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	meter := fakeapi.MeterFlags(fs) // -rate: the secondary limit per token, on top of -rate-limit per hour
 	deliveries := fs.Bool("deliveries", true, "ping config.url after a create and on POST .../pings, as GitHub does")
 	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is GitHub's secondary limit: 429, retry-after 1
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := fakeapi.ParseFlags(fs, args); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if *limitStatus != http.StatusForbidden && *limitStatus != http.StatusTooManyRequests {
 		return fmt.Errorf("-rate-limit-status must be 403 or 429, not %d", *limitStatus)
@@ -100,7 +82,7 @@ type deliverRequest struct {
 
 func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	mux := http.NewServeMux()
-	fakeapi.HandleMeter(mux, m)
+	fakeapi.HandleDebug(mux, m, srv.Requests, srv.Chaos)
 	mux.HandleFunc("POST /_fake/grant", func(w http.ResponseWriter, r *http.Request) {
 		var g grantRequest
 		if err := decode(r, &g); err != nil || g.Token == "" || len(g.Targets) == 0 {
@@ -141,9 +123,6 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Seed(target, h))
 	})
-	mux.HandleFunc("GET /_fake/chaos", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, srv.Chaos())
-	})
 	mux.HandleFunc("POST /_fake/deliver", func(w http.ResponseWriter, r *http.Request) {
 		var d deliverRequest
 		if err := decode(r, &d); err != nil || d.Event == "" {
@@ -159,9 +138,6 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	})
 	mux.HandleFunc("GET /_fake/deliveries", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
-	})
-	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Requests()))
 	})
 	mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Stats())

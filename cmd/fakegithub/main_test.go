@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi/fakeapitest"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/github/fake"
 )
@@ -34,21 +34,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-page-size", "1"}, pw)
-		pw.Close() // unblocks the reader below if run fails before logging
-		done <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the log line: %v (run: %v)", err, <-done)
-	}
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "fakegithub listening on ")
-	if !ok {
-		t.Fatalf("log line %q", line)
-	}
+	base, done := fakeapitest.Start(ctx, t, "fakegithub", run, "-page-size", "1")
 
 	const tok = "ghp_cmdtest"
 	if st := post(t, base+"/_fake/grant", `{"token":"`+tok+`","targets":["repos/octo/hello"]}`, ""); st != http.StatusNoContent {

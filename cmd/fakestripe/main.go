@@ -15,28 +15,15 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fakestripe:", err)
-		os.Exit(1)
-	}
-}
+func main() { fakeapi.Main("fakestripe", run) }
 
 // run serves until ctx is cancelled, then shuts down gracefully. It returns errors instead of
 // exiting so that only main decides the exit status (and so tests can call it).
@@ -48,14 +35,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
 	meter := fakeapi.MeterFlags(fs)      // Stripe test mode: -rate 25 -latency 20ms
 	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is Stripe's 429 rate_limit
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := fakeapi.ParseFlags(fs, args); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 
 	m := meter()
@@ -69,13 +50,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	mux := http.NewServeMux()
-	fakeapi.HandleMeter(mux, m)
-	mux.HandleFunc("GET /_fake/requests", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, srv.Requests())
-	})
-	mux.HandleFunc("GET /_fake/chaos", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, srv.Chaos())
-	})
+	fakeapi.HandleDebug(mux, m, srv.Requests, srv.Chaos)
 	mux.HandleFunc("GET /_fake/endpoints", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
 		if key == "" {

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi/fakeapitest"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -19,7 +18,7 @@ import (
 func TestRunServesAndShutsDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base, done := startRun(ctx, t, "-page-size", "1")
+	base, done := fakeapitest.Start(ctx, t, "fakestripe", run, "-page-size", "1")
 
 	form := url.Values{"url": {"https://example.com/h"}, "enabled_events[0]": {"*"}}
 	req, _ := http.NewRequest("POST", base+"/v1/webhook_endpoints", strings.NewReader(form.Encode()))
@@ -73,7 +72,7 @@ func getJSON(t *testing.T, u string, v any) {
 func TestRunFaultRate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base, done := startRun(ctx, t, "-fault-rate", "1", "-fault-seed", "3", "-fault-hold", "1ms")
+	base, done := fakeapitest.Start(ctx, t, "fakestripe", run, "-fault-rate", "1", "-fault-seed", "3", "-fault-hold", "1ms")
 
 	seed, _ := http.NewRequest("POST", base+"/_fake/endpoints?key=sk_test_f", strings.NewReader(`{"url":"https://example.com/seeded","enabled_events":["*"]}`))
 	resp, err := http.DefaultClient.Do(seed)
@@ -119,26 +118,4 @@ func TestRunFaultRate(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}
-}
-
-// startRun runs the binary's run with args on a free port until ctx ends, and returns its base
-// URL (from the log line) and the channel run's result arrives on.
-func startRun(ctx context.Context, t *testing.T, args ...string) (string, <-chan error) {
-	t.Helper()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw)
-		pw.Close() // unblocks the reader below if run fails before logging
-		done <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the log line: %v (run: %v)", err, <-done)
-	}
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "fakestripe listening on ")
-	if !ok {
-		t.Fatalf("log line %q", line)
-	}
-	return base, done
 }

@@ -3,7 +3,6 @@ package fakeapi
 import (
 	"cmp"
 	"flag"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -140,11 +139,4 @@ func MeterFlags(fs *flag.FlagSet) (build func() *Meter) {
 	fs.IntVar(&o.Burst, "burst", 0, "requests a credential may make at once (0 = one second's worth of -rate)")
 	fs.DurationVar(&o.Latency, "latency", 0, "added to every request, like the provider's round trip (e.g. 20ms)")
 	return func() *Meter { return NewMeter(o) }
-}
-
-// HandleMeter serves m's counters as JSON on GET /_fake/meter.
-func HandleMeter(mux *http.ServeMux, m *Meter) {
-	mux.HandleFunc("GET /_fake/meter", func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, http.StatusOK, m.Counts())
-	})
 }
