@@ -294,7 +294,7 @@ func (d *demo) burstTargets(ctx context.Context) ([]*target, error) {
 func (d *demo) waitRoutes(ctx context.Context, s *sender, targets []*target) error {
 	started := time.Now()
 	err := poll(ctx, routeProbeWindow, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.rcv.exited(); err != nil {
+		if err := d.rcv.Exited(); err != nil {
 			return false, fatal(err)
 		}
 		for _, t := range targets {
@@ -396,7 +396,7 @@ func (d *demo) checkSink(ctx context.Context, targets []*target, events []*burst
 	d.info("sink: waiting for all %d events (timeout %s) ...", len(want), sinkTimeout)
 	var v sinkView
 	err := poll(ctx, sinkTimeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.rcv.exited(); err != nil {
+		if err := d.rcv.Exited(); err != nil {
 			return false, fatal(err)
 		}
 		v = d.sink.view()

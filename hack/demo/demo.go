@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/childproc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,8 +23,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
 const (
@@ -172,12 +172,12 @@ func (d *demo) startManagerStep(ctx context.Context) error {
 }
 
 func (d *demo) startManager(ctx context.Context) error {
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return err
 	}
 	d.mgrStarts++
-	if err := appendLine(d.managerLog, fmt.Sprintf("----- demo: manager start #%d at %s -----", d.mgrStarts, time.Now().Format(time.RFC3339))); err != nil {
+	if err := childproc.AppendLine(d.managerLog, fmt.Sprintf("----- demo: manager start #%d at %s -----", d.mgrStarts, time.Now().Format(time.RFC3339))); err != nil {
 		return err
 	}
 	env := append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
@@ -191,7 +191,7 @@ func (d *demo) startManager(ctx context.Context) error {
 	if err := d.mgr.waitReady(ctx, 60*time.Second, newFakeAPI("http://"+addr), "/readyz"); err != nil {
 		return err
 	}
-	d.info("manager (pid %d, --receiver-base-url=%s) ready in %s; logs: %s", d.mgr.pid(), d.receiverBase, time.Since(started).Round(100*time.Millisecond), d.managerLog)
+	d.info("manager (pid %d, --receiver-base-url=%s) ready in %s; logs: %s", d.mgr.Pid(), d.receiverBase, time.Since(started).Round(100*time.Millisecond), d.managerLog)
 	return nil
 }
 
@@ -295,7 +295,7 @@ func (d *demo) waitAllReady(ctx context.Context) error {
 	d.step("waiting until every sample is Ready (kubectl get whsub -o wide every %s, timeout %s)", pollInterval, d.opts.readyTimeout)
 	started := time.Now()
 	err := poll(ctx, d.opts.readyTimeout, pollInterval, func(ctx context.Context) (bool, error) {
-		if err := d.mgr.exited(); err != nil {
+		if err := d.mgr.Exited(); err != nil {
 			return false, fatal(err)
 		}
 		pending, err := d.notReady(ctx)
@@ -405,7 +405,7 @@ func (d *demo) checkSigningSecret(ctx context.Context, s subRef, r registration)
 
 func (d *demo) restartManager(ctx context.Context) error {
 	d.step("restarting the manager (SIGTERM, then start again): it must not register anything twice")
-	status, err := d.mgr.stop(stopTimeout)
+	status, err := d.mgr.Stop(stopTimeout)
 	if err != nil {
 		return err
 	}
@@ -464,7 +464,7 @@ func (d *demo) logMarks(ctx context.Context) (map[provider]int, error) {
 func (d *demo) waitResynced(ctx context.Context, marks map[provider]int, lastSync map[string]time.Time) (map[provider][]call, error) {
 	after := map[provider][]call{}
 	err := poll(ctx, 60*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := d.mgr.exited(); err != nil {
+		if err := d.mgr.Exited(); err != nil {
 			return false, fatal(err)
 		}
 		for _, p := range d.providers {
@@ -594,7 +594,7 @@ func (d *demo) cleanup() error {
 		if p == nil {
 			continue
 		}
-		if status, err := p.stop(stopTimeout); err != nil {
+		if status, err := p.Stop(stopTimeout); err != nil {
 			errs = append(errs, err)
 		} else {
 			d.info("%s stopped (%s)", p.Name, status)
@@ -632,7 +632,7 @@ func (d *demo) showLogs(lines int) {
 			continue
 		}
 		d.step("last %d lines of the %s log (%s)", lines, l.what, l.path)
-		d.block(tail(l.path, lines))
+		d.block(childproc.Tail(l.path, lines))
 	}
 }
 

@@ -22,17 +22,10 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 	return &proc{p}, nil
 }
 
-func (p *proc) pid() int                                   { return p.Pid() }
-func (p *proc) exited() error                              { return p.Exited() }
-func (p *proc) stop(timeout time.Duration) (string, error) { return p.Stop(timeout) }
-func freeAddr() (string, error)                            { return childproc.FreeAddr() }
-func appendLine(path, line string) error                   { return childproc.AppendLine(path, line) }
-func tail(path string, n int) string                       { return childproc.Tail(path, n) }
-
 // waitReady polls GET path on api until it answers 200, giving up at once if the process exits.
 func (p *proc) waitReady(ctx context.Context, timeout time.Duration, api fakeAPI, path string) error {
 	err := poll(ctx, timeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return false, fatal(err)
 		}
 		return api.ok(ctx, path)

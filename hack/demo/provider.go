@@ -15,6 +15,7 @@ import (
 	"time"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/childproc"
 )
 
 // provider is one provider as the demo plays it: a fake started as a process (its binary in
@@ -151,7 +152,7 @@ func newCredential(p provider) (string, error) {
 func (d *demo) startFake(ctx context.Context, p provider) error {
 	bin := filepath.Join(d.opts.binDir, p.fake().binary)
 	d.step("starting the fake %s (%s)", p.fake().title, bin)
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/childproc"
 )
 
 // requestsMetric counts the receiver's incoming deliveries by result.
@@ -36,7 +38,7 @@ func (d *demo) startReceiver(ctx context.Context) error {
 	d.step("starting the receiver (%s)", bin)
 	var addrs [3]string
 	for i := range addrs {
-		a, err := freeAddr()
+		a, err := childproc.FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -61,7 +63,7 @@ func (d *demo) startReceiver(ctx context.Context) error {
 	d.receiverBase = "http://" + bind
 	d.receiverMetrics = newFakeAPI("http://" + metricsAddr)
 	d.info("receiver (pid %d) ready in %s: deliveries on %s/hooks/<namespace>/<name>, metrics on %s/metrics",
-		d.rcv.pid(), time.Since(started).Round(100*time.Millisecond), d.receiverBase, d.receiverMetrics.base)
+		d.rcv.Pid(), time.Since(started).Round(100*time.Millisecond), d.receiverBase, d.receiverMetrics.base)
 	d.info("store: sqlite://%s; retry base 200ms; logs: %s", store, d.receiverLog)
 	return nil
 }
