@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +26,23 @@ const (
 	// ChaosTimeout holds the request until the client gives up (or Hold passes, then 504).
 	ChaosTimeout ChaosKind = "timeout"
 )
+
+// Status is the HTTP status k answers with: its own for the server errors, 429 for a rate
+// limit (each fake adds its provider's body and headers), and 504 for a timeout that outlives
+// its hold, as a gateway in front would send.
+func (k ChaosKind) Status() int {
+	switch k {
+	case ChaosRateLimited:
+		return http.StatusTooManyRequests
+	case ChaosInternal:
+		return http.StatusInternalServerError
+	case ChaosBadGateway:
+		return http.StatusBadGateway
+	case ChaosUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusGatewayTimeout
+}
 
 // chaosMix is the share of each kind among the failed requests.
 var chaosMix = []struct {

@@ -1,8 +1,6 @@
 package fake
 
 import (
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
@@ -16,19 +14,12 @@ func WithChaos(c *fakeapi.Chaos) Option { return func(s *Server) { s.chaos = c }
 // Chaos returns what chaos injected so far (zero counts without WithChaos).
 func (s *Server) Chaos() fakeapi.ChaosCounts { return s.chaos.Counts() }
 
-// chaosFault is the fault that answers for a chaos decision. A timeout that outlives its hold
-// gets the 504 a gateway in front would send.
+// chaosFault is the fault that answers for a chaos decision; a rate limit is GitHub's
+// secondary limit with retry-after.
 func chaosFault(d fakeapi.Decision) *Fault {
-	switch d.Kind {
-	case fakeapi.ChaosRateLimited:
-		f := SecondaryLimit(http.StatusTooManyRequests, time.Second)
+	if d.Kind == fakeapi.ChaosRateLimited {
+		f := SecondaryLimit(d.Kind.Status(), time.Second)
 		return &f
-	case fakeapi.ChaosTimeout:
-		return &Fault{Status: http.StatusGatewayTimeout}
 	}
-	status, err := strconv.Atoi(string(d.Kind))
-	if err != nil {
-		status = http.StatusInternalServerError
-	}
-	return &Fault{Status: status}
+	return &Fault{Status: d.Kind.Status()}
 }

@@ -1,9 +1,6 @@
 package fake
 
 import (
-	"net/http"
-	"strconv"
-
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 )
 
@@ -16,18 +13,11 @@ func WithChaos(c *fakeapi.Chaos) Option { return func(s *Server) { s.chaos = c }
 func (s *Server) Chaos() fakeapi.ChaosCounts { return s.chaos.Counts() }
 
 // chaosResult is Stripe's answer for an injected failure. A rate limit is Stripe's 429 with
-// code rate_limit and no Retry-After (Stripe sends none, and stripe-go would not read it); a
-// timeout that outlives its hold gets the 504 a gateway in front would send.
+// code rate_limit and no Retry-After (Stripe sends none, and stripe-go would not read it).
 func chaosResult(d fakeapi.Decision) result {
-	switch d.Kind {
-	case fakeapi.ChaosRateLimited:
-		return faultResult(&Fault{Status: http.StatusTooManyRequests, Code: "rate_limit"})
-	case fakeapi.ChaosTimeout:
-		return faultResult(&Fault{Status: http.StatusGatewayTimeout})
+	f := Fault{Status: d.Kind.Status()}
+	if d.Kind == fakeapi.ChaosRateLimited {
+		f.Code = "rate_limit"
 	}
-	status, err := strconv.Atoi(string(d.Kind))
-	if err != nil {
-		status = http.StatusInternalServerError
-	}
-	return faultResult(&Fault{Status: status})
+	return faultResult(&f)
 }
