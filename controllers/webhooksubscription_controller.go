@@ -732,12 +732,6 @@ func (r *Reconciler) maxListAge(sub *hookv1.WebhookSubscription) time.Duration {
 	return min(r.ListTTL, resyncInterval(sub)/2)
 }
 
-// nextResync puts every subscription of an account on one grid: the next multiple of the
-// resync interval counted from the account's first list (plus a little jitter). The first
-// subscription to wake at a grid point re-lists, the rest reuse that list (sinceWaveStart), so
-// list calls per wave stay at one however many subscriptions there are and however long the
-// wave runs: the grid, not the time of the list each subscription happened to see, decides the
-// next wave.
 // sinceWaveStart is how long ago the subscription's current resync period began on its
 // account's grid (zero before the account's first list): a list younger than that was read in
 // this wave.
@@ -757,6 +751,12 @@ func steady(sub *hookv1.WebhookSubscription) bool {
 		c.Reason == hookv1.ReasonSucceeded && c.ObservedGeneration == sub.Generation
 }
 
+// nextResync puts every subscription of an account on one grid: the next multiple of the
+// resync interval counted from the account's first list (plus a little jitter). The first
+// subscription to wake at a grid point re-lists, the rest reuse that list (sinceWaveStart), so
+// list calls per wave stay at one however many subscriptions there are and however long the
+// wave runs: the grid, not the time of the list each subscription happened to see, decides the
+// next wave.
 func (r *Reconciler) nextResync(sub *hookv1.WebhookSubscription, epoch time.Time) time.Duration {
 	interval := resyncInterval(sub)
 	next := interval
