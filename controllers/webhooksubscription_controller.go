@@ -226,7 +226,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 		if prev != nil {
 			msg += "; before: " + prev.Reason + ": " + prev.Message
 		}
-		log.FromContext(ctx).Info("reconciliation suspended", "subscription", subscriptionKey(sub), "provider", string(sub.Spec.Provider.Type), "endpointID", sub.Status.EndpointID)
+		log.FromContext(ctx).Info("reconciliation suspended", logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type), logEndpointID, sub.Status.EndpointID)
 	} else {
 		msg = prev.Message // unchanged while it stays suspended
 	}
