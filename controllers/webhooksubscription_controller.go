@@ -73,7 +73,8 @@ type Reconciler struct {
 	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// credentials are read from the API server, once per version of their Secret.
+	// credentials (and REST profiles) are read from the API server, once per version of their
+	// Secret (ConfigMap).
 	credentials *credentials
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
