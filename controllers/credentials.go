@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -12,13 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// credentials reads the credential keys subscriptions name, from the API server, once per
-// version of their Secret: the metadata-only watch of Secrets says which version is current,
-// so a wave of reconciles on one account costs no Secret read per subscription, and a rotated
-// credential (a new version) is read again. Only the named key of a Secret some subscription
-// uses is kept, as the provider clients keep it anyway.
+// credentials reads the keys subscriptions name in Secrets (their credentials) and ConfigMaps
+// (their REST profiles), from the API server, once per version of the object: the
+// metadata-only watches say which version is current, so a wave of reconciles on one account
+// costs no read per subscription, and a rotated credential or an edited profile (a new
+// version) is read again. Only the named key of an object some subscription uses is kept, as
+// the provider clients keep it anyway.
 type credentials struct {
-	meta client.Reader // Secrets' metadata (the manager's cache); nil: always read the API
+	meta client.Reader // Secrets' and ConfigMaps' metadata (the manager's cache); nil: always read the API
 	api  client.Reader
 
 	mu sync.Mutex
@@ -26,43 +28,68 @@ type credentials struct {
 }
 
 type credentialKey struct {
-	secret types.NamespacedName
+	kind   string // Secret or ConfigMap
+	object types.NamespacedName
 	key    string
 }
 
 type credentialEntry struct {
 	resourceVersion string
-	value           string
+	value           []byte
+	found           bool
 }
 
 // read returns the trimmed value of key in the Secret (empty when the key is absent), or the
 // API server's error (NotFound when the Secret is gone).
 func (c *credentials) read(ctx context.Context, secret types.NamespacedName, key string) (string, error) {
-	k := credentialKey{secret, key}
+	v, _, err := c.readKey(ctx, &corev1.Secret{}, "Secret", secret, key, func(o client.Object) ([]byte, bool) {
+		v, ok := o.(*corev1.Secret).Data[key]
+		return v, ok
+	})
+	return strings.TrimSpace(string(v)), err
+}
+
+// profile returns key of the ConfigMap, from its data or binary data (found false when it has
+// neither), or the API server's error (NotFound when the ConfigMap is gone).
+func (c *credentials) profile(ctx context.Context, configMap types.NamespacedName, key string) ([]byte, bool, error) {
+	v, found, err := c.readKey(ctx, &corev1.ConfigMap{}, "ConfigMap", configMap, key, func(o client.Object) ([]byte, bool) {
+		cm := o.(*corev1.ConfigMap)
+		if v, ok := cm.Data[key]; ok {
+			return []byte(v), true
+		}
+		v, ok := cm.BinaryData[key]
+		return v, ok
+	})
+	return bytes.Clone(v), found, err
+}
+
+// readKey returns value(obj) for the current version of the object named nn of kind, read
+// into obj from the API server unless that version was read before.
+func (c *credentials) readKey(ctx context.Context, obj client.Object, kind string, nn types.NamespacedName, key string, value func(client.Object) ([]byte, bool)) ([]byte, bool, error) {
+	k := credentialKey{kind, nn, key}
 	if c.meta != nil {
 		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		if err := c.meta.Get(ctx, secret, m); err == nil {
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+		if err := c.meta.Get(ctx, nn, m); err == nil {
 			c.mu.Lock()
 			e, ok := c.m[k]
 			c.mu.Unlock()
 			if ok && e.resourceVersion == m.ResourceVersion {
-				return e.value, nil
+				return e.value, e.found, nil
 			}
 		}
 	}
-	var sec corev1.Secret
-	if err := c.api.Get(ctx, secret, &sec); err != nil {
+	if err := c.api.Get(ctx, nn, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.mu.Lock()
 			delete(c.m, k)
 			c.mu.Unlock()
 		}
-		return "", err
+		return nil, false, err
 	}
-	v := strings.TrimSpace(string(sec.Data[key]))
+	v, found := value(obj)
 	c.mu.Lock()
-	c.m[k] = credentialEntry{resourceVersion: sec.ResourceVersion, value: v}
+	c.m[k] = credentialEntry{resourceVersion: obj.GetResourceVersion(), value: v, found: found}
 	c.mu.Unlock()
-	return v, nil
+	return v, found, nil
 }

@@ -239,8 +239,9 @@ func target(p *hookv1.ProviderSpec) string {
 }
 
 // settings are the provider-specific settings of the subscription (providers.Config.Settings):
-// a REST profile, inline or read from its ConfigMap (uncached: the manager watches ConfigMaps'
-// metadata only, so profiles it does not use cost it no memory).
+// a REST profile, inline or read from its ConfigMap (from the API server, once per version of
+// the ConfigMap: the manager watches ConfigMaps' metadata only, so profiles it does not use
+// cost it no memory).
 func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscription) ([]byte, error) {
 	rp := sub.Spec.Provider.REST
 	switch {
@@ -250,17 +251,14 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 		return []byte(rp.Profile), nil
 	}
 	ref := rp.ProfileRef
-	var cm corev1.ConfigMap
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, &cm); err != nil {
+	v, found, err := r.credentials.profile(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ref.Key)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider.rest.profileRef: ConfigMap %s/%s not found", sub.Namespace, ref.Name)
 		}
 		return nil, fmt.Errorf("reading the profile ConfigMap %s: %w", ref.Name, err)
 	}
-	if v, ok := cm.Data[ref.Key]; ok {
-		return []byte(v), nil
-	}
-	if v, ok := cm.BinaryData[ref.Key]; ok {
+	if found {
 		return v, nil
 	}
 	return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider.rest.profileRef: ConfigMap %s/%s has no key %q", sub.Namespace, ref.Name, ref.Key)

@@ -73,7 +73,8 @@ type Reconciler struct {
 	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// credentials are read from the API server, once per version of their Secret.
+	// credentials (and REST profiles) are read from the API server, once per version of their
+	// Secret (ConfigMap).
 	credentials *credentials
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
@@ -226,7 +227,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 		if prev != nil {
 			msg += "; before: " + prev.Reason + ": " + prev.Message
 		}
-		log.FromContext(ctx).Info("reconciliation suspended", "subscription", subscriptionKey(sub), "provider", string(sub.Spec.Provider.Type), "endpointID", sub.Status.EndpointID)
+		log.FromContext(ctx).Info("reconciliation suspended", logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type), logEndpointID, sub.Status.EndpointID)
 	} else {
 		msg = prev.Message // unchanged while it stays suspended
 	}
@@ -732,12 +733,6 @@ func (r *Reconciler) maxListAge(sub *hookv1.WebhookSubscription) time.Duration {
 	return min(r.ListTTL, resyncInterval(sub)/2)
 }
 
-// nextResync puts every subscription of an account on one grid: the next multiple of the
-// resync interval counted from the account's first list (plus a little jitter). The first
-// subscription to wake at a grid point re-lists, the rest reuse that list (sinceWaveStart), so
-// list calls per wave stay at one however many subscriptions there are and however long the
-// wave runs: the grid, not the time of the list each subscription happened to see, decides the
-// next wave.
 // sinceWaveStart is how long ago the subscription's current resync period began on its
 // account's grid (zero before the account's first list): a list younger than that was read in
 // this wave.
@@ -757,6 +752,12 @@ func steady(sub *hookv1.WebhookSubscription) bool {
 		c.Reason == hookv1.ReasonSucceeded && c.ObservedGeneration == sub.Generation
 }
 
+// nextResync puts every subscription of an account on one grid: the next multiple of the
+// resync interval counted from the account's first list (plus a little jitter). The first
+// subscription to wake at a grid point re-lists, the rest reuse that list (sinceWaveStart), so
+// list calls per wave stay at one however many subscriptions there are and however long the
+// wave runs: the grid, not the time of the list each subscription happened to see, decides the
+// next wave.
 func (r *Reconciler) nextResync(sub *hookv1.WebhookSubscription, epoch time.Time) time.Duration {
 	interval := resyncInterval(sub)
 	next := interval
