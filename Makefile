@@ -114,7 +114,7 @@ chaos-receiver: control-plane ## Three receiver replicas on a private PostgreSQL
 	  -args -chaos.duration=$(CHAOS_DURATION) $(if $(CHAOS_SEED),-chaos.seed=$(CHAOS_SEED))
 
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
-	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers/github:FuzzGitHubLink \
+	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers:FuzzLinks \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
 	./internal/jsonscan:FuzzTopLevelStrings ./internal/receiver:FuzzHostileDeliveries
 

@@ -281,14 +281,14 @@ func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
 			page = cached
 			// The 304 may carry the current Link; the cached one is the fallback.
 			if resp.Header().Get("Link") != "" {
-				page.next = parseLinks(resp.Header().Values("Link"))["next"]
+				page.next = providers.ParseLinks(resp.Header().Values("Link"))["next"]
 			}
 		case resp.StatusCode() == http.StatusOK:
 			var hooks []wireHook
 			if err := json.Unmarshal(resp.Body(), &hooks); err != nil {
 				return nil, c.classify(resp, opList)
 			}
-			page = cachedPage{etag: resp.Header().Get("ETag"), next: parseLinks(resp.Header().Values("Link"))["next"]}
+			page = cachedPage{etag: resp.Header().Get("ETag"), next: providers.ParseLinks(resp.Header().Values("Link"))["next"]}
 			for _, h := range hooks {
 				page.regs = append(page.regs, h.registration())
 			}

@@ -174,7 +174,7 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 			seenCursor[next] = true
 			cursor = next
 		case PageLink:
-			next := nextLink(res.header.Values("Link"))
+			next := providers.ParseLinks(res.header.Values("Link"))["next"]
 			if next == "" {
 				return all, nil
 			}
@@ -203,55 +203,6 @@ func (c *Client) sameOrigin(link string) (string, error) {
 		return "", c.pagingError("the next link points at another host (%s)", u.Host)
 	}
 	return u.String(), nil
-}
-
-// nextLink returns the rel="next" target of RFC 8288 Link header values.
-func nextLink(values []string) string {
-	for _, v := range values {
-		for _, part := range splitLinks(v) {
-			part = strings.TrimSpace(part)
-			if !strings.HasPrefix(part, "<") {
-				continue
-			}
-			end := strings.Index(part, ">")
-			if end < 0 {
-				continue
-			}
-			target := part[1:end]
-			for _, param := range strings.Split(part[end+1:], ";") {
-				k, val, ok := strings.Cut(strings.TrimSpace(param), "=")
-				if !ok || !strings.EqualFold(strings.TrimSpace(k), "rel") {
-					continue
-				}
-				for _, rel := range strings.Fields(strings.Trim(strings.TrimSpace(val), `"`)) {
-					if strings.EqualFold(rel, "next") {
-						return target
-					}
-				}
-			}
-		}
-	}
-	return ""
-}
-
-// splitLinks splits a Link header on the commas between links (not those inside <...>).
-func splitLinks(v string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, r := range v {
-		switch r {
-		case '<':
-			depth++
-		case '>':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, v[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, v[start:])
 }
 
 // get reads one registration (the get request, or the list when the profile has none).

@@ -1,13 +1,13 @@
-package github
+package providers
 
 import (
 	"strings"
 )
 
-// parseLinks reads RFC 8288 Link header values into rel → URL reference (the first link of a
+// ParseLinks reads RFC 8288 Link header values into rel → URL reference (the first link of a
 // rel wins). It never fails: what it cannot read it skips, so a malformed header costs at most
-// the links in it, and List then stops or refuses as the missing rel="next" implies.
-func parseLinks(values []string) map[string]string {
+// the links in it, and a paginated list then stops or refuses as the missing rel="next" implies.
+func ParseLinks(values []string) map[string]string {
 	out := map[string]string{}
 	for _, v := range values {
 		for {

@@ -1,4 +1,4 @@
-package github
+package providers
 
 import (
 	"strings"
@@ -29,16 +29,16 @@ func TestParseLinks(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if d := cmp.Diff(tc.want, parseLinks(tc.in)); d != "" {
+			if d := cmp.Diff(tc.want, ParseLinks(tc.in)); d != "" {
 				t.Errorf("%s (-want +got):\n%s", tc.reason, d)
 			}
 		})
 	}
 }
 
-// FuzzGitHubLink: parseLinks never panics, every URL it returns was written between < and >
+// FuzzLinks: ParseLinks never panics, every URL it returns was written between < and >
 // in the input, and a header written from its own output parses to the same map.
-func FuzzGitHubLink(f *testing.F) {
+func FuzzLinks(f *testing.F) {
 	for _, s := range []string{
 		`<https://api.github.com/repos/o/r/hooks?per_page=100&page=2>; rel="next", <https://api.github.com/repos/o/r/hooks?per_page=100&page=3>; rel="last"`,
 		`<a>; rel=next`, `<a>; rel="next last"; title="x,y"`, `,,<>; rel="next"`, `<a>; rel="`, `"<a>"; rel=next`, `<a>; title="\"", <b>; rel=next`,
@@ -46,11 +46,11 @@ func FuzzGitHubLink(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := parseLinks([]string{s})
+		got := ParseLinks([]string{s})
 		var b strings.Builder
 		for rel, u := range got {
 			if !strings.Contains(s, "<"+u) || strings.ContainsAny(u, "<>") || strings.ContainsAny(rel, " \t") {
-				t.Fatalf("parseLinks(%q) = %v: %q/%q was not a link in the input", s, got, rel, u)
+				t.Fatalf("ParseLinks(%q) = %v: %q/%q was not a link in the input", s, got, rel, u)
 			}
 			if b.Len() > 0 {
 				b.WriteString(", ")
@@ -60,7 +60,7 @@ func FuzzGitHubLink(f *testing.F) {
 		if strings.ContainsAny(b.String(), `"\`) && strings.Count(b.String(), `"`) != 2*len(got) {
 			return // a URL with quotes cannot be written back unambiguously
 		}
-		if again := parseLinks([]string{b.String()}); !cmp.Equal(again, got) {
+		if again := ParseLinks([]string{b.String()}); !cmp.Equal(again, got) {
 			t.Fatalf("round trip of %q: %v, then %v", s, got, again)
 		}
 	})
