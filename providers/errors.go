@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Kind classifies a provider error at the boundary.
@@ -122,4 +123,17 @@ func ParseRetryAfter(v string, now time.Time) (wait time.Duration, ok bool) {
 		return max(t.Sub(now), 0), true
 	}
 	return 0, false
+}
+
+// CheckCredential refuses, as a Permanent error naming what (e.g. "github token"), an empty
+// credential or one net/http would refuse in a header on every request (whitespace, control
+// characters). Clients call it in New, so the subscription stalls before any request.
+func CheckCredential(what, credential string) error {
+	if credential == "" {
+		return &Error{Kind: Permanent, Message: what + " is empty"}
+	}
+	if strings.IndexFunc(credential, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return &Error{Kind: Permanent, Message: what + " contains whitespace or control characters"}
+	}
+	return nil
 }

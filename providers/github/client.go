@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/go-resty/resty/v2"
 
@@ -108,12 +107,8 @@ var (
 // Configuration errors are *providers.Error of kind Permanent.
 func New(cfg providers.Config) (*Client, error) {
 	tok := cfg.Credential
-	if tok == "" {
-		return nil, invalid("github token is empty")
-	}
-	if strings.IndexFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		// Checked here because net/http would otherwise fail every request on the header.
-		return nil, invalid("github token contains whitespace or control characters")
+	if err := providers.CheckCredential("github token", cfg.Credential); err != nil {
+		return nil, err
 	}
 	target, org, err := parseTarget(cfg.Target)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/go-resty/resty/v2"
 	"github.com/tidwall/gjson"
@@ -90,11 +89,8 @@ func New(cfg providers.Config) (*Client, error) {
 	if err != nil {
 		return nil, invalid(err.Error())
 	}
-	if cfg.Credential == "" {
-		return nil, invalid("the credential is empty")
-	}
-	if strings.IndexFunc(cfg.Credential, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return nil, invalid("the credential contains whitespace or control characters")
+	if err := providers.CheckCredential("the credential", cfg.Credential); err != nil {
+		return nil, err
 	}
 	params, err := c.parameters(cfg.Target)
 	if err != nil {

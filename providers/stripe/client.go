@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
@@ -87,12 +86,8 @@ func Factory() providers.Factory {
 // Configuration errors are *providers.Error of kind Permanent.
 func New(cfg providers.Config) (*Client, error) {
 	key := cfg.Credential
-	if key == "" {
-		return nil, invalid("stripe API key is empty")
-	}
-	if strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		// Checked here because net/http would otherwise fail every request on the header.
-		return nil, invalid("stripe API key contains whitespace or control characters")
+	if err := providers.CheckCredential("stripe API key", cfg.Credential); err != nil {
+		return nil, err
 	}
 
 	base := stripego.APIURL
