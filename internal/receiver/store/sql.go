@@ -51,8 +51,7 @@ func (s *SQL) Writers() int {
 	return 1
 }
 
-// Ping checks that the database answers (the receiver's readiness): with PostgreSQL it is a
-// round trip to the server.
+// Ping implements Store.
 func (s *SQL) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // Close closes the database.
