@@ -277,19 +277,12 @@ func run(ctx context.Context, o options) error {
 
 // storeReachable is ready while the store answers: a replica that cannot commit would answer
 // every delivery 503, so the Service should send deliveries to one that can. Liveness does not
-// depend on it: restarting does not bring a database back. A store without Ping (Redis) is
-// asked for its queue depth, a round trip as well.
+// depend on it: restarting does not bring a database back.
 func storeReachable(st store.Store) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
 		defer cancel()
-		var err error
-		if p, ok := st.(interface{ Ping(context.Context) error }); ok {
-			err = p.Ping(ctx)
-		} else {
-			_, err = st.Depth(ctx)
-		}
-		if err != nil {
+		if err := st.Ping(ctx); err != nil {
 			return fmt.Errorf("store unreachable: %w", err)
 		}
 		return nil

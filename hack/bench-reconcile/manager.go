@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/childproc"
 )
 
 // manager is the manager binary running as its own process, so its CPU and heap are its own.
@@ -26,21 +27,12 @@ type manager struct {
 	err     error
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
-
 // startManager starts bin with its defaults (rates, concurrency, list TTL) and extra, and waits
 // for /readyz.
 func startManager(ctx context.Context, bin, kubeconfig, logPath string, extra []string) (*manager, error) {
 	var addrs [3]string
 	for i := range addrs {
-		a, err := freePort()
+		a, err := childproc.FreeAddr()
 		if err != nil {
 			return nil, err
 		}

@@ -170,6 +170,8 @@ func (s *memStore) Sweep(_ context.Context, cutoff time.Time) (int, error) {
 	return n, nil
 }
 
+func (s *memStore) Ping(context.Context) error { return nil }
+
 func (s *memStore) Depth(context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

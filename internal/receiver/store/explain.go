@@ -24,10 +24,7 @@ func (s *SQL) Explain(ctx context.Context, op string, now time.Time) ([]string, 
 	var args []any
 	switch op {
 	case PlanLease:
-		q = leaseSQLite
-		if s.dialect == dialectPostgres {
-			q = leasePostgresSQL
-		}
+		q = leaseSQL(s.dialect)
 		args = []any{now.UnixMicro(), now.Add(explainLease).UnixMicro(), 8}
 	case PlanSweep:
 		q, args = sweepSQL(s.dialect), []any{now.UnixMicro(), sweepBatch}

@@ -706,6 +706,9 @@ func (r *Redis) repairHints(ctx context.Context, subs []registered) error {
 	return redisTouch.Run(ctx, r.c, []string{r.globalKey("hint"), r.globalKey("ver")}, args...).Err()
 }
 
+// Ping implements Store.
+func (r *Redis) Ping(ctx context.Context) error { return r.c.Ping(ctx).Err() }
+
 // Depth implements Store.
 func (r *Redis) Depth(ctx context.Context) (int, error) {
 	subs, err := r.subscriptions(ctx)

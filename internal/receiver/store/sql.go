@@ -51,8 +51,7 @@ func (s *SQL) Writers() int {
 	return 1
 }
 
-// Ping checks that the database answers (the receiver's readiness): with PostgreSQL it is a
-// round trip to the server.
+// Ping implements Store.
 func (s *SQL) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // Close closes the database.
@@ -314,16 +313,20 @@ var leaseSQLite = `UPDATE hw_events SET state = 'running', attempts = attempts +
 	WHERE id IN (` + dueJobsSQLite + `)
 	RETURNING ` + jobColumns
 
+// leaseSQL is Lease's statement on d.
+func leaseSQL(d dialect) string {
+	if d == dialectPostgres {
+		return leasePostgresSQL
+	}
+	return leaseSQLite
+}
+
 // Lease implements Store.
 func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]Job, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	q := leaseSQLite
-	if s.dialect == dialectPostgres {
-		q = leasePostgresSQL
-	}
-	rows, err := s.db.QueryContext(ctx, q, now.UnixMicro(), now.Add(lease).UnixMicro(), n)
+	rows, err := s.db.QueryContext(ctx, leaseSQL(s.dialect), now.UnixMicro(), now.Add(lease).UnixMicro(), n)
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
 	}

@@ -151,5 +151,8 @@ type Store interface {
 	Sweep(ctx context.Context, cutoff time.Time) (int, error)
 	// Depth counts jobs not yet completed or dead.
 	Depth(ctx context.Context) (int, error)
+	// Ping checks that the store answers (the receiver's readiness): a round trip to the
+	// server.
+	Ping(ctx context.Context) error
 	Close() error
 }
