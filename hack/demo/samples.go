@@ -13,9 +13,10 @@ import (
 	"sort"
 	"strings"
 
-	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
 // subRef is what the demo needs to know about one sample subscription.

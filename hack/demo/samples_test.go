@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
 // TestLoadSamples reads the shipped Stripe and GitHub samples as `make demo` does and checks
