@@ -19,7 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/hookwarden/hookwarden/internal/testenv"
 )
 
 const chartDir = "hookwarden"
@@ -59,39 +60,18 @@ func run(m *testing.M) int {
 	}
 	binDir = filepath.Join(tmpDir, "bin", "images", "linux-"+runtime.GOARCH)
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		cp := exec.Command(filepath.Join("..", "hack", "control-plane.sh"), "--print-dir")
-		cp.Stderr = os.Stderr
-		out, err := cp.Output()
-		if err != nil {
-			return fail("hack/control-plane.sh --print-dir: %v", err)
-		}
-		assets = strings.TrimSpace(string(out))
+	assets, err := testenv.Assets("..")
+	if err != nil {
+		return fail("%v", err)
 	}
 	kubectlBin = filepath.Join(assets, "kubectl")
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	if cfg, err = env.Start(); err != nil {
-		return fail("starting envtest: %v", err)
+	env, err := testenv.StartWith(testenv.Options{Assets: assets, CRDs: filepath.Join("..", "config", "crd", "bases"), Dir: tmpDir, User: "chart-admin"})
+	if err != nil {
+		return fail("%v", err)
 	}
 	defer func() { _ = env.Stop() }()
+	cfg, kubeconfig = env.Config, env.Kubeconfig
 	if kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		return fail("%v", err)
-	}
-	u, err := env.AddUser(envtest.User{Name: "chart-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fail("adding the admin user: %v", err)
-	}
-	kc, err := u.KubeConfig()
-	if err != nil {
-		return fail("%v", err)
-	}
-	kubeconfig = filepath.Join(tmpDir, "admin.kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return fail("%v", err)
 	}
 	return m.Run()

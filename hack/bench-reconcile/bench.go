@@ -16,15 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
+	"github.com/hookwarden/hookwarden/internal/testenv"
 )
 
 // namespace holds every object of a row (each row has a control plane of its own).
@@ -109,36 +108,12 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		return res, err
 	}
 	defer os.RemoveAll(tmp)
-	env := &envtest.Environment{BinaryAssetsDirectory: s.Assets, CRDDirectoryPaths: []string{s.CRDs}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	env, err := testenv.StartWith(testenv.Options{Assets: s.Assets, CRDs: s.CRDs, Dir: tmp, User: "bench"})
 	if err != nil {
 		return res, fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() { err = errors.Join(err, env.Stop()) }()
-	cfg.QPS, cfg.Burst = 500, 1000
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return res, err
-	}
-	if err := hookv1.AddToScheme(scheme); err != nil {
-		return res, err
-	}
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return res, err
-	}
-	user, err := env.AddUser(envtest.User{Name: "bench", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return res, err
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return res, err
-	}
-	kcPath := filepath.Join(tmp, "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		return res, err
-	}
+	k8s, cfg, scheme, kcPath := env.Client, env.Config, env.Scheme, env.Kubeconfig
 
 	mgr, err := startManager(ctx, s.Manager, kcPath, filepath.Join(tmp, "manager.log"), s.ManagerFlags)
 	if err != nil {

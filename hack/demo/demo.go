@@ -16,14 +16,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/childproc"
+	"github.com/hookwarden/hookwarden/internal/testenv"
 )
 
 const (
@@ -42,7 +40,7 @@ type demo struct {
 	tmp        string
 	kubeconfig string
 	managerLog string
-	env        *envtest.Environment
+	env        *testenv.Env
 	k8s        client.Client
 	providers  []provider // their fakes, credentials and registrations
 	mgr        *proc
@@ -108,49 +106,19 @@ func (d *demo) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	d.tmp = tmp
-	d.env = &envtest.Environment{
-		BinaryAssetsDirectory: d.opts.assets,
-		CRDDirectoryPaths:     []string{d.opts.crds},
-		ErrorIfCRDPathMissing: true,
-	}
 	started := time.Now()
-	cfg, err := d.env.Start() // not interruptible; takes seconds
+	env, err := testenv.StartWith(testenv.Options{Assets: d.opts.assets, CRDs: d.opts.crds, Dir: tmp, User: "demo"}) // not interruptible; takes seconds
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
+	d.env, d.k8s, d.kubeconfig = env, env.Client, env.Kubeconfig
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := hookv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if d.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	if err := d.writeKubeconfig(); err != nil {
-		return err
-	}
-	d.info("API server %s ready in %s; CRDs from %s installed", cfg.Host, time.Since(started).Round(100*time.Millisecond), d.opts.crds)
+	d.info("API server %s ready in %s; CRDs from %s installed", env.Config.Host, time.Since(started).Round(100*time.Millisecond), d.opts.crds)
 	d.info("kubeconfig: %s", d.kubeconfig)
 	d.info("while the demo runs: KUBECONFIG=%s %s get whsub", d.kubeconfig, filepath.Join(d.opts.assets, "kubectl"))
 	return nil
-}
-
-func (d *demo) writeKubeconfig() error {
-	user, err := d.env.AddUser(envtest.User{Name: "demo", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("adding the demo user: %w", err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("writing a kubeconfig: %w", err)
-	}
-	d.kubeconfig = filepath.Join(d.tmp, "kubeconfig")
-	return os.WriteFile(d.kubeconfig, kc, 0o600)
 }
 
 // --- step 2: the fakes

@@ -1,5 +1,6 @@
 // Package testenv starts a local control plane (envtest: kube-apiserver and etcd, the CRDs
-// installed) for tests that run the product's binaries against it as separate processes.
+// installed, an administrator's client and kubeconfig) for the tests and tools (the demo,
+// bench-reconcile, the chart and chaos tests) that run the product's binaries against it.
 package testenv
 
 import (
@@ -37,10 +38,22 @@ func Assets(root string) (string, error) {
 // Env is a running control plane.
 type Env struct {
 	env *envtest.Environment
-	// Client reads and writes with the product's scheme.
+	// Config reaches the API server as its administrator.
+	Config *rest.Config
+	// Scheme holds the Kubernetes types and the product's.
+	Scheme *runtime.Scheme
+	// Client reads and writes with Scheme.
 	Client client.Client
 	// Kubeconfig is a kubeconfig file for a system:masters user, for the processes under test.
 	Kubeconfig string
+}
+
+// Options say where a control plane's pieces are.
+type Options struct {
+	Assets string // kube-apiserver, etcd and kubectl (see Assets)
+	CRDs   string // the CRD manifests to install
+	Dir    string // where the kubeconfig is written
+	User   string // the system:masters user the kubeconfig names
 }
 
 // Start starts a control plane with the CRDs of root/config/crd/bases and writes the
@@ -50,16 +63,21 @@ func Start(root, dir, user string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	return StartWith(Options{Assets: assets, CRDs: filepath.Join(root, "config", "crd", "bases"), Dir: dir, User: user})
+}
+
+// StartWith starts a control plane as o says.
+func StartWith(o Options) (*Env, error) {
 	e := &Env{env: &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{o.CRDs},
 		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
+		BinaryAssetsDirectory: o.Assets,
 	}}
 	cfg, err := e.env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
-	if err := e.connect(cfg, dir, user); err != nil {
+	if err := e.connect(cfg, o.Dir, o.User); err != nil {
 		_ = e.env.Stop()
 		return nil, err
 	}
@@ -67,15 +85,15 @@ func Start(root, dir, user string) (*Env, error) {
 }
 
 func (e *Env) connect(cfg *rest.Config, dir, user string) error {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+	e.Config, e.Scheme = cfg, runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
-	if err := hookv1.AddToScheme(scheme); err != nil {
+	if err := hookv1.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
 	var err error
-	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if e.Client, err = client.New(cfg, client.Options{Scheme: e.Scheme}); err != nil {
 		return err
 	}
 	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
