@@ -370,10 +370,10 @@ func (t *tracker) until(ctx context.Context, m *manager, cond func() bool) error
 		t.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (manager log %s)", ctx.Err(), m.log)
+			return fmt.Errorf("%w (manager log %s)", ctx.Err(), m.Log)
 		case <-ch:
 		case <-tick.C:
-			if err := m.exited(); err != nil {
+			if err := m.Exited(); err != nil {
 				return err
 			}
 		}

@@ -8,10 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/childproc"
@@ -19,12 +17,9 @@ import (
 
 // manager is the manager binary running as its own process, so its CPU and heap are its own.
 type manager struct {
-	cmd     *exec.Cmd
-	log     string
+	*childproc.Proc
 	metrics string // base URL of --metrics-bind-address
 	pprof   string // base URL of --pprof-bind-address
-	done    chan struct{}
-	err     error
 }
 
 // startManager starts bin with its defaults (rates, concurrency, list TTL) and extra, and waits
@@ -38,28 +33,16 @@ func startManager(ctx context.Context, bin, kubeconfig, logPath string, extra []
 		}
 		addrs[i] = a
 	}
-	f, err := os.Create(logPath)
+	args := []string{"--leader-elect=false", "--cluster-name=bench",
+		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1], "--pprof-bind-address=" + addrs[2]}
+	p, err := childproc.Start("manager", logPath, append(os.Environ(), "KUBECONFIG="+kubeconfig), bin, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--leader-elect=false", "--cluster-name=bench",
-		"--metrics-bind-address=" + addrs[0], "--health-probe-bind-address=" + addrs[1], "--pprof-bind-address=" + addrs[2]}
-	cmd := exec.Command(bin, append(args, extra...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	m := &manager{cmd: cmd, log: logPath, metrics: "http://" + addrs[0], pprof: "http://" + addrs[2], done: make(chan struct{})}
-	go func() {
-		m.err = cmd.Wait()
-		_ = f.Close()
-		close(m.done)
-	}()
+	m := &manager{Proc: p, metrics: "http://" + addrs[0], pprof: "http://" + addrs[2]}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if err := m.exited(); err != nil {
+		if err := m.Exited(); err != nil {
 			return nil, err
 		}
 		if code, err := get(ctx, "http://"+addrs[1]+"/readyz", io.Discard); err == nil && code == http.StatusOK {
@@ -76,31 +59,14 @@ func startManager(ctx context.Context, bin, kubeconfig, logPath string, extra []
 	}
 }
 
-func (m *manager) exited() error {
-	select {
-	case <-m.done:
-		return fmt.Errorf("the manager exited (%v); log %s", m.err, m.log)
-	default:
-		return nil
-	}
-}
-
-// stop sends SIGTERM and waits; a manager that does not stop in 20 s is killed.
+// stop sends SIGTERM and waits; a manager that does not stop in 20 s is killed, and that is
+// an error.
 func (m *manager) stop() error {
-	if m.exited() != nil {
-		return nil
+	status, err := m.Stop(20 * time.Second)
+	if err == nil && m.Killed() {
+		err = errors.New("the manager " + status)
 	}
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	select {
-	case <-m.done:
-		return nil
-	case <-time.After(20 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-		return errors.New("the manager did not stop within 20s of SIGTERM; killed")
-	}
+	return err
 }
 
 // clockTick is USER_HZ, the unit of /proc's CPU times (100 on every Linux Go supports).
@@ -108,7 +74,7 @@ const clockTick = 100
 
 // cpu is the manager's user and system CPU time so far (/proc/PID/stat utime + stime).
 func (m *manager) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.Pid()))
 	if err != nil {
 		return 0, err
 	}
@@ -116,7 +82,7 @@ func (m *manager) cpu() (time.Duration, error) {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", m.cmd.Process.Pid, len(f))
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", m.Pid(), len(f))
 	}
 	var ticks int64
 	for _, v := range f[11:13] { // utime, stime: fields 14 and 15

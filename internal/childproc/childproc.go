@@ -21,6 +21,8 @@ type Proc struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited and err is set
 	err  error         // cmd.Wait's result
+	// killed: Stop had to kill it (written before done is waited on by Stop's caller).
+	killed bool
 }
 
 // Start starts bin with args and env, appending its stdout and stderr to logPath. The child
@@ -108,8 +110,12 @@ func (p *Proc) Stop(timeout time.Duration) (string, error) {
 	if err := p.Kill(); err != nil {
 		return "", err
 	}
+	p.killed = true
 	return fmt.Sprintf("did not exit within %s of SIGTERM; killed", timeout), nil
 }
+
+// Killed reports whether Stop had to kill the process. Call it after Stop.
+func (p *Proc) Killed() bool { return p.killed }
 
 // FreeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
 func FreeAddr() (string, error) {

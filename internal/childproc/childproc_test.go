@@ -51,4 +51,22 @@ func TestKillStopExited(t *testing.T) {
 	if status, err := q.Stop(time.Second); err != nil || status != "signal: terminated" {
 		t.Errorf("a second Stop = %q, %v; want the same status", status, err)
 	}
+	if q.Killed() {
+		t.Error("Killed() after a process that obeyed SIGTERM")
+	}
+
+	// Stop kills what ignores SIGTERM, and says so.
+	r, err := Start("stubborn", filepath.Join(dir, "stubborn.log"), nil, "/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); Tail(r.Log, 1) != "ready"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stubborn shell never started")
+		}
+	}
+	status, err = r.Stop(200 * time.Millisecond)
+	if err != nil || !strings.HasSuffix(status, "killed") || !r.Killed() {
+		t.Errorf("Stop of a process ignoring SIGTERM = %q, %v, Killed() = %v; want killed", status, err, r.Killed())
+	}
 }
