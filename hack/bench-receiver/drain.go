@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,8 +133,10 @@ func (s *pacedSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := int(s.inflight.Add(1))
 	defer s.inflight.Add(-1)
 	_, _ = io.Copy(io.Discard, r.Body)
-	sub := strings.TrimPrefix(r.Header.Get("ce-source"), "hookwarden/")
-	seq := backlogSeq(r.Header.Get("ce-id"))
+	// ce-source and ce-id are percent-encoded (deliver.HeaderValue); one decode gives them back.
+	source, _ := url.PathUnescape(r.Header.Get("ce-source"))
+	id, _ := url.PathUnescape(r.Header.Get("ce-id"))
+	sub, seq := strings.TrimPrefix(source, "hookwarden/"), backlogSeq(id)
 	s.mu.Lock()
 	s.attempts++
 	s.maxInflight = max(s.maxInflight, n)
