@@ -244,6 +244,18 @@ type FactoryFunc func(cfg Config) (Client, error)
 // New calls f.
 func (f FactoryFunc) New(cfg Config) (Client, error) { return f(cfg) }
 
+// FactoryOf makes a provider's concrete constructor a Factory. A failed New gives a nil Client,
+// not a Client holding a nil *C.
+func FactoryOf[C Client](newClient func(Config) (C, error)) Factory {
+	return FactoryFunc(func(cfg Config) (Client, error) {
+		c, err := newClient(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	})
+}
+
 // Registry maps a provider type (as spelled in spec.provider.type) to its Factory. main builds it
 // and passes it to the reconciler; there is no global registry.
 type Registry map[string]Factory

@@ -87,13 +87,7 @@ func (c *Client) Capabilities() providers.Capabilities { return capabilities }
 
 // Factory returns a providers.Factory that builds GitHub clients with New.
 func Factory() providers.Factory {
-	return providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
-		c, err := New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	})
+	return providers.FactoryOf(New)
 }
 
 var (

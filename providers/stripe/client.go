@@ -72,13 +72,7 @@ func RateFor(key string) providers.Rate {
 
 // Factory returns a providers.Factory that builds Stripe clients with New.
 func Factory() providers.Factory {
-	return providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
-		c, err := New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	})
+	return providers.FactoryOf(New)
 }
 
 // New builds a Client for the account whose secret API key is cfg.Credential. cfg.APIURL
