@@ -48,7 +48,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	}
 
 	var hooks []fake.Hook
-	getJSON(t, base+"/_fake/hooks?target=repos/octo/hello", &hooks)
+	fakeapitest.GetJSON(t, base+"/_fake/hooks?target=repos/octo/hello", &hooks)
 	if len(hooks) != 1 || hooks[0].Config.Secret != "s3cret" {
 		t.Fatalf("/_fake/hooks = %+v, want one hook with its secret", hooks)
 	}
@@ -57,18 +57,18 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		t.Fatalf("deliver: %d", st)
 	}
 	var reqs []fake.Request
-	getJSON(t, base+"/_fake/requests", &reqs)
+	fakeapitest.GetJSON(t, base+"/_fake/requests", &reqs)
 	if len(reqs) != 1 || reqs[0].Token != fake.TokenLabel(tok) || reqs[0].Status != http.StatusCreated {
 		t.Errorf("/_fake/requests = %+v", reqs)
 	}
 	var st fake.Stats
-	getJSON(t, base+"/_fake/stats", &st)
+	fakeapitest.GetJSON(t, base+"/_fake/stats", &st)
 	if st.Creates != 1 {
 		t.Errorf("/_fake/stats = %+v", st)
 	}
 
 	var deliveries []fake.Delivery
-	getJSON(t, base+"/_fake/deliveries", &deliveries)
+	fakeapitest.GetJSON(t, base+"/_fake/deliveries", &deliveries)
 	if len(deliveries) == 0 || deliveries[len(deliveries)-1].Code != http.StatusOK {
 		t.Errorf("/_fake/deliveries = %+v", deliveries)
 	}
@@ -104,16 +104,4 @@ func post(t *testing.T, u, body, tok string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func getJSON(t *testing.T, u string, v any) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("%s: %v", u, err)
-	}
 }

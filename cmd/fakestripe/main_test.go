@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -34,12 +33,12 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	}
 
 	var eps []fake.Endpoint
-	getJSON(t, base+"/_fake/endpoints?key=sk_test_cmd", &eps)
+	fakeapitest.GetJSON(t, base+"/_fake/endpoints?key=sk_test_cmd", &eps)
 	if len(eps) != 1 || eps[0].Secret == "" {
 		t.Errorf("/_fake/endpoints = %+v, want one endpoint with its secret", eps)
 	}
 	var reqs []fake.Request
-	getJSON(t, base+"/_fake/requests", &reqs)
+	fakeapitest.GetJSON(t, base+"/_fake/requests", &reqs)
 	if len(reqs) != 1 || reqs[0].Account != fake.AccountLabel("sk_test_cmd") || reqs[0].Status != 200 {
 		t.Errorf("/_fake/requests = %+v", reqs)
 	}
@@ -52,18 +51,6 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after cancel")
-	}
-}
-
-func getJSON(t *testing.T, u string, v any) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("%s: %v", u, err)
 	}
 }
 
@@ -101,7 +88,7 @@ func TestRunFaultRate(t *testing.T) {
 		Requests int            `json:"requests"`
 		Injected map[string]int `json:"injected"`
 	}
-	getJSON(t, base+"/_fake/chaos", &counts)
+	fakeapitest.GetJSON(t, base+"/_fake/chaos", &counts)
 	total := 0
 	for _, n := range counts.Injected {
 		total += n
@@ -110,7 +97,7 @@ func TestRunFaultRate(t *testing.T) {
 		t.Errorf("/_fake/chaos = %+v, want 20 requests, all failed", counts)
 	}
 	var eps []fake.Endpoint
-	getJSON(t, base+"/_fake/endpoints?key=sk_test_f", &eps)
+	fakeapitest.GetJSON(t, base+"/_fake/endpoints?key=sk_test_f", &eps)
 	if len(eps) != 1 || eps[0].URL != "https://example.com/seeded" || eps[0].ID == "" || eps[0].Secret == "" {
 		t.Errorf("after seeding: %+v, want the seeded endpoint with an id and a secret", eps)
 	}

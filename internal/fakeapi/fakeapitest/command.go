@@ -4,7 +4,9 @@ package fakeapitest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -31,4 +33,17 @@ func Start(ctx context.Context, t testing.TB, name string, run fakeapi.RunFunc, 
 		t.Fatalf("log line %q", line)
 	}
 	return base, done
+}
+
+// GetJSON decodes the JSON answer of GET u into v.
+func GetJSON(t testing.TB, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", u, err)
+	}
 }
