@@ -45,6 +45,10 @@ vet: ## go vet.
 verify-generated: ## Fail when generated files are stale.
 	@hack/verify-generated.sh
 
+.PHONY: verify-lean
+verify-lean: ## Fail when git tracks a file over 1 MiB outside testdata/ (build outputs stay out).
+	@hack/verify-lean.sh
+
 .PHONY: verify-manifests
 verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
 	@for d in config/crd config/rbac config/manager config/receiver config/samples config/samples/github config/default config/prometheus; do \
@@ -74,7 +78,7 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, Helm chart, alerts; small bench-reconcile and chaos runs).
+test: verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, Helm chart, alerts; small bench-reconcile and chaos runs).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
@@ -116,7 +120,7 @@ chaos-receiver: control-plane ## Three receiver replicas on a private PostgreSQL
 FUZZ_TARGETS := ./internal/matching:FuzzCanonical ./internal/matching:FuzzSameEvents \
 	./providers/stripe:FuzzStripeHeader ./providers/github:FuzzGitHubHeader ./providers:FuzzLinks \
 	./providers/standardwebhooks:FuzzStandardWebhooksHeader ./providers/rest:FuzzRESTHeader ./providers/rest:FuzzParseProfile \
-	./internal/jsonscan:FuzzTopLevelStrings ./internal/receiver:FuzzHostileDeliveries
+	./internal/jsonscan:FuzzTopLevelStrings ./receiver:FuzzHostileDeliveries
 
 # Fuzz targets whose coverage differs from run to run: FuzzHostileDeliveries drives whole
 # receivers (HTTP, both databases, delivery workers), so nearly every input looks new. Their

@@ -25,9 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 func freeAddr(t *testing.T) string {

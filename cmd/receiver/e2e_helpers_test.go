@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/receiver/store" // also registers the "pgx" driver
 	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver/store" // also registers the "pgx" driver
 )
 
 // probePrefix marks the throwaway events sent to find out whether a route is live; the

@@ -26,8 +26,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/internal/version"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 func main() {

@@ -25,14 +25,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/rest"
 	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 const defaultStore = "sqlite://receiver.db"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // backlogSpan is how long the preloaded backlog took to arrive (its received_at spread).

@@ -16,8 +16,8 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // preloadBatch is the events per ClaimBatch while preloading: one SQLite transaction (one

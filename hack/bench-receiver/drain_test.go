@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // leaseLog is a Store that records what Lease handed out and when each job was retried to.

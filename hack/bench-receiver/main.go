@@ -41,10 +41,10 @@ import (
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // Targets (informational: printed as met / not met).

@@ -16,8 +16,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // benchRedis is the Redis of a run: a redis-server of the bench's own (as the tests start one),

@@ -10,8 +10,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/hookwarden/hookwarden/internal/logkeys"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // Claimer records a verified event and enqueues its delivery; duplicate reports an event that

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hookwarden/hookwarden/internal/logkeys"
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // The receiver's log lines carry the keys the manager uses for the same things (subscription

@@ -20,7 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // eventually polls cond until it holds or a deadline passes.

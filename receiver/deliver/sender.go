@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store"
 
 	"github.com/hookwarden/hookwarden/providers"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // TestSQLiteLeaseReadsTheBacklogInIndexOrder guards Lease's cost under a backlog: each state's

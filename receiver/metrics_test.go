@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookwarden/hookwarden/internal/receiver"
+	"github.com/hookwarden/hookwarden/receiver"
 )
 
 // Alerts on a result (absent(), rate() over a series that appears mid-window) break when the

@@ -18,12 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/rest"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // routeFrom builds a route the way the receiver does: from a subscription and its signing

@@ -16,11 +16,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 const (

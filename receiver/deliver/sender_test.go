@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 var t0 = time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)

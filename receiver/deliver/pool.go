@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/hookwarden/hookwarden/internal/logkeys"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // Defaults for Options, and for a job whose event and sink both leave MaxAttempts unset.

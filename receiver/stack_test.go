@@ -18,13 +18,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookwarden/hookwarden/internal/receiver"
-	"github.com/hookwarden/hookwarden/internal/receiver/deliver"
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // The stack's two routes: Stripe reads the event id and type from the JSON body, GitHub from

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // FuzzHostileDeliveries drives whole receivers, on SQLite, PostgreSQL and Redis, with validly

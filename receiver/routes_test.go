@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/receiver"
+	"github.com/hookwarden/hookwarden/receiver"
 )
 
 // WaitRouted holds the receiver back until every subscription it can see has a route, so a

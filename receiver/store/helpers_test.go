@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // t0 is the tests' "now"; every timestamp is derived from it.

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 func TestClaimLeaseComplete(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // BenchmarkSQLiteClaimBatch measures ClaimBatch on SQLite (WAL, synchronous=FULL) for batch

@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // cluster is the package's Redis Cluster, started once (three nodes take seconds to join);

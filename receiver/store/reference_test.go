@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store/storetest"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 func TestInsertRateReference(t *testing.T) {

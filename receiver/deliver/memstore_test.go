@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // memStore is an in-memory store.Store for pool tests. It fences reports like the real stores:
