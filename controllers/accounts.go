@@ -380,6 +380,12 @@ func (o ops) Ping(ctx context.Context, id string) (ok bool, err error) {
 	return true, o.call(ctx, "ping", func() error { return p.Ping(ctx, id) })
 }
 
+// CanPing reports whether the provider can be asked for a test delivery (providers.Pinger).
+func (o ops) CanPing() bool {
+	_, ok := o.a.client.(providers.Pinger)
+	return ok
+}
+
 // VerifierSpec is the provider's description of its verification scheme, when it has one
 // (providers.VerifierDescriber).
 func (o ops) VerifierSpec() ([]byte, bool) {

@@ -21,6 +21,11 @@ type fakeAccountClient struct {
 	calls  map[string]int
 	failOn map[string]error // operation -> error returned once
 	nextID int
+	// order is every call, "Op id" in the order made.
+	order []string
+	// replays answer a create with this key with the registration (secret included), as a
+	// provider that replays creates by idempotency key does.
+	replays map[string]providers.Registration
 }
 
 func newFakeAccountClient(regs ...providers.Registration) *fakeAccountClient {
@@ -34,8 +39,9 @@ func (f *fakeAccountClient) Capabilities() providers.Capabilities {
 	return providers.Capabilities{Markers: true}
 }
 
-func (f *fakeAccountClient) fail(op string) error {
+func (f *fakeAccountClient) fail(op string, id ...string) error {
 	f.calls[op]++
+	f.order = append(f.order, strings.TrimSpace(op+" "+strings.Join(id, "")))
 	if err, ok := f.failOn[op]; ok {
 		delete(f.failOn, op)
 		return err
@@ -51,8 +57,11 @@ func (f *fakeAccountClient) List(context.Context) ([]providers.Registration, err
 }
 
 func (f *fakeAccountClient) Create(_ context.Context, d providers.Desired, key string) (providers.Registration, error) {
-	if err := f.fail("Create"); err != nil {
+	if err := f.fail("Create", key); err != nil {
 		return providers.Registration{}, err
+	}
+	if r, ok := f.replays[key]; ok {
+		return r, nil
 	}
 	f.nextID++
 	r := providers.Registration{
@@ -65,7 +74,7 @@ func (f *fakeAccountClient) Create(_ context.Context, d providers.Desired, key s
 }
 
 func (f *fakeAccountClient) Update(_ context.Context, id string, d providers.Desired) (providers.Registration, error) {
-	if err := f.fail("Update"); err != nil {
+	if err := f.fail("Update", id); err != nil {
 		return providers.Registration{}, err
 	}
 	for i := range f.regs {
@@ -79,7 +88,7 @@ func (f *fakeAccountClient) Update(_ context.Context, id string, d providers.Des
 }
 
 func (f *fakeAccountClient) Delete(_ context.Context, id string) error {
-	if err := f.fail("Delete"); err != nil {
+	if err := f.fail("Delete", id); err != nil {
 		return err
 	}
 	for i := range f.regs {
@@ -99,7 +108,7 @@ func (c *accountsTestClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 // newTestAccount returns the account for one fake client, through Accounts.Get as the
 // reconciler does, with a rate limit high enough never to wait.
-func newTestAccount(t *testing.T, client *fakeAccountClient) (ops, *accountsTestClock) {
+func newTestAccount(t *testing.T, client providers.Client) (ops, *accountsTestClock) {
 	t.Helper()
 	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	registry := providers.Registry{"stripe": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {

@@ -104,8 +104,8 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 			t.Errorf("Create returned no secret, although the provider returns it on create")
 		}
 		pl := planFor(a, d, r.ID, r.ID)
-		if pl.Keep == nil || pl.Keep.ID != r.ID || len(pl.Drift) > 0 || pl.Create {
-			t.Errorf("plan after create = keep %v, drift %v, create %v; want keep %s, no drift", pl.Keep, pl.Drift, pl.Create, r.ID)
+		if pl.Keep == nil || pl.Keep.ID != r.ID || len(pl.Drift()) > 0 || (pl.Decision == decideCreate) {
+			t.Errorf("plan after create = keep %v, drift %v, create %v; want keep %s, no drift", pl.Keep, pl.Drift(), (pl.Decision == decideCreate), r.ID)
 		}
 	})
 
@@ -146,8 +146,8 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 			t.Errorf("Update returned id %s; want %s", u.ID, r.ID)
 		}
 		pl := planFor(a, d, r.ID, r.ID)
-		if pl.Keep == nil || pl.Keep.ID != r.ID || len(pl.Drift) > 0 {
-			t.Errorf("plan after update = keep %v, drift %v; want %s with no drift", pl.Keep, pl.Drift, r.ID)
+		if pl.Keep == nil || pl.Keep.ID != r.ID || len(pl.Drift()) > 0 {
+			t.Errorf("plan after update = keep %v, drift %v; want %s with no drift", pl.Keep, pl.Drift(), r.ID)
 		}
 		if ids := a.IDs(t); len(ids) != 1 {
 			t.Errorf("provider holds %v; want only %s", ids, r.ID)
@@ -204,16 +204,16 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 			t.Fatalf("plan keeps %v; want the recorded %s", pl.Keep, first.ID)
 		}
 		pruned := map[string]bool{}
-		for _, pa := range pl.Prune {
+		for _, pa := range pl.Prunes() {
 			pruned[pa.Registration.ID] = true
 		}
 		if !pruned[second.ID] {
-			t.Errorf("the proven twin %s is not pruned (prune %v)", second.ID, pl.Prune)
+			t.Errorf("the proven twin %s is not pruned (prune %v)", second.ID, pl.Prunes())
 		}
 		caps := a.Client().Capabilities()
 		switch {
 		case caps.Markers && !pruned[byHand]:
-			t.Errorf("an unmarked twin %s on a provider with markers is adoptable, so pruned as a twin; prune %v", byHand, pl.Prune)
+			t.Errorf("an unmarked twin %s on a provider with markers is adoptable, so pruned as a twin; prune %v", byHand, pl.Prunes())
 		case !caps.Markers && pruned[byHand]:
 			t.Errorf("the hand-made hook %s cannot be proven ours and was pruned", byHand)
 		case !caps.Markers && !slices.ContainsFunc(pl.Unproven, func(r providers.Registration) bool { return r.ID == byHand }):
@@ -226,9 +226,9 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 		d := behaviourDesired(p, url)
 		byHand := a.Seed(t, url, d.Events)
 		pl := planFor(a, d, "")
-		if pl.Keep == nil || pl.Keep.ID != byHand || pl.Create {
-			t.Errorf("the only registration serving the spec, under Adopt: plan keeps %v (create %v); want %s adopted", pl.Keep, pl.Create, byHand)
-		} else if !pl.RecoverSecret {
+		if pl.Keep == nil || pl.Keep.ID != byHand || (pl.Decision == decideCreate) {
+			t.Errorf("the only registration serving the spec, under Adopt: plan keeps %v (create %v); want %s adopted", pl.Keep, (pl.Decision == decideCreate), byHand)
+		} else if !pl.RecoversSecret() {
 			t.Errorf("adopted %s without its secret, but the plan does not recover it", byHand)
 		}
 		// A second look-alike: on a provider without markers adopting one would be a guess.
@@ -240,15 +240,15 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 		caps := a.Client().Capabilities()
 		pl = computePlan(planInput{Desired: d, Observed: observed, Caps: caps, Adoption: hookv1.AdoptionAdopt, Twins: hookv1.TwinsPrune})
 		if caps.Markers {
-			if pl.Keep == nil || len(pl.Prune) != 1 {
-				t.Errorf("two unmarked registrations on a provider with markers: keep %v prune %v; want one kept, one pruned", pl.Keep, pl.Prune)
+			if pl.Keep == nil || len(pl.Prunes()) != 1 {
+				t.Errorf("two unmarked registrations on a provider with markers: keep %v prune %v; want one kept, one pruned", pl.Keep, pl.Prunes())
 			}
-		} else if pl.Conflict == "" || pl.Keep != nil || pl.Create || len(pl.Prune) > 0 || !strings.Contains(pl.Conflict, other) {
-			t.Errorf("two unproven registrations: conflict %q keep %v create %v prune %v; want a conflict naming both, nothing done", pl.Conflict, pl.Keep, pl.Create, pl.Prune)
+		} else if pl.Conflict == "" || pl.Keep != nil || (pl.Decision == decideCreate) || len(pl.Prunes()) > 0 || !strings.Contains(pl.Conflict, other) {
+			t.Errorf("two unproven registrations: conflict %q keep %v create %v prune %v; want a conflict naming both, nothing done", pl.Conflict, pl.Keep, (pl.Decision == decideCreate), pl.Prunes())
 		}
 		pl = computePlan(planInput{Desired: d, Observed: observed, Caps: caps, Adoption: hookv1.AdoptionNever})
-		if pl.Conflict == "" || pl.Create || pl.Keep != nil {
-			t.Errorf("under Never: conflict %q create %v keep %v; want a conflict and no create", pl.Conflict, pl.Create, pl.Keep)
+		if pl.Conflict == "" || (pl.Decision == decideCreate) || pl.Keep != nil {
+			t.Errorf("under Never: conflict %q create %v keep %v; want a conflict and no create", pl.Conflict, (pl.Decision == decideCreate), pl.Keep)
 		}
 	})
 }

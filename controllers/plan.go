@@ -14,15 +14,23 @@ import (
 type planInput struct {
 	// Desired has its URL in canonical form and Owner set to this subscription.
 	Desired providers.Desired
+	// Generation is the subscription's: idempotency keys are per generation.
+	Generation int64
 	// Observed is every registration on the account.
 	Observed []providers.Registration
 	// Caps is what the provider can promise: how ownership is proven, who holds the secret,
-	// which fields can drift.
+	// which fields can drift, which can only change by a new registration.
 	Caps providers.Capabilities
-	// RecordedID is status.endpointID.
-	RecordedID string
-	// HeldSecrets are the registration ids whose signing secret the Secret holds.
+	// CanPing: the provider can be asked for a test delivery (providers.Pinger).
+	CanPing bool
+	// RecordedID is status.endpointID; RecordedURL is status.url, the URL the recorded
+	// registration was last found serving.
+	RecordedID  string
+	RecordedURL string
+	// HeldSecrets are the registration ids whose signing secret the Secret holds; CurrentID is
+	// the one it marks current.
 	HeldSecrets map[string]bool
+	CurrentID   string
 	// PendingSecret: the Secret holds a client-chosen secret the provider has not confirmed
 	// (a create or a secret change that may or may not have reached the provider).
 	PendingSecret bool
@@ -31,37 +39,71 @@ type planInput struct {
 	ReceiverURL string
 	Adoption    hookv1.AdoptionPolicy
 	Twins       hookv1.TwinsPolicy
+	// Rounds is what earlier rounds of this reconcile learned.
+	Rounds rounds
 	// Keys are the account's parsed URLs (nil: parse each); they change no decision.
 	Keys *urlKeys
 }
 
-// pruneReason says why a registration is deleted.
-type pruneReason string
-
-const (
-	pruneTwin  pruneReason = "twin"
-	pruneStale pruneReason = "stale"
-)
-
-type pruneAction struct {
-	Registration providers.Registration
-	Why          pruneReason
+// rounds is what the steps of earlier rounds of one reconcile established, so the plan made
+// after a step that changed which registration is kept decides from it.
+type rounds struct {
+	// Retired are registrations a replacement was made for: never kept again, always pruned.
+	Retired map[string]bool
+	// ReplayRefused are registrations whose create the provider would not replay (parameters
+	// changed since, or no secret in the answer): their secret is recovered by a replacement.
+	ReplayRefused map[string]bool
 }
 
-// plan is what reconcile does next. Exactly one of Create or Keep is set unless Conflict is.
+func (r *rounds) retire(id string) {
+	if r.Retired == nil {
+		r.Retired = map[string]bool{}
+	}
+	r.Retired[id] = true
+}
+
+func (r *rounds) refuseReplay(id string) {
+	if r.ReplayRefused == nil {
+		r.ReplayRefused = map[string]bool{}
+	}
+	r.ReplayRefused[id] = true
+}
+
+// decision is what the plan does about the spec: keep a registration, create one, or neither.
+type decision int
+
+const (
+	// decideKeep: a registration on the account serves the spec (plan.Keep).
+	decideKeep decision = iota
+	// decideCreate: nothing serves the spec; the first step creates a registration.
+	decideCreate
+	// decideConflict: neither creating nor adopting is safe (plan.Conflict says why).
+	decideConflict
+)
+
+func (d decision) String() string {
+	switch d {
+	case decideKeep:
+		return "keep"
+	case decideCreate:
+		return "create"
+	case decideConflict:
+		return "conflict"
+	}
+	return fmt.Sprintf("decision(%d)", int(d))
+}
+
+// plan is everything one round of a reconcile does, in order. The executor carries the steps
+// out and never changes them; a step that changes which registration is kept (a replacement, a
+// replay that made a new registration) ends the round, and the next round is planned afresh.
 type plan struct {
-	// Keep is the registration that serves the spec.
+	Decision decision
+	// Keep is the registration that serves the spec (decideKeep).
 	Keep *providers.Registration
-	// Create asks for a new registration: nothing on the account serves the spec.
-	Create bool
-	// Drift lists what Update must change on Keep (empty: up to date).
-	Drift []string
-	// RecoverSecret: the secret of Keep is not held (or a client-chosen one is pending): get it
-	// back by replaying the create, rotating, or setting a new secret on Keep, as the provider
-	// allows.
-	RecoverSecret bool
-	// Prune are registrations to delete once Keep's secret is stored.
-	Prune []pruneAction
+	// Steps, in the order they run.
+	Steps []step
+	// Conflict explains why neither creating nor adopting is safe (decideConflict).
+	Conflict string
 	// KeptTwins are twins left in place because policies.twins is Keep.
 	KeptTwins []providers.Registration
 	// NearTwins are foreign registrations that differ from the spec only by a trailing slash or
@@ -70,12 +112,46 @@ type plan struct {
 	// Unproven are registrations for the desired URL that cannot be proven ours on a provider
 	// without markers and are not adopted: reported, never changed or pruned.
 	Unproven []providers.Registration
-	// Conflict explains why neither creating nor adopting is safe.
-	Conflict string
-	// Vanished is the recorded registration when the provider no longer lists it but the
-	// signing Secret still holds its secret: that secret signs nothing any more, so it is
-	// forgotten (and no longer accepted) once the registration kept or created is current.
-	Vanished string
+}
+
+// Changes reports whether the plan writes anything at the provider or to the signing Secret.
+func (p plan) Changes() bool { return len(p.Steps) > 0 }
+
+// Prunes are the plan's prune steps.
+func (p plan) Prunes() []step { return p.stepsOf(stepPrune) }
+
+// Drift is what the plan's update step changes (nil when there is none).
+func (p plan) Drift() []string {
+	for _, s := range p.Steps {
+		if s.Kind == stepUpdate {
+			return s.Drift
+		}
+	}
+	return nil
+}
+
+// RecoversSecret reports whether the plan gets a secret for a registration whose secret is not
+// held: by replay, fetch, setting a new one, or a replacement.
+func (p plan) RecoversSecret() bool {
+	for _, s := range p.Steps {
+		switch {
+		case s.Kind == stepReplay, s.Kind == stepFetchSecret, s.Kind == stepSetSecret:
+			return true
+		case s.Kind == stepReplace && len(s.Drift) == 0:
+			return true
+		}
+	}
+	return false
+}
+
+func (p plan) stepsOf(k stepKind) []step {
+	var out []step
+	for _, s := range p.Steps {
+		if s.Kind == k {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // relation classifies one observed registration against the desired one.
@@ -89,6 +165,7 @@ const (
 	conflicting                 // same target but provably someone else's (or adoption refused)
 	unproven                    // no markers: same URL and events, not provably ours
 	lookalike                   // no markers: same URL, other events, not provably ours
+	retired                     // replaced by an earlier round of this reconcile
 )
 
 // ownership is the evidence that decides whether a registration is this subscription's.
@@ -138,7 +215,15 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 	k := in.Keys.get(r.URL)
 	sameTarget := k.canonicalOK && k.canonical == in.Desired.URL
 	switch {
+	case ours && in.Rounds.Retired[r.ID]:
+		return retired
 	case sameTarget && ours:
+		return candidate
+	case ours && movedOutOfBand(in, r):
+		// The recorded registration serves another URL although the spec did not change its
+		// URL: someone edited it at the provider. It is repaired in place (or replaced, where
+		// the URL cannot change in place), not deleted as stale: its id and delivery history
+		// stay.
 		return candidate
 	case sameTarget && in.Caps.Markers && adoptable(in, r):
 		return candidate
@@ -155,6 +240,12 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 		return nearTwin
 	}
 	return foreign
+}
+
+// movedOutOfBand reports whether r is the recorded registration, last found serving the URL
+// the spec still names, and now serves another: the provider's copy moved, not the spec.
+func movedOutOfBand(in planInput, r providers.Registration) bool {
+	return in.RecordedID != "" && r.ID == in.RecordedID && in.RecordedURL != "" && in.RecordedURL == in.Desired.URL
 }
 
 // marked reports whether r carries this subscription's ownership marker.
@@ -179,6 +270,7 @@ func sameName(a, b providers.Owner) bool {
 
 func computePlan(in planInput) plan {
 	var p plan
+	var prunes []step
 	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
 	own := in.ownership()
 	var candidates, adoptables []providers.Registration
@@ -187,7 +279,9 @@ func computePlan(in planInput) plan {
 		case candidate:
 			candidates = append(candidates, r)
 		case stale:
-			p.Prune = append(p.Prune, pruneAction{Registration: r, Why: pruneStale})
+			prunes = append(prunes, pruneStep(r, pruneStale))
+		case retired:
+			prunes = append(prunes, pruneStep(r, pruneRotated))
 		case nearTwin:
 			p.NearTwins = append(p.NearTwins, r)
 		case conflicting:
@@ -210,20 +304,22 @@ func computePlan(in planInput) plan {
 	}
 	p.Unproven = append(p.Unproven, adoptables...)
 	if p.Conflict != "" && len(candidates) == 0 {
-		// Neither create (a second hook for the same URL) nor adopt: wait for a human.
-		p.Prune = nil
+		// Neither create (a second hook for the same URL) nor adopt: wait for a human, and
+		// prune nothing meanwhile (ours at an old URL may be the only working hook).
+		p.Decision = decideConflict
 		return p
 	}
 	p.Conflict = ""
-	p.Vanished = vanished(in)
 	if len(candidates) == 0 {
-		p.Create = true
+		p.Decision = decideCreate
+		p.Steps = append(p.Steps, step{Kind: stepCreate, Desired: in.Desired, Key: createKey(in.Desired.Owner.UID, in.Generation, in.RecordedID),
+			Secret: newSecretFor(in.Caps), Ping: in.CanPing})
+		p.Steps = append(p.Steps, tail(in, "", prunes)...)
 		return p
 	}
 	keep := pickKeeper(in, candidates)
+	p.Decision = decideKeep
 	p.Keep = &keep
-	p.RecoverSecret = needsSecret(in, keep)
-	p.Drift = drift(in.Desired, keep, in.Caps)
 	for _, c := range candidates {
 		if c.ID == keep.ID {
 			continue
@@ -231,11 +327,115 @@ func computePlan(in planInput) plan {
 		if in.Twins == hookv1.TwinsKeep {
 			p.KeptTwins = append(p.KeptTwins, c)
 		} else {
-			p.Prune = append(p.Prune, pruneAction{Registration: c, Why: pruneTwin})
+			prunes = append(prunes, pruneStep(c, pruneTwin))
 		}
 	}
-	sort.SliceStable(p.Prune, func(i, j int) bool { return p.Prune[i].Registration.ID < p.Prune[j].Registration.ID })
+	if replace, ok := replacement(in, keep); ok {
+		// The round ends with the replacement: the next one keeps it, marks its secret
+		// current and prunes keep (retired) with the rest.
+		p.Steps = append(p.Steps, replace)
+		return p
+	}
+	p.Steps = append(p.Steps, keepSteps(in, keep)...)
+	p.Steps = append(p.Steps, tail(in, keep.ID, prunes)...)
 	return p
+}
+
+// replacement returns the step that replaces keep by a new registration, make-before-break,
+// when keep cannot be kept: its secret is not held and the provider can neither give it back
+// nor let us set a new one, or a field drifted that the provider cannot change in place.
+func replacement(in planInput, keep providers.Registration) (step, bool) {
+	replace := step{Kind: stepReplace, Registration: keep, Desired: in.Desired, Key: rotateKey(in.Desired.Owner.UID, in.Generation, keep.ID), Secret: newSecretFor(in.Caps)}
+	if fields := recreateFields(drift(in.Desired, keep, in.Caps), in.Caps); len(fields) > 0 {
+		replace.Drift = fields
+		return replace, true
+	}
+	if !needsSecret(in, keep) {
+		return step{}, false
+	}
+	switch in.Caps.Secret {
+	case providers.SecretClientChosen:
+		if !updatesInPlace(in.Caps) {
+			return replace, true // no update could carry the new secret
+		}
+		return step{}, false // set anew on keep itself
+	case providers.SecretReadable, providers.SecretFetched:
+		return step{}, false // read back from keep
+	}
+	if replayable(in, keep) {
+		return step{}, false
+	}
+	return replace, true
+}
+
+// updatesInPlace reports whether the provider has an update at all: one that cannot change a
+// registration's URL or its events in place (Calendly) has none, so a secret cannot be set on an
+// existing registration either.
+func updatesInPlace(caps providers.Capabilities) bool {
+	return caps.Recreate&(providers.FieldURL|providers.FieldEvents) != providers.FieldURL|providers.FieldEvents
+}
+
+// keepSteps get keep's secret where it is not held, then bring keep to the spec and make its
+// secret the current one.
+func keepSteps(in planInput, keep providers.Registration) []step {
+	var steps []step
+	fields := drift(in.Desired, keep, in.Caps)
+	if needsSecret(in, keep) {
+		switch in.Caps.Secret {
+		case providers.SecretClientChosen:
+			// The update that sets the new secret carries the whole spec: it repairs the drift too.
+			steps = append(steps, step{Kind: stepSetSecret, Registration: keep, Desired: in.Desired})
+			fields = nil
+		case providers.SecretReadable, providers.SecretFetched:
+			steps = append(steps, step{Kind: stepFetchSecret, Registration: keep})
+		default:
+			// Before fixing drift: the replay must repeat the original create's parameters,
+			// which keep still has until it is updated.
+			steps = append(steps, step{Kind: stepReplay, Registration: keep, Desired: originalCreate(keep), Key: keep.CreateKey})
+		}
+	}
+	if len(fields) > 0 {
+		steps = append(steps, step{Kind: stepUpdate, Registration: keep, Desired: in.Desired, Drift: fields})
+	}
+	setsSecret := len(steps) > 0 && steps[0].Kind == stepSetSecret // which makes it current
+	if keep.ID != in.CurrentID && in.Caps.Secret != providers.SecretNone && !setsSecret {
+		steps = append(steps, step{Kind: stepMarkCurrent, Registration: keep})
+	}
+	return steps
+}
+
+// tail forgets the secret of a vanished recorded registration and prunes, once the kept (or
+// created) registration is current.
+func tail(in planInput, keepID string, prunes []step) []step {
+	var steps []step
+	if v := vanished(in); v != "" && v != keepID {
+		steps = append(steps, step{Kind: stepForget, ID: v})
+	}
+	sort.SliceStable(prunes, func(i, j int) bool { return prunes[i].Registration.ID < prunes[j].Registration.ID })
+	return append(steps, prunes...)
+}
+
+// replayable reports whether keep's original create can be replayed to get its secret back:
+// the provider replays creates by key, keep carries its key, and it is this incarnation's.
+func replayable(in planInput, keep providers.Registration) bool {
+	return in.Caps.ReplayableCreate && keep.CreateKey != "" && keep.Owner == in.Desired.Owner && !in.Rounds.ReplayRefused[keep.ID]
+}
+
+// originalCreate is what keep was created with, as the provider reports it: a replay must send
+// the same parameters.
+func originalCreate(keep providers.Registration) providers.Desired {
+	return providers.Desired{URL: keep.URL, Events: keep.Events, Description: keep.Description, Owner: keep.Owner}
+}
+
+// newSecretFor is how a new registration's secret is obtained on this provider.
+func newSecretFor(caps providers.Capabilities) newSecret {
+	switch caps.Secret {
+	case providers.SecretClientChosen:
+		return secretChosen
+	case providers.SecretNone:
+		return secretNone
+	}
+	return secretReturned
 }
 
 // vanished returns the recorded registration's id when the account no longer has it and its
@@ -292,6 +492,15 @@ func pickKeeper(in planInput, cs []providers.Registration) providers.Registratio
 	return best
 }
 
+// Drift names, as drift lists them.
+const (
+	driftURL         = "url"
+	driftEvents      = "events"
+	driftDescription = "description"
+	driftDisabled    = "disabled"
+	driftMarker      = "ownership marker"
+)
+
 // drift lists the fields of r that differ from d, among those the provider has: a field it
 // does not have (a GitHub hook's description or marker) is never "changed", which would be
 // perpetual drift. The URL compares as a string: a registration that is only canonically equal
@@ -300,21 +509,34 @@ func pickKeeper(in planInput, cs []providers.Registration) providers.Registratio
 func drift(d providers.Desired, r providers.Registration, caps providers.Capabilities) []string {
 	var out []string
 	if r.URL != d.URL {
-		out = append(out, "url")
+		out = append(out, driftURL)
 	}
 	if !matching.SameEvents(r.Events, d.Events) {
-		out = append(out, "events")
+		out = append(out, driftEvents)
 	}
 	if caps.Has(providers.FieldDescription) && r.Description != d.Description {
-		out = append(out, "description")
+		out = append(out, driftDescription)
 	}
 	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled {
-		out = append(out, "disabled")
+		out = append(out, driftDisabled)
 	}
 	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {
-		out = append(out, "ownership marker")
+		out = append(out, driftMarker)
 	}
 	return append(out, r.Misconfigured...)
+}
+
+// recreateFields are the drifted fields the provider can only change by a new registration.
+func recreateFields(drift []string, caps providers.Capabilities) []string {
+	byName := map[string]providers.Field{driftURL: providers.FieldURL, driftEvents: providers.FieldEvents, driftDescription: providers.FieldDescription,
+		driftDisabled: providers.FieldDisabled, driftMarker: providers.FieldMarker}
+	var out []string
+	for _, d := range drift {
+		if f, ok := byName[d]; ok && caps.Recreate&f != 0 {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func conflictMessage(in planInput, r providers.Registration) string {

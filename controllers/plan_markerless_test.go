@@ -46,6 +46,7 @@ func TestPlanWithoutMarkers(t *testing.T) {
 		observed         []providers.Registration
 		recorded         string
 		held             []string
+		current          string
 		pending          bool
 		adoption         hookv1.AdoptionPolicy
 		twins            hookv1.TwinsPolicy
@@ -54,27 +55,28 @@ func TestPlanWithoutMarkers(t *testing.T) {
 	}{
 		{
 			reason: "empty target: create",
-			want:   plan{Create: true},
+			want:   creates(),
 		},
 		{
 			reason:   "recorded and held: keep, nothing to do; no description or marker drift",
 			observed: []providers.Registration{hook("1", 0)},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     plan{Keep: keep(hook("1", 0))},
+			want:     keeps(hook("1", 0)),
 		},
 		{
 			reason:   "held but not recorded (status wiped): still ours by its secret",
 			observed: []providers.Registration{hook("1", 0)},
 			held:     []string{"1"},
+			current:  "1",
 			adoption: hookv1.AdoptionNever,
-			want:     plan{Keep: keep(hook("1", 0))},
+			want:     keeps(hook("1", 0)),
 		},
 		{
 			reason:   "recorded, secret not held (Secret deleted): keep it and set a new secret on it",
 			observed: []providers.Registration{hook("1", 0)},
 			recorded: "1",
-			want:     plan{Keep: keep(hook("1", 0)), RecoverSecret: true},
+			want:     keeps(hook("1", 0), setSecretStep(hook("1", 0))),
 		},
 		{
 			reason:   "held, with a pending secret: finish setting the pending one first",
@@ -82,13 +84,13 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			recorded: "1",
 			held:     []string{"1"},
 			pending:  true,
-			want:     plan{Keep: keep(hook("1", 0)), RecoverSecret: true},
+			want:     keeps(hook("1", 0), setSecretStep(hook("1", 0))),
 		},
 		{
 			reason:   "the only unproven hook serving the spec, Adopt: adopted, and its secret is set",
 			observed: []providers.Registration{hook("9", 0)},
 			pending:  true,
-			want:     plan{Keep: keep(hook("9", 0)), RecoverSecret: true},
+			want:     keeps(hook("9", 0), setSecretStep(hook("9", 0))),
 		},
 		{
 			reason:           "the only unproven hook serving the spec, Never: conflict, no create",
@@ -113,14 +115,14 @@ func TestPlanWithoutMarkers(t *testing.T) {
 		{
 			reason:   "an unproven hook for the URL with other events is not ours to change: create, report it",
 			observed: []providers.Registration{hook("9", 0, withEvents("push"))},
-			want:     plan{Create: true, Unproven: []providers.Registration{hook("9", 0, withEvents("push"))}},
+			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, Unproven: []providers.Registration{hook("9", 0, withEvents("push"))}},
 		},
 		{
 			reason:   "two proven hooks (both secrets held): keep the recorded one, prune the twin",
 			observed: []providers.Registration{hook("1", 0), hook("2", 1)},
 			recorded: "2",
 			held:     []string{"1", "2"},
-			want:     plan{Keep: keep(hook("2", 1)), Prune: []pruneAction{twin(hook("1", 0))}},
+			want:     keeps(hook("2", 1), twin(hook("1", 0))),
 		},
 		{
 			reason:   "proven twins under Keep: reported, not pruned",
@@ -135,33 +137,33 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			observed: []providers.Registration{hook("1", 0), hook("2", 1, withURL(planOldURL))},
 			recorded: "1",
 			held:     []string{"1", "2"},
-			want:     plan{Keep: keep(hook("1", 0)), Prune: []pruneAction{staleAt(hook("2", 1, withURL(planOldURL)))}},
+			want:     keeps(hook("1", 0), staleAt(hook("2", 1, withURL(planOldURL)))),
 		},
 		{
 			reason:   "unproven hooks elsewhere are foreign, whatever their events",
 			observed: []providers.Registration{hook("7", 0, withURL(planElse)), hook("8", 0, withURL(planOldURL))},
-			want:     plan{Create: true},
+			want:     creates(),
 		},
 		{
 			reason:   "the bundled receiver's URL for this subscription proves ownership, even unrecorded and under Never",
 			url:      planReceiverURL,
 			observed: []providers.Registration{hook("5", 0, withURL(planReceiverURL)), hook("6", 1, withURL(planReceiverURL))},
 			adoption: hookv1.AdoptionNever,
-			want:     plan{Keep: keep(hook("5", 0, withURL(planReceiverURL))), RecoverSecret: true, Prune: []pruneAction{twin(hook("6", 1, withURL(planReceiverURL)))}},
+			want:     keeps(hook("5", 0, withURL(planReceiverURL)), setSecretStep(hook("5", 0, withURL(planReceiverURL))), twin(hook("6", 1, withURL(planReceiverURL)))),
 		},
 		{
 			reason:   "a receiver-URL hook left from when the spec named the receiver is stale",
 			observed: []providers.Registration{hook("1", 0), hook("5", 0, withURL(planReceiverURL))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     plan{Keep: keep(hook("1", 0)), Prune: []pruneAction{staleAt(hook("5", 0, withURL(planReceiverURL)))}},
+			want:     keeps(hook("1", 0), staleAt(hook("5", 0, withURL(planReceiverURL)))),
 		},
 		{
 			reason:   "disabled differs and the provider reports settings off: drift, but never description or marker",
 			observed: []providers.Registration{hook("1", 0, withDisabled, misconfigured("content_type"))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     plan{Keep: keep(hook("1", 0, withDisabled, misconfigured("content_type"))), Drift: []string{"disabled", "content_type"}},
+			want:     keeps(hook("1", 0, withDisabled, misconfigured("content_type")), updateStep(hook("1", 0, withDisabled, misconfigured("content_type")), "disabled", "content_type")),
 		},
 	}
 	sharedKeys := &urlKeys{}
@@ -171,13 +173,10 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			if url == "" {
 				url = planURL
 			}
-			held := map[string]bool{}
-			for _, id := range c.held {
-				held[id] = true
-			}
 			in := planInput{
 				Caps: markerlessCaps, Desired: planDesired(url), Observed: c.observed, RecordedID: c.recorded,
-				HeldSecrets: held, PendingSecret: c.pending, ReceiverURL: planReceiverURL, Adoption: c.adoption, Twins: c.twins,
+				HeldSecrets: heldSet(c.held), CurrentID: currentOf(c.current, c.recorded, c.held), PendingSecret: c.pending,
+				ReceiverURL: planReceiverURL, Adoption: c.adoption, Twins: c.twins,
 			}
 			got := computePlan(in)
 			in.Keys = sharedKeys
@@ -193,8 +192,11 @@ func TestPlanWithoutMarkers(t *testing.T) {
 				t.Errorf("unexpected Conflict %q (%s)", got.Conflict, c.reason)
 			}
 			got.Conflict = ""
+			if len(c.conflictMentions) > 0 {
+				c.want.Decision = decideConflict
+			}
 			byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), byID); diff != "" {
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), byID, planStepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
 			}
 		})
@@ -228,7 +230,7 @@ func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 				in := planInput{Caps: markerlessCaps, Desired: planDesired(planURL), Observed: observed, RecordedID: pr.recorded, HeldSecrets: held, ReceiverURL: planReceiverURL, Adoption: adoption}
 				p := computePlan(in)
 				own := in.ownership()
-				for _, a := range p.Prune {
+				for _, a := range p.Prunes() {
 					if !own.owns(a.Registration) {
 						t.Errorf("mask %b %+v %s: prunes %s, which is not proven ours", mask, pr, adoption, a.Registration.ID)
 					}
@@ -245,8 +247,13 @@ func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 						t.Errorf("mask %b %+v %s: keeps unproven %s with %d candidates", mask, pr, adoption, p.Keep.ID, n)
 					}
 				}
-				if p.Conflict != "" && (p.Create || p.Keep != nil || len(p.Prune) > 0) {
+				if p.Conflict != "" && (p.Decision != decideConflict || p.Keep != nil || len(p.Steps) > 0) {
 					t.Errorf("mask %b: conflict but acts", mask)
+				}
+				for _, st := range p.Steps {
+					if st.Kind != stepCreate && st.Kind != stepForget && !own.owns(st.Registration) && (p.Keep == nil || st.Registration.ID != p.Keep.ID) {
+						t.Errorf("mask %b %+v %s: step %v acts on %s, which is neither proven ours nor adopted", mask, pr, adoption, st.Kind, st.Registration.ID)
+					}
 				}
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
@@ -82,10 +81,64 @@ func unmarked(r *providers.Registration) { r.Owner = providers.Owner{}; r.Create
 
 func keep(r providers.Registration) *providers.Registration { return &r }
 
-func twin(r providers.Registration) pruneAction { return pruneAction{Registration: r, Why: pruneTwin} }
+// Steps as plans list them. Their Desired and Key are compared only where a case says so
+// (planStepDetail); everywhere else the kind and the registration acted on tell the decision.
+func twin(r providers.Registration) step    { return pruneStep(r, pruneTwin) }
+func staleAt(r providers.Registration) step { return pruneStep(r, pruneStale) }
+func retiredAt(r providers.Registration) step {
+	return pruneStep(r, pruneRotated)
+}
+func createStep() step { return step{Kind: stepCreate} }
+func updateStep(r providers.Registration, fields ...string) step {
+	return step{Kind: stepUpdate, Registration: r, Desired: planDesired(planURL), Drift: fields}
+}
+func replayStep(r providers.Registration) step    { return step{Kind: stepReplay, Registration: r} }
+func fetchStep(r providers.Registration) step     { return step{Kind: stepFetchSecret, Registration: r} }
+func setSecretStep(r providers.Registration) step {
+	return step{Kind: stepSetSecret, Registration: r, Desired: planDesired(planURL)}
+}
+func replaceStep(r providers.Registration, fields ...string) step {
+	return step{Kind: stepReplace, Registration: r, Drift: fields}
+}
+func markStep(r providers.Registration) step { return step{Kind: stepMarkCurrent, Registration: r} }
+func forgetStep(id string) step              { return step{Kind: stepForget, ID: id} }
 
-func staleAt(r providers.Registration) pruneAction {
-	return pruneAction{Registration: r, Why: pruneStale}
+func keeps(r providers.Registration, steps ...step) plan {
+	return plan{Decision: decideKeep, Keep: keep(r), Steps: steps}
+}
+
+func creates(steps ...step) plan {
+	return plan{Decision: decideCreate, Steps: append([]step{createStep()}, steps...)}
+}
+
+// planStepDetail leaves out of a comparison what most cases do not state: the parameters and
+// keys of provider calls, and how a new secret is obtained.
+var planStepDetail = cmpopts.IgnoreFields(step{}, "Desired", "Key", "Secret")
+
+// heldSet turns a case's held ids into the plan's set (nil stays nil).
+func heldSet(ids []string) map[string]bool {
+	if ids == nil {
+		return nil
+	}
+	held := map[string]bool{}
+	for _, id := range ids {
+		held[id] = true
+	}
+	return held
+}
+
+// currentOf is the id a consistent signing Secret names current: the recorded registration's,
+// when its secret is held; a case's explicit current wins.
+func currentOf(explicit, recorded string, held []string) string {
+	if explicit != "" {
+		return explicit
+	}
+	for _, id := range held {
+		if id == recorded {
+			return recorded
+		}
+	}
+	return ""
 }
 
 func TestPlanComputePlan(t *testing.T) {
@@ -95,6 +148,8 @@ func TestPlanComputePlan(t *testing.T) {
 		observed []providers.Registration
 		recorded string
 		held     []string
+		// current is the id the signing Secret names current; empty: the recorded one when held.
+		current  string
 		adoption hookv1.AdoptionPolicy
 		twins    hookv1.TwinsPolicy
 		want     plan
@@ -106,12 +161,12 @@ func TestPlanComputePlan(t *testing.T) {
 		// Nothing there.
 		{
 			reason: "empty account: nothing serves the spec, so create",
-			want:   plan{Create: true},
+			want:   creates(),
 		},
 		{
 			reason:   "only foreign registrations elsewhere: create, and leave them alone",
 			observed: []providers.Registration{reg("we_a", 0, withURL(planElse), unmarked), reg("we_b", 1, withURL(planElse), withOwner(planOtherSub))},
-			want:     plan{Create: true},
+			want:     creates(),
 		},
 
 		// Ours and matching.
@@ -120,45 +175,46 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{reg("we_1", 0)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0))},
+			want:     keeps(reg("we_1", 0)),
 		},
 		{
 			reason:   "ours by marker after status was lost: keep it rather than create a second one",
 			observed: []providers.Registration{reg("we_1", 0)},
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0))},
+			current:  "we_1",
+			want:     keeps(reg("we_1", 0)),
 		},
 		{
 			reason:   "the recorded registration was deleted at the provider: create a new one, and forget the vanished one's secret so it is no longer accepted",
 			observed: []providers.Registration{reg("we_b", 1, withURL(planElse), unmarked)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Create: true, Vanished: "we_1"},
+			want:     creates(forgetStep("we_1")),
 		},
 		{
 			reason:   "the recorded registration vanished, another of ours serves the spec: keep it, forget the vanished one's secret",
 			observed: []providers.Registration{reg("we_2", 1)},
 			recorded: "we_1",
 			held:     []string{"we_1", "we_2"},
-			want:     plan{Keep: keep(reg("we_2", 1)), Vanished: "we_1"},
+			want:     keeps(reg("we_2", 1), markStep(reg("we_2", 1)), forgetStep("we_1")),
 		},
 		{
 			reason:   "the recorded registration vanished and its secret is not held: nothing to forget",
 			recorded: "we_1",
 			held:     []string{"we_0"},
-			want:     plan{Create: true},
+			want:     creates(),
 		},
 		{
 			reason:   "ours by marker, secret not held (crash before the Secret write): keep it and recover the secret",
 			observed: []providers.Registration{reg("we_1", 0)},
-			want:     plan{Keep: keep(reg("we_1", 0)), RecoverSecret: true},
+			want:     keeps(reg("we_1", 0), replayStep(reg("we_1", 0)), markStep(reg("we_1", 0))),
 		},
 		{
 			reason:   "events in another order and with duplicates are the same set: no drift",
 			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid", "checkout.session.completed", "invoice.paid"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withEvents("invoice.paid", "checkout.session.completed", "invoice.paid")))},
+			want:     keeps(reg("we_1", 0, withEvents("invoice.paid", "checkout.session.completed", "invoice.paid"))),
 		},
 
 		// Ours but drifted: update in place, never recreate.
@@ -167,55 +223,55 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withEvents("invoice.paid"))), Drift: []string{"events"}},
+			want:     keeps(reg("we_1", 0, withEvents("invoice.paid")), updateStep(reg("we_1", 0, withEvents("invoice.paid")), "events")),
 		},
 		{
 			reason:   "an extra event added at the provider: update events",
 			observed: []providers.Registration{reg("we_1", 0, withEvents("checkout.session.completed", "invoice.paid", "charge.refunded"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withEvents("checkout.session.completed", "invoice.paid", "charge.refunded"))), Drift: []string{"events"}},
+			want:     keeps(reg("we_1", 0, withEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), updateStep(reg("we_1", 0, withEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), "events")),
 		},
 		{
 			reason:   "'*' at the provider is not expanded to the listed events: update events",
 			observed: []providers.Registration{reg("we_1", 0, withEvents("*"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withEvents("*"))), Drift: []string{"events"}},
+			want:     keeps(reg("we_1", 0, withEvents("*")), updateStep(reg("we_1", 0, withEvents("*")), "events")),
 		},
 		{
 			reason:   "description edited in the dashboard: update description",
 			observed: []providers.Registration{reg("we_1", 0, withDescription("edited by hand"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withDescription("edited by hand"))), Drift: []string{"description"}},
+			want:     keeps(reg("we_1", 0, withDescription("edited by hand")), updateStep(reg("we_1", 0, withDescription("edited by hand")), "description")),
 		},
 		{
 			reason:   "disabled in the dashboard while the spec says enabled: update disabled",
 			observed: []providers.Registration{reg("we_1", 0, withDisabled)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withDisabled)), Drift: []string{"disabled"}},
+			want:     keeps(reg("we_1", 0, withDisabled), updateStep(reg("we_1", 0, withDisabled), "disabled")),
 		},
 		{
 			reason:   "URL spelled non-canonically (host case, :443): same target, rewritten in place, not a twin and not a create",
 			observed: []providers.Registration{reg("we_1", 0, withURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, withURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders"))), Drift: []string{"url"}},
+			want:     keeps(reg("we_1", 0, withURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), updateStep(reg("we_1", 0, withURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), "url")),
 		},
 		{
 			reason:   "unmarked registration adopted (policy Adopt): kept, marker written, secret recovered",
 			observed: []providers.Registration{reg("we_1", 0, unmarked)},
 			adoption: hookv1.AdoptionAdopt,
-			want:     plan{Keep: keep(reg("we_1", 0, unmarked)), Drift: []string{"ownership marker"}, RecoverSecret: true},
+			want:     keeps(reg("we_1", 0, unmarked), replaceStep(reg("we_1", 0, unmarked))),
 		},
 		{
 			reason:   "marker still missing after adoption (recorded and held): the marker is drift until written",
 			observed: []providers.Registration{reg("we_1", 0, unmarked)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0, unmarked)), Drift: []string{"ownership marker"}},
+			want:     keeps(reg("we_1", 0, unmarked), updateStep(reg("we_1", 0, unmarked), "ownership marker")),
 		},
 		{
 			reason: "every field drifted at once: all listed, in a stable order",
@@ -223,11 +279,11 @@ func TestPlanComputePlan(t *testing.T) {
 				withEvents("invoice.paid"), withDescription(""), withDisabled)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want: plan{
-				Keep: keep(reg("we_1", 0, unmarked, withURL("https://hooks.example.com:443/hooks/shop/orders"),
-					withEvents("invoice.paid"), withDescription(""), withDisabled)),
-				Drift: []string{"url", "events", "description", "disabled", "ownership marker"},
-			},
+			want: func() plan {
+				r := reg("we_1", 0, unmarked, withURL("https://hooks.example.com:443/hooks/shop/orders"),
+					withEvents("invoice.paid"), withDescription(""), withDisabled)
+				return keeps(r, updateStep(r, "url", "events", "description", "disabled", "ownership marker"))
+			}(),
 		},
 
 		// Recorded id as proof of ownership.
@@ -237,14 +293,14 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			adoption: hookv1.AdoptionNever,
-			want:     plan{Keep: keep(reg("we_1", 0, unmarked)), Drift: []string{"ownership marker"}},
+			want:     keeps(reg("we_1", 0, unmarked), updateStep(reg("we_1", 0, unmarked), "ownership marker")),
 		},
 		{
 			reason:   "recorded id on an unmarked registration for an old URL: ours, so stale and pruned",
 			observed: []providers.Registration{reg("we_1", 0, unmarked, withURL(planOldURL)), reg("we_2", 1)},
 			recorded: "we_1",
 			held:     []string{"we_2"},
-			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{staleAt(reg("we_1", 0, unmarked, withURL(planOldURL)))}},
+			want:     keeps(reg("we_2", 1), markStep(reg("we_2", 1)), staleAt(reg("we_1", 0, unmarked, withURL(planOldURL)))),
 		},
 
 		// Twins: the same canonical URL twice or more.
@@ -258,10 +314,10 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			twins:    hookv1.TwinsPrune,
-			want: plan{Keep: keep(reg("we_1", 0)), Prune: []pruneAction{
+			want: keeps(reg("we_1", 0),
 				twin(reg("we_2", 1, withURL("https://HOOKS.example.com/hooks/shop/orders"), unmarked)),
 				twin(reg("we_3", 2, withURL("https://hooks.example.com:443/hooks/shop/orders"))),
-			}},
+			),
 		},
 		{
 			reason:   "%2f and %2F are the same escape: a twin, pruned",
@@ -270,17 +326,15 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			twins:    hookv1.TwinsPrune,
-			want: plan{
-				Keep:  keep(reg("we_1", 0, withURL("https://hooks.example.com/hooks/shop%2Forders"))),
-				Prune: []pruneAction{twin(reg("we_2", 1, withURL("https://hooks.example.com/hooks/shop%2forders")))},
-			},
+			want: keeps(reg("we_1", 0, withURL("https://hooks.example.com/hooks/shop%2Forders")),
+				twin(reg("we_2", 1, withURL("https://hooks.example.com/hooks/shop%2forders")))),
 		},
 		{
 			reason:   "an empty twins policy (CRD default not applied) prunes, like Prune",
 			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_1", 0)), Prune: []pruneAction{twin(reg("we_2", 1))}},
+			want:     keeps(reg("we_1", 0), twin(reg("we_2", 1))),
 		},
 		{
 			reason: "policies.twins Keep: twins are reported, never deleted",
@@ -306,7 +360,7 @@ func TestPlanComputePlan(t *testing.T) {
 			want: plan{
 				Keep:      keep(reg("we_1", 0)),
 				KeptTwins: []providers.Registration{reg("we_2", 1)},
-				Prune:     []pruneAction{staleAt(reg("we_0", 0, withURL(planOldURL)))},
+				Steps:     []step{staleAt(reg("we_0", 0, withURL(planOldURL)))},
 			},
 		},
 
@@ -316,27 +370,27 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     plan{Create: true, Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+			want:     creates(staleAt(reg("we_1", 0, withURL(planOldURL)))),
 		},
 		{
 			reason:   "ours at an old URL next to ours at the current one: keep current, prune old",
 			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL)), reg("we_2", 1)},
 			recorded: "we_2",
 			held:     []string{"we_2"},
-			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+			want:     keeps(reg("we_2", 1), staleAt(reg("we_1", 0, withURL(planOldURL)))),
 		},
 		{
 			reason:   "ours at a near-twin URL (trailing slash: an older spec) is stale and pruned, not reported",
 			observed: []providers.Registration{reg("we_1", 0, withURL(planURL+"/")), reg("we_2", 1)},
 			recorded: "we_2",
 			held:     []string{"we_2"},
-			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planURL+"/")))}},
+			want:     keeps(reg("we_2", 1), staleAt(reg("we_1", 0, withURL(planURL+"/")))),
 		},
 		{
 			reason:   "the only held secret belongs to a stale registration: keep the one at the spec URL, recover its secret, prune the stale one",
 			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL)), reg("we_2", 1)},
 			held:     []string{"we_1"},
-			want:     plan{Keep: keep(reg("we_2", 1)), RecoverSecret: true, Prune: []pruneAction{staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+			want:     keeps(reg("we_2", 1), replayStep(reg("we_2", 1)), markStep(reg("we_2", 1)), staleAt(reg("we_1", 0, withURL(planOldURL)))),
 		},
 
 		// Foreign: never changed or deleted.
@@ -352,12 +406,12 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			twins:    hookv1.TwinsPrune,
-			want:     plan{Keep: keep(reg("we_1", 0))},
+			want:     keeps(reg("we_1", 0)),
 		},
 		{
 			reason:   "foreign near-twin with a trailing slash: reported only, and still a create for the exact URL",
 			observed: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)},
-			want:     plan{Create: true, NearTwins: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)}},
+			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, NearTwins: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)}},
 		},
 		{
 			reason:   "foreign near-twin over http instead of https: reported only",
@@ -410,14 +464,15 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			twins:    hookv1.TwinsPrune,
-			want:     plan{Keep: keep(reg("we_1", 1))},
+			want:     keeps(reg("we_1", 1)),
 		},
 		{
 			reason:   "adoption Never does not stop us keeping our own marked registration",
 			observed: []providers.Registration{reg("we_1", 0)},
 			held:     []string{"we_1"},
+			current:  "we_1",
 			adoption: hookv1.AdoptionNever,
-			want:     plan{Keep: keep(reg("we_1", 0))},
+			want:     keeps(reg("we_1", 0)),
 		},
 
 		// Earlier incarnation: same cluster, namespace and name; the UID changed (deleted with
@@ -426,7 +481,7 @@ func TestPlanComputePlan(t *testing.T) {
 			reason:   "earlier incarnation of this subscription is adoptable: kept, marker rewritten to the new UID, secret recovered",
 			observed: []providers.Registration{reg("we_old", 0, withOwner(planEarlierMe))},
 			adoption: hookv1.AdoptionAdopt,
-			want:     plan{Keep: keep(reg("we_old", 0, withOwner(planEarlierMe))), Drift: []string{"ownership marker"}, RecoverSecret: true},
+			want:     keeps(reg("we_old", 0, withOwner(planEarlierMe)), replaceStep(reg("we_old", 0, withOwner(planEarlierMe)))),
 		},
 
 		// Keeper choice among several candidates.
@@ -435,36 +490,36 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1, unmarked)},
 			recorded: "we_1",
 			held:     []string{"we_2"},
-			want:     plan{Keep: keep(reg("we_2", 1, unmarked)), Drift: []string{"ownership marker"}, Prune: []pruneAction{twin(reg("we_1", 0))}},
+			want:     keeps(reg("we_2", 1, unmarked), updateStep(reg("we_2", 1, unmarked), "ownership marker"), markStep(reg("we_2", 1, unmarked)), twin(reg("we_1", 0))),
 		},
 		{
 			reason:   "recorded id beats marker when no secret is held",
 			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1, unmarked)},
 			recorded: "we_2",
-			want:     plan{Keep: keep(reg("we_2", 1, unmarked)), Drift: []string{"ownership marker"}, RecoverSecret: true, Prune: []pruneAction{twin(reg("we_1", 0))}},
+			want:     keeps(reg("we_2", 1, unmarked), replaceStep(reg("we_2", 1, unmarked))),
 		},
 		{
 			reason:   "marker beats age: the newer marked one is kept over an older unmarked one",
 			observed: []providers.Registration{reg("we_1", 0, unmarked), reg("we_2", 5)},
-			want:     plan{Keep: keep(reg("we_2", 5)), RecoverSecret: true, Prune: []pruneAction{twin(reg("we_1", 0, unmarked))}},
+			want:     keeps(reg("we_2", 5), replayStep(reg("we_2", 5)), markStep(reg("we_2", 5)), twin(reg("we_1", 0, unmarked))),
 		},
 		{
 			reason:   "otherwise the oldest is kept, whatever the list order",
 			observed: []providers.Registration{reg("we_c", 2), reg("we_a", 0), reg("we_b", 1)},
 			held:     []string{"we_x"},
-			want:     plan{Keep: keep(reg("we_a", 0)), RecoverSecret: true, Prune: []pruneAction{twin(reg("we_b", 1)), twin(reg("we_c", 2))}},
+			want:     keeps(reg("we_a", 0), replayStep(reg("we_a", 0)), markStep(reg("we_a", 0)), twin(reg("we_b", 1)), twin(reg("we_c", 2))),
 		},
 		{
 			reason:   "created at the same second: the lowest id is kept, so two reconciles agree",
 			observed: []providers.Registration{reg("we_b", 0), reg("we_a", 0)},
-			want:     plan{Keep: keep(reg("we_a", 0)), RecoverSecret: true, Prune: []pruneAction{twin(reg("we_b", 0))}},
+			want:     keeps(reg("we_a", 0), replayStep(reg("we_a", 0)), markStep(reg("we_a", 0)), twin(reg("we_b", 0))),
 		},
 		{
 			reason:   "held and recorded beats held alone",
 			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1)},
 			recorded: "we_2",
 			held:     []string{"we_1", "we_2"},
-			want:     plan{Keep: keep(reg("we_2", 1)), Prune: []pruneAction{twin(reg("we_1", 0))}},
+			want:     keeps(reg("we_2", 1), twin(reg("we_1", 0))),
 		},
 	}
 
@@ -475,19 +530,13 @@ func TestPlanComputePlan(t *testing.T) {
 			if url == "" {
 				url = planURL
 			}
-			var held map[string]bool
-			if c.held != nil {
-				held = map[string]bool{}
-				for _, id := range c.held {
-					held[id] = true
-				}
-			}
 			in := planInput{
 				Caps:        stripeCaps,
 				Desired:     planDesired(url),
 				Observed:    c.observed,
 				RecordedID:  c.recorded,
-				HeldSecrets: held,
+				HeldSecrets: heldSet(c.held),
+				CurrentID:   currentOf(c.current, c.recorded, c.held),
 				Adoption:    c.adoption,
 				Twins:       c.twins,
 			}
@@ -512,7 +561,10 @@ func TestPlanComputePlan(t *testing.T) {
 				t.Errorf("computePlan: unexpected Conflict %q (%s)", got.Conflict, c.reason)
 			}
 			got.Conflict = ""
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
+			if len(c.conflictMentions) > 0 {
+				c.want.Decision = decideConflict
+			}
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), planStepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
 			}
 		})
@@ -550,25 +602,48 @@ func TestPlanInvariants(t *testing.T) {
 			for _, twins := range []hookv1.TwinsPolicy{hookv1.TwinsPrune, hookv1.TwinsKeep} {
 				name := fmt.Sprintf("mask=%b adoption=%s twins=%s", mask, adoption, twins)
 				p := computePlan(planInput{Caps: stripeCaps, Desired: planDesired(planURL), Observed: observed, Adoption: adoption, Twins: twins})
-				for _, a := range p.Prune {
+				for _, a := range p.Prunes() {
 					if !mayPrune[adoption][a.Registration.ID] {
 						t.Errorf("%s: prunes %s, which is not provably ours", name, a.Registration.ID)
 					}
 				}
-				if p.Create == (p.Keep != nil) && p.Conflict == "" {
-					t.Errorf("%s: Create=%v Keep=%v; want exactly one", name, p.Create, p.Keep)
+				switch p.Decision {
+				case decideKeep:
+					if p.Keep == nil {
+						t.Errorf("%s: decides keep without a registration", name)
+					}
+				case decideCreate:
+					if p.Keep != nil || len(p.Steps) == 0 || p.Steps[0].Kind != stepCreate {
+						t.Errorf("%s: decides create but keeps %v, steps %v", name, p.Keep, p.Steps)
+					}
+				case decideConflict:
+					if p.Conflict == "" || p.Keep != nil || len(p.Steps) > 0 {
+						t.Errorf("%s: conflict %q but keeps %v, steps %v", name, p.Conflict, p.Keep, p.Steps)
+					}
 				}
-				if p.Conflict != "" && (p.Create || p.Keep != nil || len(p.Prune) > 0) {
-					t.Errorf("%s: conflict %q but Create=%v Keep=%v Prune=%d", name, p.Conflict, p.Create, p.Keep, len(p.Prune))
-				}
+				checkStepOrder(t, name, p.Steps)
 				if twins == hookv1.TwinsKeep {
-					for _, a := range p.Prune {
+					for _, a := range p.Prunes() {
 						if a.Why == pruneTwin {
 							t.Errorf("%s: prunes twin %s under policies.twins Keep", name, a.Registration.ID)
 						}
 					}
 				}
 			}
+		}
+	}
+}
+
+// checkStepOrder fails t unless steps come in the order the executor relies on: kinds never go
+// backwards, and nothing follows a step that ends the round.
+func checkStepOrder(t *testing.T, name string, steps []step) {
+	t.Helper()
+	for i := 1; i < len(steps); i++ {
+		if steps[i].Kind < steps[i-1].Kind {
+			t.Errorf("%s: step %d (%v) comes after %v", name, i, steps[i].Kind, steps[i-1].Kind)
+		}
+		if steps[i-1].endsRound() {
+			t.Errorf("%s: step %v follows %v, which ends the round", name, steps[i].Kind, steps[i-1].Kind)
 		}
 	}
 }
@@ -599,63 +674,64 @@ func TestPlanOwns(t *testing.T) {
 	}
 }
 
-func keySub(uid string, generation int64, endpointID string) *hookv1.WebhookSubscription {
-	sub := &hookv1.WebhookSubscription{}
-	sub.UID = types.UID(uid)
-	sub.Generation = generation
-	sub.Status.EndpointID = endpointID
-	return sub
+// keyCase is what createKey depends on.
+type keyCase struct {
+	uid        string
+	generation int64
+	recorded   string
 }
+
+func (k keyCase) create() string { return createKey(k.uid, k.generation, k.recorded) }
 
 func TestKeyCreate(t *testing.T) {
 	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
-	base := createKey(keySub(uid, 3, ""))
+	base := keyCase{uid, 3, ""}.create()
 	cases := []struct {
 		reason string
-		sub    *hookv1.WebhookSubscription
+		k      keyCase
 		same   bool // same key as base
 	}{
-		{"same UID and generation: a crash replay sends the same key", keySub(uid, 3, ""), true},
-		{"a new generation is a different request: new key", keySub(uid, 4, ""), false},
-		{"another subscription: new key", keySub("0a1b2c3d-0000-4000-8000-000000000000", 3, ""), false},
-		{"a recorded registration vanished at the provider: new key, so the create is not a replay of the vanished one", keySub(uid, 3, "we_1"), false},
+		{"same UID and generation: a crash replay sends the same key", keyCase{uid, 3, ""}, true},
+		{"a new generation is a different request: new key", keyCase{uid, 4, ""}, false},
+		{"another subscription: new key", keyCase{"0a1b2c3d-0000-4000-8000-000000000000", 3, ""}, false},
+		{"a recorded registration vanished at the provider: new key, so the create is not a replay of the vanished one", keyCase{uid, 3, "we_1"}, false},
 	}
 	for _, c := range cases {
-		got := createKey(c.sub)
+		got := c.k.create()
 		if (got == base) != c.same {
 			t.Errorf("createKey = %q, base %q; same = %v, want %v (%s)", got, base, got == base, c.same, c.reason)
 		}
-		if again := createKey(c.sub); again != got {
+		if again := c.k.create(); again != got {
 			t.Errorf("createKey not deterministic: %q then %q (%s)", got, again, c.reason)
 		}
 	}
-	if a, b := createKey(keySub(uid, 3, "we_1")), createKey(keySub(uid, 3, "we_2")); a == b {
+	if a, b := (keyCase{uid, 3, "we_1"}).create(), (keyCase{uid, 3, "we_2"}).create(); a == b {
 		t.Errorf("createKey after we_1 and after we_2 are both %q; want different keys", a)
 	}
 }
 
 func TestKeyRotate(t *testing.T) {
 	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
-	sub := keySub(uid, 3, "we_1")
-	base := rotateKey(sub, "we_1")
+	base := rotateKey(uid, 3, "we_1")
 	cases := []struct {
-		reason string
-		sub    *hookv1.WebhookSubscription
-		old    string
-		same   bool
+		reason     string
+		uid        string
+		generation int64
+		old        string
+		same       bool
 	}{
-		{"same subscription and replaced registration: a crash mid-rotation replays", keySub(uid, 3, "we_1"), "we_1", true},
-		{"a new generation rotates with a new key: a replay with edited parameters would be refused", keySub(uid, 4, "we_1"), "we_1", false},
-		{"another replaced registration: new key", sub, "we_2", false},
-		{"another subscription: new key", keySub("0a1b2c3d-0000-4000-8000-000000000000", 3, "we_1"), "we_1", false},
+		{"same subscription and replaced registration: a crash mid-rotation replays", uid, 3, "we_1", true},
+		{"a new generation rotates with a new key: a replay with edited parameters would be refused", uid, 4, "we_1", false},
+		{"another replaced registration: new key", uid, 3, "we_2", false},
+		{"another subscription: new key", "0a1b2c3d-0000-4000-8000-000000000000", 3, "we_1", false},
 	}
 	for _, c := range cases {
-		got := rotateKey(c.sub, c.old)
+		got := rotateKey(c.uid, c.generation, c.old)
 		if (got == base) != c.same {
 			t.Errorf("rotateKey = %q, base %q; same = %v, want %v (%s)", got, base, got == base, c.same, c.reason)
 		}
 	}
-	if createKey(sub) == base {
+	if createKey(uid, 3, "we_1") == base {
 		t.Errorf("rotateKey and createKey collide: %q", base)
 	}
 }
@@ -665,16 +741,12 @@ func TestKeyRotate(t *testing.T) {
 func TestKeyLength(t *testing.T) {
 	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
 	longID := "we_" + strings.Repeat("x", 61) // 64 characters, more than twice today's we_ ids
-	for _, sub := range []*hookv1.WebhookSubscription{
-		keySub(uid, 1, ""),
-		keySub(uid, 1<<63-1, ""),
-		keySub(uid, 1<<63-1, longID),
-	} {
-		if k := createKey(sub); len(k) > 255 {
-			t.Errorf("createKey(generation %d, endpointID %q) has %d characters; Stripe accepts at most 255", sub.Generation, sub.Status.EndpointID, len(k))
+	for _, k := range []keyCase{{uid, 1, ""}, {uid, 1<<63 - 1, ""}, {uid, 1<<63 - 1, longID}} {
+		if key := k.create(); len(key) > 255 {
+			t.Errorf("createKey(generation %d, recorded %q) has %d characters; Stripe accepts at most 255", k.generation, k.recorded, len(key))
 		}
-		if k := rotateKey(sub, longID); len(k) > 255 {
-			t.Errorf("rotateKey(%q) has %d characters; Stripe accepts at most 255", longID, len(k))
+		if key := rotateKey(k.uid, k.generation, longID); len(key) > 255 {
+			t.Errorf("rotateKey(%q) has %d characters; Stripe accepts at most 255", longID, len(key))
 		}
 	}
 }

@@ -319,6 +319,24 @@ func (s *session) describeVerifier(ctx context.Context) error {
 	return nil
 }
 
+// markCurrent makes registration id's secret the current one.
+func (s *session) markCurrent(ctx context.Context, id string) error {
+	if err := s.r.markCurrent(ctx, s.sub, id); err != nil {
+		return err
+	}
+	s.signing.current = id
+	return nil
+}
+
+// forgetSecret drops the secret of a registration that is gone.
+func (s *session) forgetSecret(ctx context.Context, id string) error {
+	if err := s.r.forgetSecret(ctx, s.sub, id); err != nil {
+		return err
+	}
+	delete(s.signing.secrets, id)
+	return nil
+}
+
 // dropPending forgets a pending secret the provider refused.
 func (s *session) dropPending(ctx context.Context) error {
 	if err := s.r.dropPending(ctx, s.sub); err != nil {

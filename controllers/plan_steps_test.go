@@ -1,0 +1,234 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Capabilities of the provider shapes the cases below are written for.
+var (
+	// A provider that returns the secret on create only and cannot replay a create (PagerDuty).
+	unreplayableCaps = providers.Capabilities{Markers: true, Secret: providers.SecretReturnedOnCreate, Fields: providers.FieldDescription | providers.FieldMarker}
+	// A provider that reveals the secret again (Zendesk, Svix: fetched; Resend: readable).
+	fetchedCaps = providers.Capabilities{Markers: true, Secret: providers.SecretFetched, Fields: providers.FieldDescription | providers.FieldMarker}
+	// A provider with no update at all and a client-chosen secret (Calendly with a signing key).
+	noUpdateCaps = providers.Capabilities{Secret: providers.SecretClientChosen,
+		Recreate: providers.FieldURL | providers.FieldEvents | providers.FieldDescription | providers.FieldDisabled}
+	// A provider that cannot change a registration's events in place.
+	recreateEventsCaps = providers.Capabilities{Markers: true, Secret: providers.SecretReturnedOnCreate, ReplayableCreate: true,
+		Fields: providers.FieldDescription | providers.FieldMarker, Recreate: providers.FieldEvents}
+	// Deliveries are not signed.
+	unsignedCaps = providers.Capabilities{Markers: true, Secret: providers.SecretNone, Fields: providers.FieldDescription | providers.FieldMarker}
+)
+
+// TestPlanSteps: every decision the executor used to take itself (how a lost secret comes back,
+// replace or update, what a replacement leaves for the next round, repairing an out-of-band
+// edit) is a row here, with the whole step, keys and parameters included.
+func TestPlanSteps(t *testing.T) {
+	const gen = 3
+	ours := reg("we_1", 0)
+	createFor := func(caps providers.Capabilities, recorded string) step {
+		return step{Kind: stepCreate, Desired: planDesired(planURL), Key: createKey(planMe.UID, gen, recorded), Secret: newSecretFor(caps)}
+	}
+	replaceOf := func(r providers.Registration, caps providers.Capabilities, fields ...string) step {
+		return step{Kind: stepReplace, Registration: r, Desired: planDesired(planURL), Key: rotateKey(planMe.UID, gen, r.ID), Secret: newSecretFor(caps), Drift: fields}
+	}
+	cases := []struct {
+		reason      string
+		caps        providers.Capabilities
+		canPing     bool
+		observed    []providers.Registration
+		recorded    string
+		recordedURL string
+		held        []string
+		current     string
+		pending     bool
+		twins       hookv1.TwinsPolicy
+		rounds      rounds
+		want        plan
+	}{
+		// How a new registration's secret is obtained, and the ping after it.
+		{
+			reason: "returned on create: create with the generation's key, and store what the create returns",
+			caps:   stripeCaps,
+			want:   plan{Decision: decideCreate, Steps: []step{createFor(stripeCaps, "")}},
+		},
+		{
+			reason: "client-chosen: create with a secret chosen and stored first; ping afterwards where the provider can",
+			caps:   markerlessCaps, canPing: true,
+			want: plan{Decision: decideCreate, Steps: []step{func() step { s := createFor(markerlessCaps, ""); s.Ping = true; return s }()}},
+		},
+		{
+			reason:   "unsigned deliveries: create with nothing to store, and no secret to make current later",
+			caps:     unsignedCaps,
+			observed: []providers.Registration{reg("we_9", 0, withURL(planOldURL))}, recorded: "we_9", held: nil,
+			want: plan{Decision: decideCreate, Steps: []step{createFor(unsignedCaps, "we_9"), staleAt(reg("we_9", 0, withURL(planOldURL)))}},
+		},
+		{
+			reason:   "unsigned deliveries: a kept registration without a held secret needs none",
+			caps:     unsignedCaps,
+			observed: []providers.Registration{ours}, recorded: "we_1",
+			want: keeps(ours),
+		},
+
+		// A lost secret, per secret mode.
+		{
+			reason:   "returned on create, replayable, our key and our marker: replay the original create with its own key and parameters",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"))}, recorded: "we_1",
+			want: keeps(reg("we_1", 0, withEvents("invoice.paid")),
+				step{Kind: stepReplay, Registration: reg("we_1", 0, withEvents("invoice.paid")), Key: "hookwarden-create-" + planMe.UID + "-g1",
+					Desired: providers.Desired{URL: planURL, Events: []string{"invoice.paid"}, Description: planDesc, Owner: planMe}},
+				step{Kind: stepUpdate, Registration: reg("we_1", 0, withEvents("invoice.paid")), Desired: planDesired(planURL), Drift: []string{"events"}},
+				markStep(reg("we_1", 0, withEvents("invoice.paid"))),
+			),
+		},
+		{
+			reason:   "the provider refused the replay in an earlier round: replace make-before-break with the rotation key",
+			caps:     stripeCaps,
+			observed: []providers.Registration{ours}, recorded: "we_1",
+			rounds: rounds{ReplayRefused: map[string]bool{"we_1": true}},
+			want:   keeps(ours, replaceOf(ours, stripeCaps)),
+		},
+		{
+			reason:   "returned on create, not replayable: replace, and nothing after it this round",
+			caps:     unreplayableCaps,
+			observed: []providers.Registration{ours, reg("we_2", 1)}, recorded: "we_1",
+			want: keeps(ours, replaceOf(ours, unreplayableCaps)),
+		},
+		{
+			reason:   "readable or fetched: read the secret back, then repair drift and make it current",
+			caps:     fetchedCaps,
+			observed: []providers.Registration{reg("we_1", 0, withDescription("edited"))}, recorded: "we_1",
+			want: keeps(reg("we_1", 0, withDescription("edited")), fetchStep(reg("we_1", 0, withDescription("edited"))),
+				updateStep(reg("we_1", 0, withDescription("edited")), "description"), markStep(reg("we_1", 0, withDescription("edited")))),
+		},
+		{
+			reason:   "client-chosen: set a new secret in place; that update carries the spec, so no second update, and it makes the secret current",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("1", 0, withDisabled)}, recorded: "1",
+			want: keeps(hook("1", 0, withDisabled), step{Kind: stepSetSecret, Registration: hook("1", 0, withDisabled), Desired: planDesired(planURL)}),
+		},
+		{
+			reason:   "client-chosen on a provider with no update: the secret cannot be set in place, so replace",
+			caps:     noUpdateCaps,
+			observed: []providers.Registration{hook("1", 0)}, recorded: "1",
+			want: keeps(hook("1", 0), replaceOf(hook("1", 0), noUpdateCaps)),
+		},
+
+		// Drift the provider cannot change in place.
+		{
+			reason:   "events drifted where events cannot change in place: replace (make-before-break) instead of updating",
+			caps:     recreateEventsCaps,
+			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"), withDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
+			want: keeps(reg("we_1", 0, withEvents("invoice.paid"), withDescription("edited")),
+				replaceOf(reg("we_1", 0, withEvents("invoice.paid"), withDescription("edited")), recreateEventsCaps, "events")),
+		},
+		{
+			reason:   "only fields that can change in place drifted: update, no replacement",
+			caps:     recreateEventsCaps,
+			observed: []providers.Registration{reg("we_1", 0, withDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
+			want: keeps(reg("we_1", 0, withDescription("edited")), updateStep(reg("we_1", 0, withDescription("edited")), "description")),
+		},
+		{
+			reason:   "no update at all and the URL spelled differently: replace",
+			caps:     noUpdateCaps,
+			observed: []providers.Registration{hook("1", 0, withURL("https://HOOKS.example.com/hooks/shop/orders"))}, recorded: "1", held: []string{"1"},
+			want: keeps(hook("1", 0, withURL("https://HOOKS.example.com/hooks/shop/orders")),
+				replaceOf(hook("1", 0, withURL("https://HOOKS.example.com/hooks/shop/orders")), noUpdateCaps, "url")),
+		},
+
+		// The round after a replacement.
+		{
+			reason:   "after a replacement the new one is kept and made current; the replaced one is pruned as rotated, though recorded and matching",
+			caps:     unreplayableCaps,
+			observed: []providers.Registration{ours, reg("we_new", 5)}, recorded: "we_1", held: []string{"we_new"},
+			rounds: rounds{Retired: map[string]bool{"we_1": true}},
+			want:   keeps(reg("we_new", 5), markStep(reg("we_new", 5)), retiredAt(ours)),
+		},
+		{
+			reason:   "a replaced registration is pruned even under policies.twins Keep: a rotation always finishes",
+			caps:     recreateEventsCaps,
+			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid")), reg("we_new", 5), reg("we_twin", 6)},
+			recorded: "we_1", held: []string{"we_1", "we_new"}, twins: hookv1.TwinsKeep,
+			rounds: rounds{Retired: map[string]bool{"we_1": true}},
+			want: plan{Keep: keep(reg("we_new", 5)), KeptTwins: []providers.Registration{reg("we_twin", 6)},
+				Steps: []step{markStep(reg("we_new", 5)), retiredAt(reg("we_1", 0, withEvents("invoice.paid")))}},
+		},
+		{
+			reason:   "the replay made a new registration (window passed): it is kept, updated to the spec, and the one it replaces goes",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0, withDescription("old")), reg("we_2", 5, withDescription("old"))},
+			recorded: "we_1", held: []string{"we_2"},
+			rounds: rounds{Retired: map[string]bool{"we_1": true}},
+			want: keeps(reg("we_2", 5, withDescription("old")), updateStep(reg("we_2", 5, withDescription("old")), "description"),
+				markStep(reg("we_2", 5, withDescription("old"))), retiredAt(reg("we_1", 0, withDescription("old")))),
+		},
+
+		// A vanished registration's secret.
+		{
+			reason:   "the recorded registration vanished: forget its secret after the create, before pruning",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_0", 0, withURL(planOldURL))}, recorded: "we_1", held: []string{"we_1", "we_0"},
+			want: plan{Decision: decideCreate, Steps: []step{createFor(stripeCaps, "we_1"), forgetStep("we_1"), staleAt(reg("we_0", 0, withURL(planOldURL)))}},
+		},
+
+		// Edited out of band at the provider, the spec unchanged.
+		{
+			reason:   "the recorded registration's URL and events were changed at the provider while status.url is the spec's: repair in place, keep its id",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0, withURL(planElse), withEvents("charge.refunded"))},
+			recorded: "we_1", recordedURL: planURL, held: []string{"we_1"},
+			want: keeps(reg("we_1", 0, withURL(planElse), withEvents("charge.refunded")),
+				updateStep(reg("we_1", 0, withURL(planElse), withEvents("charge.refunded")), "url", "events")),
+		},
+		{
+			reason:   "the same on a provider without markers (GitLab, GitHub): repaired in place",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("1", 0, withURL(planElse), withEvents("push"))},
+			recorded: "1", recordedURL: planURL, held: []string{"1"},
+			want: keeps(hook("1", 0, withURL(planElse), withEvents("push")), updateStep(hook("1", 0, withURL(planElse), withEvents("push")), "url", "events")),
+		},
+		{
+			reason:   "moved out of band where the URL cannot change in place: replaced, make-before-break",
+			caps:     noUpdateCaps,
+			observed: []providers.Registration{hook("1", 0, withURL(planElse))},
+			recorded: "1", recordedURL: planURL, held: []string{"1"},
+			want: keeps(hook("1", 0, withURL(planElse)), replaceOf(hook("1", 0, withURL(planElse)), noUpdateCaps, "url")),
+		},
+		{
+			reason:   "the spec's URL changed (status.url is the old one): make-before-break, create at the new URL and prune the old one",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL))},
+			recorded: "we_1", recordedURL: planOldURL, held: []string{"we_1"},
+			want: plan{Decision: decideCreate, Steps: []step{createFor(stripeCaps, "we_1"), staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+		},
+		{
+			reason:   "an unrecorded registration of ours elsewhere is stale, not repaired: only the recorded one moved out of band",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1, withURL(planElse))},
+			recorded: "we_1", recordedURL: planURL, held: []string{"we_1"},
+			want: keeps(ours, staleAt(reg("we_2", 1, withURL(planElse)))),
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			in := planInput{
+				Caps: c.caps, CanPing: c.canPing, Desired: planDesired(planURL), Generation: gen, Observed: c.observed,
+				RecordedID: c.recorded, RecordedURL: c.recordedURL, HeldSecrets: heldSet(c.held),
+				CurrentID: currentOf(c.current, c.recorded, c.held), PendingSecret: c.pending, ReceiverURL: planReceiverURL,
+				Adoption: hookv1.AdoptionAdopt, Twins: c.twins, Rounds: c.rounds,
+			}
+			got := computePlan(in)
+			checkStepOrder(t, c.reason, got.Steps)
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
+			}
+		})
+	}
+}

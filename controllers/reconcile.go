@@ -1,0 +1,350 @@
+// Package controllers reconciles WebhookSubscriptions against provider accounts.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hookwarden.io,resources=webhooksubscriptions/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// profileIndex indexes subscriptions by the ConfigMap holding their REST profile, so an edited
+// profile re-triggers only the subscriptions that use it.
+const profileIndex = ".spec.provider.rest.profileRef.name"
+
+// credentialsIndex indexes subscriptions by the name of their credentials Secret, so a rotated
+// or restored credential re-triggers only the subscriptions that use it.
+const credentialsIndex = ".spec.provider.credentialsRef.name"
+
+// Reconciler reconciles WebhookSubscriptions.
+type Reconciler struct {
+	client.Client
+	// APIReader reads signing Secrets uncached: a stale read would look like a lost secret.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Accounts  *Accounts
+	// ClusterName goes into the ownership marker, so clusters sharing an account never prune
+	// each other's registrations.
+	ClusterName string
+	// ListTTL caps how long one provider list serves the other subscriptions on its account.
+	ListTTL time.Duration
+	// ReceiverBaseURL is the bundled receiver's public base URL, for spec.endpoint.receiver.
+	ReceiverBaseURL string
+	// OperationTimeout bounds the provider work of one reconcile, leaving time to write status.
+	OperationTimeout time.Duration
+	// MaxConcurrentReconciles across accounts (one account is always serialized).
+	MaxConcurrentReconciles int
+	// AfterCreate, when set, runs after the provider answered a create and before anything is
+	// written to the cluster. Tests use it to crash the manager in exactly that window.
+	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// credentials (and REST profiles) are read from the API server, once per version of their
+	// Secret (ConfigMap).
+	credentials *credentials
+	// Metrics are the manager's series (subscription readiness here; the provider requests in
+	// Accounts); nil: counted, never served.
+	Metrics *Metrics
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.ListTTL <= 0 {
+		r.ListTTL = 30 * time.Second
+	}
+	if r.OperationTimeout <= 0 {
+		r.OperationTimeout = 2 * time.Minute
+	}
+	if r.MaxConcurrentReconciles <= 0 {
+		r.MaxConcurrentReconciles = 4
+	}
+	if r.Metrics == nil {
+		r.Metrics = unregisteredMetrics()
+	}
+	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
+		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, profileIndex, func(o client.Object) []string {
+		if rp := o.(*hookv1.WebhookSubscription).Spec.Provider.REST; rp != nil && rp.ProfileRef != nil {
+			return []string{rp.ProfileRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Secrets and ConfigMaps are watched by their metadata only (one informer each, shared by
+	// the watches below): the manager never caches their content, and reads what it needs
+	// from the API server (see CacheOptions).
+	secrets := &metav1.PartialObjectMetadata{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	configMaps := &metav1.PartialObjectMetadata{}
+	configMaps.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return ctrl.NewControllerManagedBy(mgr).
+		// Our own status patches must not wake the subscription again: after each wave's list
+		// every subscription's lastSyncTime changes, and a reconcile per patch would re-list
+		// whenever they outlast the shared list's age, a loop that never settles on a busy
+		// machine. Spec changes (generation, which deletion also bumps) and annotations do; a
+		// status edited by hand is repaired at the next resync.
+		For(&hookv1.WebhookSubscription{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// A signing Secret edited or deleted by hand wakes its subscription (owner reference).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		// A rotated or restored credential wakes the subscriptions naming it.
+		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(profileIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Named("webhooksubscription").
+		Complete(r)
+}
+
+// subscriptionsUsing maps a Secret or ConfigMap to the subscriptions in its namespace that
+// reference it through index.
+func (r *Reconciler) subscriptionsUsing(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list hookv1.WebhookSubscriptionList
+		if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "listing subscriptions that reference an object", "object", o.GetName(), "index", index)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, s := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
+		}
+		return reqs
+	}
+}
+
+// Reconcile is thin: fetch, finalize, suspend or reconcile, then one status patch.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sub := &hookv1.WebhookSubscription{}
+	if err := r.Get(ctx, req.NamespacedName, sub); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sub.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, sub)
+	}
+	if err := r.ensureFinalizer(ctx, sub); err != nil {
+		return ctrl.Result{}, err
+	}
+	base := sub.DeepCopy()
+	var res ctrl.Result
+	var err error
+	if sub.Spec.Suspend {
+		r.suspend(ctx, sub)
+	} else {
+		res, err = r.reconcileOnce(ctx, sub)
+	}
+	if perr := r.Status().Patch(ctx, sub, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *Reconciler) ensureFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	if controllerutil.ContainsFinalizer(sub, hookv1.Finalizer) {
+		return nil
+	}
+	patch := client.MergeFrom(sub.DeepCopy())
+	controllerutil.AddFinalizer(sub, hookv1.Finalizer)
+	return r.Patch(ctx, sub, patch)
+}
+
+// reconcileOnce runs one reconcile under the operation deadline and records its outcome. A
+// reconcile requested through the annotation (reconcile.fluxcd.io/requestedAt) reads the
+// provider afresh instead of reusing the account's shared list.
+func (r *Reconciler) reconcileOnce(ctx context.Context, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
+	requested := sub.Annotations[hookv1.AnnotationReconcileRequestedAt]
+	if requested == sub.Status.LastHandledReconcileAt {
+		requested = ""
+	}
+	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
+	defer cancel()
+	res, err := r.reconcile(opCtx, sub, requested != "")
+	if requested != "" {
+		sub.Status.LastHandledReconcileAt = requested
+	}
+	return r.record(ctx, sub, res, err)
+}
+
+// suspend leaves the registration alone and says so in a status kstatus reads as Current:
+// observedGeneration caught up, Ready True with reason Suspended, no Reconciling or Stalled.
+// Ready False would not do: kstatus reads a False Ready as InProgress, and health checks
+// (Flux, kubectl wait) would wait for a reconcile that does not come. The message keeps what
+// was last known. A suspended subscription has no ready series (its alert would only say it
+// was suspended on purpose).
+func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscription) {
+	sub.Status.ObservedGeneration = sub.Generation
+	msg := "reconciliation is suspended (spec.suspend); the registration at the provider is left as it is"
+	if id := sub.Status.EndpointID; id != "" {
+		msg += " (last known: " + id + ")"
+	} else {
+		msg += " (none recorded)"
+	}
+	prev := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+	if prev == nil || prev.Reason != hookv1.ReasonSuspended {
+		if prev != nil {
+			msg += "; before: " + prev.Reason + ": " + prev.Message
+		}
+		log.FromContext(ctx).Info("reconciliation suspended", logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type), logEndpointID, sub.Status.EndpointID)
+	} else {
+		msg = prev.Message // unchanged while it stays suspended
+	}
+	setReady(sub, metav1.ConditionTrue, hookv1.ReasonSuspended, msg)
+	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
+	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
+	r.Metrics.forget(sub.Namespace, sub.Name)
+}
+
+// session is one reconcile of one subscription while it holds its account's lock.
+type session struct {
+	r       *Reconciler
+	sub     *hookv1.WebhookSubscription
+	ops     ops
+	caps    providers.Capabilities
+	desired providers.Desired
+	// signing is what the signing Secret holds, kept in step with this session's own writes.
+	signing signingState
+}
+
+// reconcile observes, plans and acts, in rounds: a round whose step changed which registration
+// is kept (a replacement) ends early, and the next round plans again from the account's cached
+// list, which holds our own writes. fresh skips the account's shared list.
+func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool) (ctrl.Result, error) {
+	desiredURL, err := validateSpec(&sub.Spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ownReceiverURL := r.ownReceiverURL(sub)
+	if sub.Spec.Endpoint.Receiver != nil {
+		if desiredURL, err = receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	acct, err := r.account(ctx, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	signing, err := r.readSigningState(ctx, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	o, unlock := acct.Lock()
+	defer unlock()
+
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, desired: providers.Desired{
+		URL:         desiredURL,
+		Events:      sub.Spec.Events,
+		Description: sub.Spec.Description,
+		Disabled:    sub.Spec.Disabled,
+		Owner:       r.owner(sub),
+	}}
+	if err := s.describeVerifier(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	maxAge := r.listAge(sub, o.Epoch(), fresh)
+	var rs rounds
+	var kept providers.Registration
+	refusedCreates := 0
+	for round := 1; ; round++ {
+		if round > maxRounds {
+			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", maxRounds, rs)
+		}
+		observed, err := o.List(ctx, maxAge)
+		if err != nil {
+			return ctrl.Result{}, fromList(err)
+		}
+		p := computePlan(s.planInput(observed, ownReceiverURL, rs))
+		out, err := s.execute(ctx, p, &rs)
+		if providers.KindOf(err) == providers.AlreadyExists {
+			// The provider refused the create because a registration for this target exists
+			// that the list did not show us (it changed meanwhile, or the list is partial): read
+			// it again and plan once more; a second refusal needs a human.
+			o.Invalidate()
+			if refusedCreates++; refusedCreates == 1 {
+				maxAge = 0
+				continue
+			}
+			return ctrl.Result{}, stallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !out.replan {
+			s.r.reportNearTwins(sub, p)
+			kept = out.kept
+			break
+		}
+		// Plan the next round from the cached list: it holds what this round wrote.
+		maxAge = cachedList
+	}
+	sub.Status.URL = desiredURL
+	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
+	fetched := metav1.NewTime(o.FetchedAt())
+	sub.Status.LastSyncTime = &fetched
+	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil
+}
+
+// maxRounds bounds the rounds of one reconcile: a replacement and the round after it, a replay
+// that turned into a new registration, one AlreadyExists refusal; more means the plan does not
+// settle, which is a bug to report, not to loop on.
+const maxRounds = 6
+
+// cachedList is the list age that accepts the account's cached list whatever its age (unless a
+// failed write invalidated it).
+const cachedList = time.Duration(1<<63 - 1)
+
+// planInput is what this session plans from, for one round.
+func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs rounds) planInput {
+	sub := s.sub
+	return planInput{
+		Desired:       s.desired,
+		Generation:    sub.Generation,
+		Observed:      observed,
+		Caps:          s.caps,
+		CanPing:       s.ops.CanPing(),
+		RecordedID:    sub.Status.EndpointID,
+		RecordedURL:   sub.Status.URL,
+		HeldSecrets:   s.signing.held(),
+		CurrentID:     s.signing.current,
+		PendingSecret: s.signing.pending != nil,
+		ReceiverURL:   ownReceiverURL,
+		Adoption:      sub.Spec.Policies.Adoption,
+		Twins:         sub.Spec.Policies.Twins,
+		Rounds:        rs,
+		Keys:          s.ops.URLKeys(),
+	}
+}

@@ -1,0 +1,88 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// What a reconcile reports beside the conditions: pings, look-alikes left alone, the
+// provider's view of deliveries, Events.
+
+// ping asks the provider for a test delivery to a new registration and records the outcome in
+// status; a failed ping leaves the registration as it is.
+func (s *session) ping(ctx context.Context, id string) {
+	ok, err := s.ops.Ping(ctx, id)
+	if !ok {
+		return
+	}
+	ps := &hookv1.PingStatus{EndpointID: id, Time: metav1.NewTime(s.r.Now()), Result: hookv1.PingRequested}
+	if err != nil {
+		ps.Result, ps.Message = hookv1.PingFailed, err.Error()
+		s.r.event(s.sub, corev1.EventTypeWarning, hookv1.ReasonPinged, "Ping", "the provider refused to ping %s: %v", id, err)
+	} else {
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonPinged, "Ping", "asked the provider to ping %s", id)
+	}
+	s.sub.Status.Ping = ps
+}
+
+func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {
+	var parts []string
+	if len(p.NearTwins) > 0 {
+		parts = append(parts, "foreign registrations that differ only by a trailing slash or scheme, left untouched: "+registrationIDs(p.NearTwins))
+	}
+	if len(p.Unproven) > 0 {
+		parts = append(parts, "registrations for this URL that cannot be proven ours (the provider stores no marker), left untouched: "+registrationIDs(p.Unproven))
+	}
+	if len(p.KeptTwins) > 0 {
+		parts = append(parts, "twins kept by policies.twins=Keep: "+registrationIDs(p.KeptTwins))
+	}
+	if len(parts) == 0 {
+		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionTwinsFound)
+		return
+	}
+	msg := strings.Join(parts, "; ")
+	if c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionTwinsFound); c == nil || c.Message != msg {
+		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonNearTwinFound, "Reconcile", "%s", msg)
+	}
+	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
+		Type: hookv1.ConditionTwinsFound, Status: metav1.ConditionTrue, Reason: hookv1.ReasonNearTwinFound, Message: msg, ObservedGeneration: sub.Generation,
+	})
+}
+
+// ownReceiverURL is the bundled receiver's URL for sub ("" without --receiver-base-url),
+// whatever its spec.endpoint says: on providers without markers, a registration for it is ours
+// (it may be left from when the spec named the receiver).
+func (r *Reconciler) ownReceiverURL(sub *hookv1.WebhookSubscription) string {
+	if r.ReceiverBaseURL == "" {
+		return ""
+	}
+	u, err := receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name)
+	if err != nil {
+		return ""
+	}
+	return u
+}
+
+func deliveryStatus(d *providers.DeliveryReport) *hookv1.DeliveryStatus {
+	if d == nil {
+		return nil
+	}
+	return &hookv1.DeliveryStatus{Code: int32(d.Code), Status: d.Status, Message: d.Message}
+}
+
+func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
+	return providers.Owner{Cluster: r.ClusterName, Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID)}
+}
+
+func (r *Reconciler) event(sub *hookv1.WebhookSubscription, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(sub, nil, typ, reason, action, note, args...)
+	}
+}
