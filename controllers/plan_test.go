@@ -92,8 +92,8 @@ func createStep() step { return step{Kind: stepCreate} }
 func updateStep(r providers.Registration, fields ...string) step {
 	return step{Kind: stepUpdate, Registration: r, Desired: planDesired(planURL), Drift: fields}
 }
-func replayStep(r providers.Registration) step    { return step{Kind: stepReplay, Registration: r} }
-func fetchStep(r providers.Registration) step     { return step{Kind: stepFetchSecret, Registration: r} }
+func replayStep(r providers.Registration) step { return step{Kind: stepReplay, Registration: r} }
+func fetchStep(r providers.Registration) step  { return step{Kind: stepFetchSecret, Registration: r} }
 func setSecretStep(r providers.Registration) step {
 	return step{Kind: stepSetSecret, Registration: r, Desired: planDesired(planURL)}
 }
