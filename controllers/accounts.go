@@ -94,6 +94,9 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	}
 }
 
+// Registry is the provider registry the accounts are built from.
+func (a *Accounts) Registry() providers.Registry { return a.registry }
+
 // AccountKey names one provider account.
 type AccountKey struct {
 	Provider string
@@ -137,8 +140,8 @@ func (a *Accounts) Get(key AccountKey) (*account, error) {
 	if acct, ok := a.m[id]; ok {
 		return acct, nil
 	}
-	f, ok := a.registry[key.Provider]
-	if !ok {
+	p, ok := a.registry[key.Provider]
+	if !ok || p.Factory == nil {
 		return nil, errUnknownProvider(key.Provider)
 	}
 	lid := key.limiterID()
@@ -146,7 +149,7 @@ func (a *Accounts) Get(key AccountKey) (*account, error) {
 	// Every HTTP request takes a token, each page of a list too. lim is set below, before the
 	// client sends anything.
 	pace := func(ctx context.Context) error { return lim.bucket.Wait(ctx) }
-	c, err := f.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace})
+	c, err := p.Factory.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace})
 	if err != nil {
 		return nil, err
 	}

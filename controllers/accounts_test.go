@@ -111,9 +111,9 @@ func (c *accountsTestClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func newTestAccount(t *testing.T, client providers.Client) (ops, *accountsTestClock) {
 	t.Helper()
 	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	registry := providers.Registry{"stripe": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
+	registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
 		return client, nil
-	})}
+	})}}
 	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now})
 	acct, err := accts.Get(AccountKey{Provider: "stripe", Credential: "sk_test_one"})
 	if err != nil {
@@ -354,10 +354,10 @@ func TestAccountsGet(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			var configs []providers.Config
-			registry := providers.Registry{"stripe": providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+			registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
 				configs = append(configs, cfg)
 				return newFakeAccountClient(), nil
-			})}
+			})}}
 			accts := NewAccounts(registry, AccountOptions{RequestTimeout: 7 * time.Second})
 			a, err := accts.Get(base)
 			if err != nil {
@@ -396,13 +396,13 @@ func TestAccountsGet(t *testing.T) {
 
 func TestAccountsGetErrors(t *testing.T) {
 	calls := 0
-	registry := providers.Registry{"stripe": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
+	registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
 		calls++
 		if calls == 1 {
 			return nil, errors.New("bad API URL")
 		}
 		return newFakeAccountClient(), nil
-	})}
+	})}}
 	accts := NewAccounts(registry, AccountOptions{})
 
 	if _, err := accts.Get(AccountKey{Provider: "github", Credential: "ghp_x"}); err == nil || !strings.Contains(err.Error(), "github") {
@@ -426,11 +426,11 @@ func TestAccountsGetErrors(t *testing.T) {
 func TestAccountsRateLimitBackoff(t *testing.T) {
 	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	clients := map[string]*fakeAccountClient{}
-	registry := providers.Registry{"github": providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+	registry := providers.Registry{"github": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
 		c := newFakeAccountClient()
 		clients[cfg.Target+"|"+cfg.Credential] = c
 		return c, nil
-	})}
+	})}}
 	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now, RateLimitBackoff: time.Second, MaxRateLimitBackoff: 10 * time.Second})
 	get := func(target, cred string) (ops, *fakeAccountClient) {
 		a, err := accts.Get(AccountKey{Provider: "github", Target: target, Credential: cred})
@@ -532,9 +532,9 @@ func TestAccountsPaceEachCredentialAtItsProvidersRate(t *testing.T) {
 		{"both flags override both", providers.Rate{PerSecond: 25, Burst: 5}, AccountOptions{QPS: 3, Burst: 2}, providers.Rate{PerSecond: 3, Burst: 2}},
 	}
 	for _, c := range cases {
-		registry := providers.Registry{"p": providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
+		registry := providers.Registry{"p": {Factory: providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
 			return ratedClient{newFakeAccountClient(), c.documented}, nil
-		})}
+		})}}
 		accts := NewAccounts(registry, c.opts)
 		a, err := accts.Get(AccountKey{Provider: "p", Target: "one", Credential: "k"})
 		if err != nil {
@@ -556,10 +556,10 @@ func TestAccountsPaceEachCredentialAtItsProvidersRate(t *testing.T) {
 
 func TestAccountsPaceEveryRequestOfTheClient(t *testing.T) {
 	var cfg providers.Config
-	registry := providers.Registry{"p": providers.FactoryFunc(func(c providers.Config) (providers.Client, error) {
+	registry := providers.Registry{"p": {Factory: providers.FactoryFunc(func(c providers.Config) (providers.Client, error) {
 		cfg = c
 		return ratedClient{newFakeAccountClient(), providers.Rate{PerSecond: 0.001, Burst: 2}}, nil
-	})}
+	})}}
 	if _, err := NewAccounts(registry, AccountOptions{}).Get(AccountKey{Provider: "p", Credential: "k"}); err != nil {
 		t.Fatal(err)
 	}

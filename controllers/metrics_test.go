@@ -18,7 +18,7 @@ func TestRateLimitSeriesExistFromStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewAccounts(providers.Registry{"stripe": nil, "github": nil, "rest": nil}, AccountOptions{Metrics: m})
+	NewAccounts(providers.Registry{"stripe": {}, "github": {}, "rest": {}}, AccountOptions{Metrics: m})
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -215,7 +215,8 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 	k := in.Keys.get(r.URL)
 	sameTarget := k.canonicalOK && k.canonical == in.Desired.URL
 	switch {
-	case ours && in.Rounds.Retired[r.ID]:
+	case in.Rounds.Retired[r.ID]:
+		// Only a registration this reconcile kept (ours, or adopted) is ever retired.
 		return retired
 	case sameTarget && ours:
 		return candidate

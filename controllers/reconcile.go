@@ -34,9 +34,9 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// profileIndex indexes subscriptions by the ConfigMap holding their REST profile, so an edited
-// profile re-triggers only the subscriptions that use it.
-const profileIndex = ".spec.provider.rest.profileRef.name"
+// settingsIndex indexes subscriptions by the ConfigMap holding their provider settings (a REST
+// profile), so an edited profile re-triggers only the subscriptions that use it.
+const settingsIndex = "spec.provider.settingsConfigMap"
 
 // credentialsIndex indexes subscriptions by the name of their credentials Secret, so a rotated
 // or restored credential re-triggers only the subscriptions that use it.
@@ -96,9 +96,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, profileIndex, func(o client.Object) []string {
-		if rp := o.(*hookv1.WebhookSubscription).Spec.Provider.REST; rp != nil && rp.ProfileRef != nil {
-			return []string{rp.ProfileRef.Name}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, settingsIndex, func(o client.Object) []string {
+		sub := o.(*hookv1.WebhookSubscription)
+		if scope, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry()); err == nil && scope.SettingsRef != nil {
+			return []string{scope.SettingsRef.Name}
 		}
 		return nil
 	}); err != nil {
@@ -122,7 +123,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		// A rotated or restored credential wakes the subscriptions naming it.
 		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(profileIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(settingsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("webhooksubscription").
 		Complete(r)
@@ -244,7 +245,7 @@ type session struct {
 // is kept (a replacement) ends early, and the next round plans again from the account's cached
 // list, which holds our own writes. fresh skips the account's shared list.
 func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool) (ctrl.Result, error) {
-	desiredURL, err := validateSpec(&sub.Spec)
+	desiredURL, _, err := validateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -107,9 +108,16 @@ func expectStatusClearedTakenBack(t scenarioTenant, s *hookv1.WebhookSubscriptio
 	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 	before := expectReady(s)
 	n := writes()
-	cleared := before.DeepCopy()
-	cleared.Status = hookv1.WebhookSubscriptionStatus{}
-	Expect(k8s.Status().Update(suiteCtx, cleared)).To(Succeed())
+	// The manager writes status too: a write that meets one of its writes is retried on the
+	// latest version.
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cleared := &hookv1.WebhookSubscription{}
+		if err := k8s.Get(suiteCtx, client.ObjectKeyFromObject(s), cleared); err != nil {
+			return err
+		}
+		cleared.Status = hookv1.WebhookSubscriptionStatus{}
+		return k8s.Status().Update(suiteCtx, cleared)
+	})).To(Succeed())
 	Eventually(func(g Gomega) {
 		got := get(g, s)
 		g.Expect(got.Status.EndpointID).To(Equal(before.Status.EndpointID))

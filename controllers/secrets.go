@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // The signing Secret holds one key per registration whose secret may still sign deliveries
@@ -184,7 +184,7 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	ref := sub.Spec.Provider.CredentialsRef
 	key := ref.Key
 	if key == "" {
-		key = sub.Spec.Provider.Type.DefaultCredentialsKey()
+		key = r.Accounts.Registry()[string(sub.Spec.Provider.Type)].CredentialKey
 	}
 	// From the API server (the manager watches Secrets by their metadata only), once per
 	// version of the Secret.
@@ -201,67 +201,48 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	return v, nil
 }
 
-// account returns the provider account the subscription talks to.
+// account returns the provider account the subscription talks to: what its provider block
+// names (scope), with its credential and settings.
 func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscription) (*account, error) {
+	scope, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
+	if err != nil {
+		return nil, err
+	}
 	cred, err := r.credential(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
-	settings, err := r.settings(ctx, sub)
+	settings, err := r.settings(ctx, sub, scope)
 	if err != nil {
 		return nil, err
 	}
-	acct, err := r.Accounts.Get(AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: target(&sub.Spec.Provider), Settings: settings, Credential: cred})
+	acct, err := r.Accounts.Get(AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
 	if err != nil {
 		return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
 	}
 	return acct, nil
 }
 
-// target is what one list of the subscription's provider covers (providers.Config.Target):
-// a GitHub repository or organization (GitHub's paths are case-insensitive), a REST
-// profile's parameters (form-encoded, sorted by name); nothing for Stripe, whose key is the
-// account.
-func target(p *hookv1.ProviderSpec) string {
-	switch {
-	case p.GitHub != nil && p.GitHub.Organization != "":
-		return "orgs/" + strings.ToLower(p.GitHub.Organization)
-	case p.GitHub != nil:
-		return "repos/" + strings.ToLower(p.GitHub.Owner) + "/" + strings.ToLower(p.GitHub.Repository)
-	case p.REST != nil:
-		v := url.Values{}
-		for k, val := range p.REST.Parameters {
-			v.Set(k, val)
-		}
-		return v.Encode()
-	}
-	return ""
-}
-
 // settings are the provider-specific settings of the subscription (providers.Config.Settings):
-// a REST profile, inline or read from its ConfigMap (from the API server, once per version of
-// the ConfigMap: the manager watches ConfigMaps' metadata only, so profiles it does not use
-// cost it no memory).
-func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscription) ([]byte, error) {
-	rp := sub.Spec.Provider.REST
-	switch {
-	case rp == nil:
-		return nil, nil
-	case rp.ProfileRef == nil:
-		return []byte(rp.Profile), nil
+// given in the spec, or read from the ConfigMap its block names (from the API server, once per
+// version of the ConfigMap: the manager watches ConfigMaps' metadata only, so ones it does not
+// use cost it no memory).
+func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscription, scope providers.Scope) ([]byte, error) {
+	ref := scope.SettingsRef
+	if ref == nil {
+		return scope.Settings, nil
 	}
-	ref := rp.ProfileRef
 	v, found, err := r.credentials.profile(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ref.Key)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider.rest.profileRef: ConfigMap %s/%s not found", sub.Namespace, ref.Name)
+			return nil, stall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s not found", ref.Field, sub.Namespace, ref.Name)
 		}
-		return nil, fmt.Errorf("reading the profile ConfigMap %s: %w", ref.Name, err)
+		return nil, fmt.Errorf("reading the ConfigMap %s (%s): %w", ref.Name, ref.Field, err)
 	}
 	if found {
 		return v, nil
 	}
-	return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider.rest.profileRef: ConfigMap %s/%s has no key %q", sub.Namespace, ref.Name, ref.Key)
+	return nil, stall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s has no key %q", ref.Field, sub.Namespace, ref.Name, ref.Key)
 }
 
 // The session's writes to the signing Secret keep its in-memory view (s.signing) in step, so

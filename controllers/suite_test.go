@@ -36,10 +36,8 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/providers"
-	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/builtin"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
-	restprovider "github.com/hookwarden/hookwarden/providers/rest"
-	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -193,7 +191,7 @@ func startManager(o managerOptions) *runningManager {
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(providers.Registry{"stripe": stripe.Factory(), "github": github.Factory(), "rest": restprovider.Factory()}, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
+		Accounts:    controllers.NewAccounts(builtin.Registry(), controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
 		Metrics:     metrics,
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,

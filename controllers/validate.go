@@ -1,36 +1,71 @@
 package controllers
 
 import (
-	"regexp"
+	"encoding/json"
 	"strings"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/matching"
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // validateSpec mirrors the CEL rules (an object admitted before a rule existed, or a CRD
-// installed without them, still gets a clear answer) and returns the canonical endpoint URL
-// ("" for spec.endpoint.receiver, whose URL the reconciler derives).
-func validateSpec(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
+// installed without them, still gets a clear answer). It returns the canonical endpoint URL
+// ("" for spec.endpoint.receiver, whose URL the reconciler derives) and what the provider reads
+// from its block (providers.Provider.Scope: its own rules for its block and events).
+func validateSpec(spec *hookv1.WebhookSubscriptionSpec, registry providers.Registry) (string, providers.Scope, error) {
+	scope, err := providerScope(&spec.Provider, spec.Events, registry)
+	if err != nil {
+		return "", providers.Scope{}, err
+	}
+	u, err := validateEndpoint(spec)
+	return u, scope, err
+}
+
+// providerScope checks spec.provider against the registry: a registered type, no block of
+// another provider's, and whatever the provider's Scope says of its own block.
+func providerScope(p *hookv1.ProviderSpec, events []string, registry providers.Registry) (providers.Scope, error) {
+	provider, ok := registry[string(p.Type)]
+	if !ok {
+		return providers.Scope{}, stall(hookv1.ReasonInvalidSpec, "spec.provider.type %q is not supported (supported: %s)", p.Type, strings.Join(registry.Types(), ", "))
+	}
+	blocks, err := providerBlocks(p)
+	if err != nil {
+		return providers.Scope{}, err
+	}
+	for name := range blocks {
+		if name != string(p.Type) {
+			return providers.Scope{}, stall(hookv1.ReasonInvalidSpec, "spec.provider.%s must be set when spec.provider.type is %s, and only then", name, name)
+		}
+	}
+	scope, err := provider.Scope(blocks[string(p.Type)], events)
+	if err != nil {
+		return providers.Scope{}, stall(hookv1.ReasonInvalidSpec, "%v", err)
+	}
+	return scope, nil
+}
+
+// providerBlocks are the provider-specific blocks of spec.provider (spec.provider.github,
+// spec.provider.rest, ...) as JSON, by name: every field but the ones all providers share.
+func providerBlocks(p *hookv1.ProviderSpec) (map[string]json.RawMessage, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	for _, shared := range []string{"type", "credentialsRef", "apiURL"} {
+		delete(fields, shared)
+	}
+	return fields, nil
+}
+
+// validateEndpoint checks the provider-neutral rest of the spec and returns the canonical URL.
+func validateEndpoint(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 	invalid := func(format string, args ...any) (string, error) {
 		return "", stall(hookv1.ReasonInvalidSpec, format, args...)
-	}
-	switch spec.Provider.Type {
-	case hookv1.ProviderStripe, hookv1.ProviderGitHub, hookv1.ProviderREST:
-	default:
-		return invalid("spec.provider.type %q is not supported (supported: stripe, github, rest)", spec.Provider.Type)
-	}
-	switch t := spec.Provider.Type; {
-	case (t == hookv1.ProviderGitHub) != (spec.Provider.GitHub != nil):
-		return invalid("spec.provider.github must be set when spec.provider.type is github, and only then")
-	case (t == hookv1.ProviderREST) != (spec.Provider.REST != nil):
-		return invalid("spec.provider.rest must be set when spec.provider.type is rest, and only then")
-	case t == hookv1.ProviderGitHub:
-		if err := validateGitHub(spec); err != nil {
-			return "", err
-		}
-	case t == hookv1.ProviderREST && (spec.Provider.REST.ProfileRef != nil) == (spec.Provider.REST.Profile != ""):
-		return invalid("spec.provider.rest: set exactly one of profileRef or profile")
 	}
 	if spec.Provider.CredentialsRef.Name == "" {
 		return invalid("spec.provider.credentialsRef.name is required")
@@ -79,38 +114,4 @@ func receiverURL(base, namespace, name string) (string, error) {
 		return "", stall(hookv1.ReasonInvalidSpec, "--receiver-base-url: %v", err)
 	}
 	return u, nil
-}
-
-// GitHub's rules for names, as the CRD's patterns state them: logins are alphanumerics and
-// inner hyphens (at most 39), repository names alphanumerics, '.', '_' and '-' (at most 100).
-var (
-	githubLogin = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
-	githubRepo  = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-	githubEvent = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-)
-
-// validateGitHub mirrors the CEL rules of spec.provider.github and of GitHub's event names.
-func validateGitHub(spec *hookv1.WebhookSubscriptionSpec) error {
-	invalid := func(format string, args ...any) error { return stall(hookv1.ReasonInvalidSpec, format, args...) }
-	g := spec.Provider.GitHub
-	switch {
-	case (g.Organization != "") == (g.Owner != "" || g.Repository != ""):
-		return invalid("spec.provider.github: set either owner and repository (a repository hook) or organization (an organization hook)")
-	case (g.Owner != "") != (g.Repository != ""):
-		return invalid("spec.provider.github: owner and repository are set together")
-	}
-	for field, v := range map[string]string{"owner": g.Owner, "organization": g.Organization} {
-		if v != "" && (len(v) > 39 || !githubLogin.MatchString(v)) {
-			return invalid("spec.provider.github.%s %q is not a GitHub login (letters, digits and inner hyphens, at most 39)", field, v)
-		}
-	}
-	if r := g.Repository; r != "" && (len(r) > 100 || !githubRepo.MatchString(r) || r == "." || r == "..") {
-		return invalid("spec.provider.github.repository %q is not a GitHub repository name (letters, digits, '.', '_' and '-', at most 100)", r)
-	}
-	for _, e := range spec.Events {
-		if e != "*" && !githubEvent.MatchString(e) {
-			return invalid("spec.events: %q is not a GitHub event name (lowercase with underscores, such as push or pull_request, or '*' for all)", e)
-		}
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers/builtin"
 )
 
 // validTestSpec is a spec every rule accepts; each case breaks one thing.
@@ -239,7 +240,7 @@ func TestValidateSpec(t *testing.T) {
 		t.Run(c.reason, func(t *testing.T) {
 			spec := validTestSpec()
 			c.mutate(&spec)
-			got, err := validateSpec(&spec)
+			got, _, err := validateSpec(&spec, builtin.Registry())
 			if len(c.wantIn) == 0 {
 				if err != nil {
 					t.Fatalf("validateSpec error = %v; want valid (%s)", err, c.reason)

@@ -9,6 +9,7 @@ package providers
 
 import (
 	"context"
+	"sort"
 	"time"
 )
 
@@ -256,6 +257,56 @@ func FactoryOf[C Client](newClient func(Config) (C, error)) Factory {
 	})
 }
 
-// Registry maps a provider type (as spelled in spec.provider.type) to its Factory. main builds it
-// and passes it to the reconciler; there is no global registry.
-type Registry map[string]Factory
+
+// Provider is one provider type as main registers it: how its clients are built, how a
+// subscription's provider block is read, how its deliveries are verified. Adding a provider is
+// a package that returns one of these, and one line in providers/builtin.
+type Provider struct {
+	// Factory builds a Client per account.
+	Factory Factory
+	// CredentialKey is the key of the credentials Secret read when
+	// spec.provider.credentialsRef.key is empty: the provider's own word for its credential.
+	CredentialKey string
+	// Scope reads a subscription's provider block (spec.provider.<type> as JSON; nil when the
+	// spec has none) and its events, checks them against the provider's rules, and says what
+	// one list covers. An error's message names the field first (spec.provider.github.owner
+	// ...): it is shown to the user as is.
+	Scope func(block []byte, events []string) (Scope, error)
+	// Verifier checks deliveries to the provider's registrations (the receiver). Nil where the
+	// scheme is described per account instead (VerifierDescriber): VerifierFromSpec builds a
+	// verifier from the description the manager stores in the signing Secret.
+	Verifier         Verifier
+	VerifierFromSpec func(spec []byte) (Verifier, error)
+}
+
+// Scope is what a subscription's provider block names: what one list covers, and the
+// provider-specific settings.
+type Scope struct {
+	// Target is Config.Target.
+	Target string
+	// Settings are Config.Settings given in the spec itself (a REST profile inline).
+	Settings []byte
+	// SettingsRef names the ConfigMap key, in the subscription's namespace, that holds the
+	// settings instead (a REST profile's profileRef); the manager reads it.
+	SettingsRef *ConfigMapKey
+}
+
+// ConfigMapKey names one key of a ConfigMap, and the spec field that named it (for messages).
+type ConfigMapKey struct {
+	Name, Key string
+	Field     string
+}
+
+// Registry maps a provider type (as spelled in spec.provider.type) to the Provider. main builds
+// it (providers/builtin) and passes it on; there is no global registry.
+type Registry map[string]Provider
+
+// Types are the registered provider types, sorted.
+func (r Registry) Types() []string {
+	out := make([]string, 0, len(r))
+	for t := range r {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -15,15 +15,6 @@ const (
 	ProviderREST ProviderType = "rest"
 )
 
-// DefaultCredentialsKey is the key of the credentials Secret read when
-// spec.provider.credentialsRef.key is empty: the provider's own word for its credential.
-func (t ProviderType) DefaultCredentialsKey() string {
-	if t == ProviderGitHub || t == ProviderREST {
-		return "token"
-	}
-	return "apiKey"
-}
-
 // SecretKeySelector points at one key of a Secret in the subscription's namespace.
 type SecretKeySelector struct {
 	// Name of the Secret.
@@ -99,10 +90,12 @@ type ConfigMapKeySelector struct {
 // +kubebuilder:validation:XValidation:rule="has(self.organization) != (has(self.owner) || has(self.repository))",message="spec.provider.github: set either owner and repository (a repository hook) or organization (an organization hook)"
 // +kubebuilder:validation:XValidation:rule="has(self.owner) == has(self.repository)",message="spec.provider.github: owner and repository are set together"
 type GitHubTarget struct {
-	// Owner is the user or organization that owns the repository.
+	// Owner is the user or organization that owns the repository: a GitHub login (letters,
+	// digits and inner hyphens, at most 39), or an Enterprise Managed User's (a login and an
+	// _shortcode suffix).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=39
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]{0,37}[A-Za-z0-9])?(_[A-Za-z0-9]{1,24})?$`
 	// +optional
 	Owner string `json:"owner,omitempty"`
 	// Repository is the repository's name.

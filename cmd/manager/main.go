@@ -32,10 +32,8 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/version"
-	"github.com/hookwarden/hookwarden/providers"
-	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/builtin"
 	"github.com/hookwarden/hookwarden/providers/rest"
-	"github.com/hookwarden/hookwarden/providers/stripe"
 )
 
 type options struct {
@@ -196,11 +194,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 	if err != nil {
 		return err
 	}
-	registry := providers.Registry{
-		string(hookv1.ProviderStripe): stripe.Factory(),
-		string(hookv1.ProviderGitHub): github.Factory(),
-		string(hookv1.ProviderREST):   rest.Factory(),
-	}
+	registry := builtin.Registry()
 	// Served with controller-runtime's own metrics on --metrics-bind-address.
 	metrics, err := controllers.NewMetrics(ctrlmetrics.Registry)
 	if err != nil {

@@ -27,9 +27,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers"
-	"github.com/hookwarden/hookwarden/providers/github"
-	"github.com/hookwarden/hookwarden/providers/rest"
-	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/providers/builtin"
 	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/receiver/deliver"
 	"github.com/hookwarden/hookwarden/receiver/store"
@@ -121,12 +119,20 @@ func (o options) validate() error {
 	return nil
 }
 
-// verifiers maps provider types to their signature schemes; main owns the registry.
-func verifiers() map[string]providers.Verifier {
-	return map[string]providers.Verifier{
-		string(hookv1.ProviderStripe): stripe.NewVerifier(),
-		string(hookv1.ProviderGitHub): github.NewVerifier(),
+// verifiers maps provider types to their signature schemes, and schemes to the builders of
+// schemes described per account (in the signing Secret); main owns the registry.
+func verifiers(registry providers.Registry) (map[string]providers.Verifier, map[string]func([]byte) (providers.Verifier, error)) {
+	fixed := map[string]providers.Verifier{}
+	described := map[string]func([]byte) (providers.Verifier, error){}
+	for t, p := range registry {
+		if p.Verifier != nil {
+			fixed[t] = p.Verifier
+		}
+		if p.VerifierFromSpec != nil {
+			described[t] = p.VerifierFromSpec
+		}
 	}
+	return fixed, described
 }
 
 func run(ctx context.Context, o options) error {
@@ -189,7 +195,7 @@ func run(ctx context.Context, o options) error {
 	}
 	routes := receiver.NewRoutes()
 	// REST profiles describe their scheme in the signing Secret.
-	schemes := map[string]func([]byte) (providers.Verifier, error){string(hookv1.ProviderREST): rest.NewVerifierFromSpec}
+	fixed, schemes := verifiers(builtin.Registry())
 	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes, Schemes: schemes}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return err
@@ -215,7 +221,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	handler := &receiver.Handler{
-		Routes: routes, Verifiers: verifiers(), Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
+		Routes: routes, Verifiers: fixed, Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
 		Metrics: rmetrics, Log: log, Now: time.Now,
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), sinkResolver(routes), deliver.Options{

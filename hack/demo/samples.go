@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers/builtin"
 )
 
 // subRef is what the demo needs to know about one sample subscription.
@@ -162,7 +163,7 @@ func rewrite(obj map[string]any, rw rewriting) (subRef, error) {
 	ref := subRef{name: name, provider: p.Type, credsName: p.CredentialsRef.Name, credsKey: p.CredentialsRef.Key,
 		signingSecret: sub.Spec.SigningSecret.Name, events: sub.Spec.Events, receiver: sub.Spec.Endpoint.Receiver != nil}
 	if ref.credsKey == "" {
-		ref.credsKey = p.Type.DefaultCredentialsKey()
+		ref.credsKey = builtin.Registry()[string(p.Type)].CredentialKey
 	}
 	if ref.credsName == "" || ref.signingSecret == "" {
 		return subRef{}, fmt.Errorf("WebhookSubscription %s needs spec.provider.credentialsRef.name and spec.signingSecret.name", name)

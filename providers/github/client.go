@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,11 +89,6 @@ func Factory() providers.Factory {
 	return providers.FactoryOf(New)
 }
 
-var (
-	ownerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
-	repoName  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
-)
-
 // New builds a Client for cfg.Target ("repos/<owner>/<repository>" or "orgs/<organization>")
 // with the token cfg.Credential. cfg.APIURL overrides https://api.github.com (GitHub
 // Enterprise Server: https://HOST/api/v3; fakes); cfg.Timeout defaults to DefaultTimeout.
@@ -149,15 +143,15 @@ func parseTarget(t string) (string, bool, error) {
 	parts := strings.Split(t, "/")
 	switch {
 	case len(parts) == 3 && parts[0] == "repos":
-		if !ownerName.MatchString(parts[1]) {
+		if !validOwner(parts[1]) {
 			return "", false, invalid(fmt.Sprintf("github target %q: %q is not a GitHub owner name", t, parts[1]))
 		}
-		if !repoName.MatchString(parts[2]) || parts[2] == "." || parts[2] == ".." {
+		if !validRepository(parts[2]) {
 			return "", false, invalid(fmt.Sprintf("github target %q: %q is not a GitHub repository name", t, parts[2]))
 		}
 		return t, false, nil
 	case len(parts) == 2 && parts[0] == "orgs":
-		if !ownerName.MatchString(parts[1]) {
+		if !validLogin(parts[1]) {
 			return "", false, invalid(fmt.Sprintf("github target %q: %q is not a GitHub organization name", t, parts[1]))
 		}
 		return t, true, nil
