@@ -257,7 +257,6 @@ func FactoryOf[C Client](newClient func(Config) (C, error)) Factory {
 	})
 }
 
-
 // Provider is one provider type as main registers it: how its clients are built, how a
 // subscription's provider block is read, how its deliveries are verified. Adding a provider is
 // a package that returns one of these, and one line in providers/builtin.
