@@ -47,10 +47,7 @@ type backoffCase struct {
 // A stated wait (Retry-After, GitHub's x-ratelimit-reset, PagerDuty's ratelimit-reset) is
 // waited exactly, past the cap too. Meanwhile nothing reaches the provider.
 func TestLimiterBackoffPerProvider(t *testing.T) {
-	const (
-		ghToken = "ghp_backoffToken0123456789abcdefghij"
-		ghRepo  = "repos/octo-org/hello-world"
-	)
+	ghBackoff := providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute}
 	cases := []backoffCase{
 		{
 			name: "stripe", policy: providers.Backoff{First: time.Second, Factor: 2, Max: 30 * time.Second},
@@ -66,41 +63,35 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 			},
 		},
 		{
-			name: "github secondary", policy: providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute},
+			name: "github secondary", policy: ghBackoff,
 			open: func(t *testing.T, clock *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
-				srv := ghfake.New(ghfake.WithClock(clock.now))
-				base, stop := srv.Start()
-				t.Cleanup(stop)
-				srv.Grant(ghToken, ghRepo)
+				srv, key := githubBackoffAccount(t, clock)
 				// A secondary limit without retry-after, remaining above 0 (PROVIDERS.md §2.2).
 				refuse := func() {
 					f := ghfake.SecondaryLimit(http.StatusForbidden, 0)
 					f.Times = 1
 					srv.Inject(f)
 				}
-				return AccountKey{Provider: "github", APIURL: base, Target: ghRepo, Credential: ghToken}, refuse, listOnce, func() int { return len(srv.Requests()) }
+				return key, refuse, listOnce, func() int { return len(srv.Requests()) }
 			},
 		},
 		{
-			name: "github primary", stated: 40 * time.Minute, policy: providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute},
+			name: "github primary", stated: 40 * time.Minute, policy: ghBackoff,
 			open: func(t *testing.T, clock *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
-				srv := ghfake.New(ghfake.WithClock(clock.now))
-				base, stop := srv.Start()
-				t.Cleanup(stop)
-				srv.Grant(ghToken, ghRepo)
+				srv, key := githubBackoffAccount(t, clock)
 				// The token spends its hour's budget in 20 minutes: 403 with remaining 0 until
 				// x-ratelimit-reset, 40 minutes on; then a fresh hour, spent the same way.
 				refuse := func() {
-					srv.SetRateLimitRemaining(ghToken, 0)
+					srv.SetRateLimitRemaining(key.Credential, 0)
 					clock.advance(20 * time.Minute)
 				}
-				return AccountKey{Provider: "github", APIURL: base, Target: ghRepo, Credential: ghToken}, refuse, listOnce, func() int { return len(srv.Requests()) }
+				return key, refuse, listOnce, func() int { return len(srv.Requests()) }
 			},
 		},
 		{
 			name: "gitlab create", stated: time.Minute, policy: providers.Backoff{First: 10 * time.Second, Factor: 2, Max: time.Minute},
 			open: func(t *testing.T, _ *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
-				srv, key := gitlabAccount(t)
+				srv, key := gitlabBackoffAccount(t)
 				// GitLab's hook-creation limit: 429 with Retry-After: 60 (REST-PROVIDERS.md §1.6).
 				refuse := func() {
 					srv.Inject(core.Fault{Method: http.MethodPost, Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "60"},
@@ -116,7 +107,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		{
 			name: "gitlab unstated", policy: providers.Backoff{First: 10 * time.Second, Factor: 2, Max: time.Minute},
 			open: func(t *testing.T, _ *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
-				srv, key := gitlabAccount(t)
+				srv, key := gitlabBackoffAccount(t)
 				// A 429 that states no wait: the profile's errors.rateLimit.backoff applies.
 				refuse := func() {
 					srv.Inject(core.Fault{Status: http.StatusTooManyRequests, Body: `{"message":"429 Too Many Requests"}`, Times: 1})
@@ -277,8 +268,19 @@ func listOnce(o ops) error {
 	return err
 }
 
-// gitlabAccount serves the GitLab fake with one project, for the shipped GitLab profile.
-func gitlabAccount(t *testing.T) (*gitlab.Server, AccountKey) {
+// githubBackoffAccount serves the GitHub fake on clock with one repository its token administers.
+func githubBackoffAccount(t *testing.T, clock *accountsTestClock) (*ghfake.Server, AccountKey) {
+	t.Helper()
+	const token, repo = "ghp_backoffToken0123456789abcdefghij", "repos/octo-org/hello-world"
+	srv := ghfake.New(ghfake.WithClock(clock.now))
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	srv.Grant(token, repo)
+	return srv, AccountKey{Provider: "github", APIURL: base, Target: repo, Credential: token}
+}
+
+// gitlabBackoffAccount serves the GitLab fake with one project, for the shipped GitLab profile.
+func gitlabBackoffAccount(t *testing.T) (*gitlab.Server, AccountKey) {
 	t.Helper()
 	srv := gitlab.New()
 	srv.AddProject("42", "group/project")
