@@ -47,23 +47,20 @@ type AccountOptions struct {
 	Burst int
 	// RequestTimeout bounds one provider request.
 	RequestTimeout time.Duration
-	// RateLimitBackoff is the first wait after a rate limit that says nothing about how long to
-	// wait (no Retry-After); each further one in a row doubles it, up to MaxRateLimitBackoff,
-	// with jitter. A provider may ask for a longer first wait (providers.Error.Backoff).
-	RateLimitBackoff    time.Duration
-	MaxRateLimitBackoff time.Duration
-	// Now is the clock (tests inject one).
+	// Now is the clock, of the limiters and of the waits the providers state (tests inject one).
 	Now func() time.Time
+	// Jitter draws the jitter of rate-limit backoffs, a fraction in [0, 1) (see
+	// limiter.backoff); nil draws from math/rand/v2. Every limiter calls it, so it must be safe
+	// for concurrent use. Tests inject one to compute the waits.
+	Jitter func() float64
 	// Metrics count and time provider requests; nil: counted, never served.
 	Metrics *Metrics
 }
 
 // Defaults of AccountOptions.
 const (
-	DefaultQPS                 = 10
-	DefaultBurst               = 5
-	DefaultRateLimitBackoff    = time.Second
-	DefaultMaxRateLimitBackoff = 5 * time.Minute
+	DefaultQPS   = 10
+	DefaultBurst = 5
 )
 
 // NewAccounts returns an empty account table over the given provider registry.
@@ -71,14 +68,11 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 20 * time.Second
 	}
-	if o.RateLimitBackoff <= 0 {
-		o.RateLimitBackoff = DefaultRateLimitBackoff
-	}
-	if o.MaxRateLimitBackoff <= 0 {
-		o.MaxRateLimitBackoff = DefaultMaxRateLimitBackoff
-	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
 	}
 	if o.Metrics == nil {
 		o.Metrics = unregisteredMetrics()
@@ -149,14 +143,14 @@ func (a *Accounts) Get(key AccountKey) (*account, error) {
 	// Every HTTP request takes a token, each page of a list too. lim is set below, before the
 	// client sends anything.
 	pace := func(ctx context.Context) error { return lim.bucket.Wait(ctx) }
-	c, err := p.Factory.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace})
+	c, err := p.Factory.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace, Now: a.opts.Now})
 	if err != nil {
 		return nil, err
 	}
 	caps := c.Capabilities()
 	if lim == nil {
 		r := a.pace(caps.Rate)
-		lim = &limiter{bucket: rate.NewLimiter(rate.Limit(r.PerSecond), r.Burst), opts: &a.opts}
+		lim = newLimiter(r, caps.RateLimitBackoff, a.opts.Now, a.opts.Jitter)
 		a.limiters[lid] = lim
 	}
 	acct := &account{id: id, provider: key.Provider, client: c, caps: caps, limiter: lim, now: a.opts.Now, metrics: a.metrics}
@@ -183,10 +177,13 @@ func (a *Accounts) pace(documented providers.Rate) providers.Rate {
 
 // limiter paces the requests made with one credential: a token bucket, and after a rate-limit
 // answer a wait that every account using the credential honours (the provider limits the
-// credential, not the account).
+// credential, not the account). A credential belongs to one provider, so one backoff policy,
+// the provider's, serves the limiter.
 type limiter struct {
 	bucket *rate.Limiter
-	opts   *AccountOptions
+	policy providers.Backoff
+	now    func() time.Time
+	jitter func() float64
 
 	mu sync.Mutex
 	// until is when the provider may be asked again; streak counts rate limits in a row.
@@ -194,12 +191,20 @@ type limiter struct {
 	streak int
 }
 
+// newLimiter paces at r and backs off by policy (providers.DefaultRateLimitBackoff if zero).
+func newLimiter(r providers.Rate, policy providers.Backoff, now func() time.Time, jitter func() float64) *limiter {
+	if policy.IsZero() {
+		policy = providers.DefaultRateLimitBackoff
+	}
+	return &limiter{bucket: rate.NewLimiter(rate.Limit(r.PerSecond), r.Burst), policy: policy, now: now, jitter: jitter}
+}
+
 // blocked returns a RateLimited error while the provider's last rate limit is still in force:
 // asking again would only spend quota. (The token bucket paces each HTTP request, through the
 // client's providers.Config.Pace.)
 func (l *limiter) blocked() error {
 	l.mu.Lock()
-	left := l.until.Sub(l.opts.Now())
+	left := l.until.Sub(l.now())
 	l.mu.Unlock()
 	if left > 0 {
 		return &providers.Error{Kind: providers.RateLimited, Message: "waiting out the provider's rate limit for this credential", RetryAfter: left}
@@ -208,9 +213,8 @@ func (l *limiter) blocked() error {
 }
 
 // observe records the outcome of a request: a rate limit sets the credential's wait (what the
-// provider asked for, or a backoff that doubles with each rate limit in a row, jittered and
-// capped); anything else ends the streak. It returns err, with a RateLimited error's RetryAfter
-// set to the wait decided here.
+// provider stated, exactly, or the provider's backoff for the streak so far); a success ends
+// the streak. It returns err, with a RateLimited error's RetryAfter set to the wait decided here.
 func (l *limiter) observe(err error) error {
 	var pe *providers.Error
 	l.mu.Lock()
@@ -223,26 +227,25 @@ func (l *limiter) observe(err error) error {
 	}
 	wait := pe.RetryAfter
 	if wait <= 0 {
-		wait = l.backoff(pe.Backoff)
+		wait = l.backoff()
 	}
 	l.streak++
-	l.until = l.opts.Now().Add(wait)
+	l.until = l.now().Add(wait)
 	out := *pe
 	out.RetryAfter = wait
 	return &out
 }
 
-// backoff is the wait for the next rate limit of a streak: first (at least the option's first
-// wait) doubled per earlier rate limit in the streak, capped (never below first), plus up to a
-// quarter of jitter so subscriptions on many accounts do not come back in step.
-func (l *limiter) backoff(first time.Duration) time.Duration {
-	d := max(first, l.opts.RateLimitBackoff)
-	limit := max(l.opts.MaxRateLimitBackoff, d)
-	for i := 0; i < l.streak && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d + rand.N(d/4+1)
+// backoff is the wait for the next rate limit of the streak that states none: the policy's step
+// for it, plus jitter (so credentials refused together do not come back in step) of up to a
+// quarter of it, less when the policy grows by less than that, so waits never shrink within a
+// streak, and never past the policy's cap.
+func (l *limiter) backoff() time.Duration {
+	p := l.policy
+	d := p.Step(l.streak)
+	spread := min(0.25, max(p.Factor, 1)-1)
+	j := time.Duration(float64(d) * spread * min(max(l.jitter(), 0), 1))
+	return min(d+j, max(p.Max, p.First))
 }
 
 // account is one provider account. Callers hold Lock while they observe, plan and act.

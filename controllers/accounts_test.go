@@ -17,6 +17,7 @@ import (
 // fakeAccountClient is a minimal in-memory provider account that counts calls and can fail the
 // next call of one operation.
 type fakeAccountClient struct {
+	caps   providers.Capabilities
 	regs   []providers.Registration
 	calls  map[string]int
 	failOn map[string]error // operation -> error returned once
@@ -30,14 +31,12 @@ type fakeAccountClient struct {
 
 func newFakeAccountClient(regs ...providers.Registration) *fakeAccountClient {
 	regs = append([]providers.Registration(nil), regs...) // never alias the caller's slice
-	return &fakeAccountClient{regs: regs, calls: map[string]int{}, failOn: map[string]error{}}
+	return &fakeAccountClient{caps: providers.Capabilities{Markers: true}, regs: regs, calls: map[string]int{}, failOn: map[string]error{}}
 }
 
 var _ providers.Client = (*fakeAccountClient)(nil)
 
-func (f *fakeAccountClient) Capabilities() providers.Capabilities {
-	return providers.Capabilities{Markers: true}
-}
+func (f *fakeAccountClient) Capabilities() providers.Capabilities { return f.caps }
 
 func (f *fakeAccountClient) fail(op string, id ...string) error {
 	f.calls[op]++
@@ -380,8 +379,11 @@ func TestAccountsGet(t *testing.T) {
 			if len(configs) != wantClients {
 				t.Errorf("factory called %d times; want %d (%s)", len(configs), wantClients, c.reason)
 			}
-			if diff := cmp.Diff(providers.Config{APIURL: base.APIURL, Credential: base.Credential, Timeout: 7 * time.Second}, configs[0], cmpopts.IgnoreFields(providers.Config{}, "Pace")); diff != "" {
+			if diff := cmp.Diff(providers.Config{APIURL: base.APIURL, Credential: base.Credential, Timeout: 7 * time.Second}, configs[0], cmpopts.IgnoreFields(providers.Config{}, "Pace", "Now")); diff != "" {
 				t.Errorf("factory config mismatch (-want +got):\n%s", diff)
+			}
+			if configs[0].Now == nil {
+				t.Errorf("the client got no clock: the waits it reads (Retry-After dates, epoch resets) would not follow the manager's")
 			}
 			for _, id := range []string{a.id, b.id} {
 				for _, cred := range []string{base.Credential, c.other.Credential} {
@@ -419,19 +421,23 @@ func TestAccountsGetErrors(t *testing.T) {
 	}
 }
 
-// TestAccountsRateLimitBackoff: a rate limit without Retry-After is waited out with a backoff
-// that grows per rate limit in a row, with jitter, capped, and reset by a success; one that says
-// how long is waited exactly. While the wait lasts no request reaches the provider, and the wait
-// holds for every account reached with the same credential (the provider limits the credential).
+// TestAccountsRateLimitBackoff: a rate limit without Retry-After is waited out with the
+// provider's backoff, which grows per rate limit in a row, with jitter, up to the provider's cap,
+// and restarts after a success; one that says how long is waited exactly. While the wait lasts
+// no request reaches the provider, and the wait holds for every account reached with the same
+// credential (the provider limits the credential).
 func TestAccountsRateLimitBackoff(t *testing.T) {
 	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	clients := map[string]*fakeAccountClient{}
+	policy := providers.Backoff{First: time.Second, Factor: 2, Max: 10 * time.Second}
 	registry := providers.Registry{"github": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
 		c := newFakeAccountClient()
+		c.caps.RateLimitBackoff = policy
 		clients[cfg.Target+"|"+cfg.Credential] = c
 		return c, nil
 	})}}
-	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now, RateLimitBackoff: time.Second, MaxRateLimitBackoff: 10 * time.Second})
+	// Half the most jitter: each computed wait is an eighth longer than the policy's step.
+	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now, Jitter: func() float64 { return 0.5 }})
 	get := func(target, cred string) (ops, *fakeAccountClient) {
 		a, err := accts.Get(AccountKey{Provider: "github", Target: target, Credential: cred})
 		if err != nil {
@@ -468,11 +474,10 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 		}
 		clock.advance(w)
 	}
-	for i, w := range waits {
-		base := min(time.Second<<i, 10*time.Second)
-		if w < base || w > base+base/4 {
-			t.Errorf("wait %d = %s; want %s plus at most a quarter of jitter", i, w, base)
-		}
+	// 1s, 2s, 4s, 8s plus an eighth; then the cap, which jitter never passes.
+	want := []time.Duration{1125 * time.Millisecond, 2250 * time.Millisecond, 4500 * time.Millisecond, 9 * time.Second, 10 * time.Second, 10 * time.Second}
+	if d := cmp.Diff(want, waits); d != "" {
+		t.Errorf("waits of six rate limits in a row (-want +got):\n%s", d)
 	}
 	// Another token is limited on its own.
 	if _, err := other.List(ctx, 0); err != nil || clientOther.calls["List"] != 1 {
@@ -485,8 +490,8 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 	}
 	clientA.failOn["List"] = limited(0)
 	_, err := repoA.List(ctx, 0)
-	if w := providers.RetryAfter(err); w < time.Second || w > time.Second+time.Second/4 {
-		t.Errorf("first wait after a success = %s; want the backoff to restart at 1s", w)
+	if w := providers.RetryAfter(err); w != 1125*time.Millisecond {
+		t.Errorf("first wait after a success = %s; want the backoff to restart at 1s (plus an eighth)", w)
 	}
 	clock.advance(providers.RetryAfter(err))
 
@@ -499,13 +504,6 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 	clock.advance(39 * time.Minute)
 	if _, err := repoB.List(ctx, 0); providers.RetryAfter(err) != time.Minute {
 		t.Errorf("List a minute before the reset: %v; want RateLimited with 1m left", err)
-	}
-
-	// A provider may ask for a longer first wait (GitHub's secondary limit: one minute).
-	clock.advance(time.Minute)
-	clientB.failOn["List"] = &providers.Error{Kind: providers.RateLimited, Backoff: time.Minute}
-	if _, err := repoB.List(ctx, 0); providers.RetryAfter(err) < time.Minute {
-		t.Errorf("wait with a provider backoff of 1m = %s; want at least 1m", providers.RetryAfter(err))
 	}
 }
 

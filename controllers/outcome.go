@@ -45,8 +45,10 @@ func wait(reason hookv1.Reason, after time.Duration, format string, args ...any)
 	return &waitError{reason: reason, after: after, msg: fmt.Sprintf(format, args...)}
 }
 
-// defaultRateLimitWait is used when a provider asks us to slow down without saying how long.
-const defaultRateLimitWait = 5 * time.Second
+// defaultRateLimitWait is used for a rate limit whose error carries no wait. Every provider call
+// passes the account's limiter, which sets the wait (stated, or the provider's backoff), so this
+// is only a floor: the first wait of the backoff of a provider that states none.
+var defaultRateLimitWait = providers.DefaultRateLimitBackoff.First
 
 // fromList classifies a failed list: the account's target missing (or hidden from the
 // credential) stalls until the spec or the credentials change; anything else as fromProvider.

@@ -60,11 +60,9 @@ type Error struct {
 	// Message is the provider's message (for Permanent, what the user needs to fix).
 	Message string
 	// RetryAfter is how long to wait before the next call, as the provider said (RateLimited;
-	// optional otherwise). Zero means the provider did not say.
+	// optional otherwise). Zero means the provider did not say: the caller backs off by the
+	// provider's Capabilities.RateLimitBackoff.
 	RetryAfter time.Duration
-	// Backoff is, for RateLimited without RetryAfter, the provider's first wait of a growing
-	// backoff (GitHub's secondary limit: one minute); zero leaves the caller's default.
-	Backoff time.Duration
 	// RequestID is the provider's request id, for support tickets.
 	RequestID string
 }

@@ -9,6 +9,7 @@ package providers
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 )
@@ -157,6 +158,38 @@ type Capabilities struct {
 	// Rate is the request rate the provider documents for this client's credential, which the
 	// manager paces it at (unless told otherwise); zero when the provider documents none.
 	Rate Rate
+	// RateLimitBackoff is how long the credential waits after rate-limit answers that state no
+	// wait (no Retry-After, no reset), in a run of such answers: the provider's own rules, sized
+	// to the window its limiter counts in. A wait the provider states always wins. Zero means
+	// DefaultRateLimitBackoff.
+	RateLimitBackoff Backoff
+}
+
+// Backoff is a growing wait: First, then each next one Factor times the one before, never
+// longer than Max.
+type Backoff struct {
+	First  time.Duration
+	Factor float64
+	Max    time.Duration
+}
+
+// DefaultRateLimitBackoff is the backoff of a provider that states none: a second, doubling,
+// up to a minute, the window most APIs count in (requests per minute).
+var DefaultRateLimitBackoff = Backoff{First: time.Second, Factor: 2, Max: time.Minute}
+
+// IsZero reports whether no backoff is stated.
+func (b Backoff) IsZero() bool { return b == Backoff{} }
+
+// Step is the wait after the n-th answer in a row (n from 0) that states none: First·Factorⁿ,
+// at most Max. A Factor below 1 counts as 1 and a Max below First as First, so waits never
+// shrink within a run.
+func (b Backoff) Step(n int) time.Duration {
+	limit := max(b.Max, b.First)
+	d := float64(b.First) * math.Pow(max(b.Factor, 1), float64(max(n, 0)))
+	if d >= float64(limit) || math.IsNaN(d) {
+		return limit
+	}
+	return time.Duration(d)
 }
 
 // Rate is a documented request rate: a sustained number per second and how many requests
@@ -232,6 +265,18 @@ type Config struct {
 	// Pace, when set, is called before every HTTP request the client sends (each page of a
 	// list counts), and the request fails with its error: the manager's per-credential rate.
 	Pace func(context.Context) error
+	// Now is the clock against which the provider's stated waits are read (a Retry-After
+	// date, an epoch reset); nil means time.Now. The manager passes its own, so tests can
+	// inject one.
+	Now func() time.Time
+}
+
+// Clock is cfg.Now, or time.Now when it is nil.
+func (cfg Config) Clock() func() time.Time {
+	if cfg.Now == nil {
+		return time.Now
+	}
+	return cfg.Now
 }
 
 // Factory builds a Client for one account.

@@ -72,7 +72,16 @@ var capabilities = providers.Capabilities{
 	ReplayableCreate:  false,
 	Fields:            providers.FieldDisabled,
 	Rate:              documentedRate,
+	RateLimitBackoff:  secondaryBackoff,
 }
+
+// secondaryBackoff is GitHub's rule for a secondary rate limit that names no wait (PROVIDERS.md
+// §2.2, docs.github.com "Rate limits for the REST API"): at least a minute, then exponentially
+// longer. The primary limit always states its wait (x-ratelimit-reset), and so does a secondary
+// one with retry-after or remaining 0. The cap is a quarter of the longest secondary window
+// (500 content-creating requests an hour): past the per-minute limits, four tries an hour
+// cost GitHub nothing and find a reset hourly window within 15 minutes.
+var secondaryBackoff = providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute}
 
 // documentedRate keeps one token under GitHub's limits (PROVIDERS.md §2.2): the secondary limit
 // of 80 content-creating requests a minute binds first (a hook create and its ping are both
@@ -135,7 +144,7 @@ func New(cfg providers.Config) (*Client, error) {
 	if cfg.Pace != nil {
 		rc.SetTransport(providers.PacedTransport(cfg.Pace, nil))
 	}
-	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: time.Now, pages: map[string]cachedPage{}}, nil
+	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: cfg.Clock(), pages: map[string]cachedPage{}}, nil
 }
 
 // parseTarget validates "repos/<owner>/<repository>" or "orgs/<organization>".

@@ -57,7 +57,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	c := newClient(t, "", repo, 0)
-	want := providers.Capabilities{Secret: providers.SecretClientChosen, UpdateNeedsSecret: true, Fields: providers.FieldDisabled, Rate: providers.Rate{PerSecond: 1.2, Burst: 8}}
+	want := providers.Capabilities{Secret: providers.SecretClientChosen, UpdateNeedsSecret: true, Fields: providers.FieldDisabled, Rate: providers.Rate{PerSecond: 1.2, Burst: 8},
+		// GitHub's secondary limit without retry-after: at least a minute, then exponentially.
+		RateLimitBackoff: providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute}}
 	if d := cmp.Diff(want, c.Capabilities()); d != "" {
 		t.Errorf("Capabilities (-want +got):\n%s", d)
 	}

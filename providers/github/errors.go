@@ -25,10 +25,6 @@ const (
 	opPing
 )
 
-// secondaryBackoff is the first wait after a secondary rate limit without retry-after: GitHub
-// says to wait at least a minute, then back off exponentially (the reconciler grows it).
-const secondaryBackoff = time.Minute
-
 // errorBody is GitHub's error envelope (basic-error and validation-error).
 type errorBody struct {
 	Message string `json:"message"`
@@ -77,12 +73,10 @@ func (c *Client) classify(resp *resty.Response, op operation) error {
 		return out
 	case limited && (hasRetryAfter || status == http.StatusTooManyRequests ||
 		strings.Contains(strings.ToLower(eb.Message), "secondary rate limit")):
+		// Without retry-after, RetryAfter stays zero: the reconciler backs off by
+		// secondaryBackoff, from a minute.
 		out.Kind = providers.RateLimited
-		if hasRetryAfter {
-			out.RetryAfter = retryAfter
-		} else {
-			out.Backoff = secondaryBackoff
-		}
+		out.RetryAfter = retryAfter
 		out.Message = c.redact("secondary rate limit: " + msg)
 		return out
 	}

@@ -40,10 +40,10 @@ func TestErrorsAreClassified(t *testing.T) {
 		op           op
 		kind         providers.Kind
 		status       int
-		// retryAfter is checked within a second below it (reset is in whole seconds);
-		// backoff exactly.
-		retryAfter, backoff time.Duration
-		contains            []string
+		// retryAfter is checked within a second below it (reset is in whole seconds); zero
+		// means none stated: the reconciler backs off by Capabilities.RateLimitBackoff.
+		retryAfter time.Duration
+		contains   []string
 	}{
 		{name: "bad credentials", reason: "401 is a refused token", target: repo,
 			setup: func(e *env) { e.srv.ForgetToken(token) }, op: list,
@@ -70,12 +70,12 @@ func TestErrorsAreClassified(t *testing.T) {
 		{name: "secondary 403 with retry-after", reason: "retry-after is honoured", target: repo,
 			setup: func(e *env) { e.srv.Inject(fake.SecondaryLimit(403, 30*time.Second)) }, op: create,
 			kind: providers.RateLimited, status: 403, retryAfter: 30 * time.Second, contains: []string{"secondary rate limit"}},
-		{name: "secondary 429 without retry-after", reason: "back off from a minute", target: repo,
+		{name: "secondary 429 without retry-after", reason: "no stated wait: the provider's backoff applies", target: repo,
 			setup: func(e *env) { e.srv.Inject(fake.SecondaryLimit(429, 0)) }, op: list,
-			kind: providers.RateLimited, status: 429, backoff: time.Minute},
+			kind: providers.RateLimited, status: 429},
 		{name: "secondary 403 by message", reason: "a 403 whose message names the secondary limit is one", target: org,
 			setup: func(e *env) { e.srv.Inject(fake.SecondaryLimit(403, 0)) }, op: update("1"),
-			kind: providers.RateLimited, status: 403, backoff: time.Minute},
+			kind: providers.RateLimited, status: 403},
 		{name: "hook already exists", reason: "the 422 for an overlapping hook on the same URL", target: repo,
 			setup: func(e *env) {
 				e.srv.Seed(repo, fake.Hook{Active: true, Events: []string{"push"}, Config: fake.Config{URL: "https://example.com/hook"}})
@@ -124,9 +124,6 @@ func TestErrorsAreClassified(t *testing.T) {
 			}
 			if tc.retryAfter == 0 && pe.RetryAfter != 0 {
 				t.Errorf("%s: RetryAfter = %v, want 0", tc.reason, pe.RetryAfter)
-			}
-			if pe.Backoff != tc.backoff {
-				t.Errorf("%s: Backoff = %v, want %v", tc.reason, pe.Backoff, tc.backoff)
 			}
 			for _, s := range tc.contains {
 				if !strings.Contains(pe.Message, s) {
@@ -221,5 +218,27 @@ func TestNetworkErrorIsTransient(t *testing.T) {
 	_, err := newClient(t, url, repo, time.Second).List(context.Background())
 	if pe := asError(t, err); pe.Kind != providers.Transient || !strings.Contains(pe.Message, "request failed") {
 		t.Errorf("List against a closed port: %v, want Transient", err)
+	}
+}
+
+// TestPrimaryLimitWaitsUntilResetByTheInjectedClock: the wait of a primary limit is
+// x-ratelimit-reset (epoch seconds) read against Config.Now, not the machine's clock, so the
+// manager's clock decides it and a test computes it exactly.
+func TestPrimaryLimitWaitsUntilResetByTheInjectedClock(t *testing.T) {
+	now := time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	srv := fake.New(fake.WithClock(clock))
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	srv.Grant(token, repo)
+	c, err := github.New(providers.Config{APIURL: base, Target: repo, Credential: token, Timeout: 5 * time.Second, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetRateLimitRemaining(token, 0) // the hour's window opens now, and is spent
+	now = now.Add(20 * time.Minute)
+	pe := asError(t, list(context.Background(), c))
+	if pe.Kind != providers.RateLimited || pe.RetryAfter != 40*time.Minute {
+		t.Errorf("primary limit 20 minutes into the hour: %v, RetryAfter %s; want RateLimited, exactly 40m until x-ratelimit-reset", pe, pe.RetryAfter)
 	}
 }

@@ -34,6 +34,7 @@ type Client struct {
 	spec     []byte
 	maxPages int
 	maxBytes int
+	now      func() time.Time
 }
 
 var (
@@ -96,7 +97,7 @@ func New(cfg providers.Config) (*Client, error) {
 	if err != nil {
 		return nil, invalid(err.Error())
 	}
-	cl := &Client{c: c, params: params, cred: cfg.Credential, maxPages: DefaultMaxPages, maxBytes: DefaultMaxResponseBytes}
+	cl := &Client{c: c, params: params, cred: cfg.Credential, maxPages: DefaultMaxPages, maxBytes: DefaultMaxResponseBytes, now: cfg.Clock()}
 	if p.Limits.MaxPages > 0 {
 		cl.maxPages = p.Limits.MaxPages
 	}
@@ -176,7 +177,10 @@ func (c *compiled) parameters(target string) (map[string]string, error) {
 }
 
 func capabilities(p *Profile) providers.Capabilities {
-	caps := providers.Capabilities{Markers: p.Marker.Location != MarkerNone, UpdateNeedsSecret: p.Secret.SendOnUpdate}
+	caps := providers.Capabilities{
+		Markers: p.Marker.Location != MarkerNone, UpdateNeedsSecret: p.Secret.SendOnUpdate,
+		RateLimitBackoff: p.Errors.RateLimit.Backoff.Policy(),
+	}
 	switch p.Secret.Mode {
 	case SecretModeClientChosen:
 		caps.Secret = providers.SecretClientChosen
@@ -402,11 +406,10 @@ func (c *Client) failure(method, target string, status int, h http.Header, body 
 	}
 	switch {
 	case limited:
+		// Without a stated wait RetryAfter stays zero: the reconciler backs off by the
+		// profile's errors.rateLimit.backoff (Capabilities.RateLimitBackoff).
 		out.Kind = providers.RateLimited
 		out.RetryAfter = c.retryAfter(h)
-		if out.RetryAfter == 0 {
-			out.Backoff = time.Duration(rl.Backoff)
-		}
 	case matchAny(already, status, body):
 		out.Kind = providers.AlreadyExists
 	case matchAny(em.Quota, status, body):
@@ -475,14 +478,14 @@ func (c *Client) retryAfter(h http.Header) time.Duration {
 	if name == "" {
 		name = "Retry-After"
 	}
-	if wait, ok := providers.ParseRetryAfter(h.Get(name), time.Now()); ok {
+	if wait, ok := providers.ParseRetryAfter(h.Get(name), c.now()); ok {
 		return wait
 	}
 	if rl.ResetHeader != "" {
 		if v := strings.TrimSpace(h.Get(rl.ResetHeader)); v != "" {
 			if secs, err := parseSeconds(v); err == nil {
 				if rl.ResetEpoch {
-					return max(time.Until(time.Unix(int64(secs/time.Second), 0)), 0)
+					return max(time.Unix(int64(secs/time.Second), 0).Sub(c.now()), 0)
 				}
 				return secs
 			}

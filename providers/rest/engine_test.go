@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/tidwall/sjson"
 	"sigs.k8s.io/yaml"
 
@@ -92,6 +93,10 @@ func TestParseNamesTheFieldPath(t *testing.T) {
 		{"recreate unknown field", "only fields a registration has", profileWith(t, "update.recreate", "raw:[\"colour\"]"), []string{"update.recreate[0]"}},
 		{"several problems", "every problem at once", profileWith(t, "object.url", nil, "delete.path", "hooks"), []string{"2 problems", "object.url.path: required", "delete.path"}},
 		{"path syntax", "gjson queries are not paths", profileWith(t, "object.id.path", "items.#.id"), []string{"object.id.path"}},
+		{"backoff factor below 1", "a backoff that shrinks is no backoff", profileWith(t, "errors.rateLimit.backoff", "raw:{\"factor\":0.5}"), []string{"errors.rateLimit.backoff.factor: 0.5 is not between 1"}},
+		{"backoff max below first", "the cap cannot be shorter than the first wait", profileWith(t, "errors.rateLimit.backoff", "raw:{\"first\":\"2m\",\"max\":\"30s\"}"), []string{"errors.rateLimit.backoff.max: 30s is shorter than first (2m0s)"}},
+		{"backoff past an hour", "no API's window is longer", profileWith(t, "errors.rateLimit.backoff", "raw:{\"first\":\"-1s\",\"max\":\"2h\"}"), []string{"2 problems", "errors.rateLimit.backoff.first: -1s is not between", "errors.rateLimit.backoff.max: 2h0m0s is not between 0 (the default) and 1h0m0s"}},
+		{"backoff as a duration", "backoff is a section, not the first wait alone", profileWith(t, "errors.rateLimit.backoff", "30s"), []string{"does not decode"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -478,5 +483,50 @@ func TestErrorsNeverShowTheSecret(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "signing-secret-canary-0123") || !strings.Contains(err.Error(), "[redacted]") {
 			t.Errorf("%s error %v shows the secret the API echoed", name, err)
 		}
+	}
+}
+
+// TestRateLimitBackoffFromProfile: the profile's errors.rateLimit.backoff is the API's backoff
+// (Capabilities.RateLimitBackoff); unset fields take the defaults.
+func TestRateLimitBackoffFromProfile(t *testing.T) {
+	cases := []struct {
+		reason  string
+		section any // errors.rateLimit.backoff; nil leaves it out
+		want    providers.Backoff
+	}{
+		{"no section: the defaults, a second doubling up to a minute", nil, providers.DefaultRateLimitBackoff},
+		{"every field set", "raw:{\"first\":\"15s\",\"factor\":1.5,\"max\":\"5m\"}", providers.Backoff{First: 15 * time.Second, Factor: 1.5, Max: 5 * time.Minute}},
+		{"a first wait past the default cap raises the cap to it", "raw:{\"first\":\"2m\"}", providers.Backoff{First: 2 * time.Minute, Factor: 2, Max: 2 * time.Minute}},
+		{"factor 1: every wait the same", "raw:{\"first\":\"10s\",\"factor\":1}", providers.Backoff{First: 10 * time.Second, Factor: 1, Max: time.Minute}},
+	}
+	for _, c := range cases {
+		profile := profileWith(t, "errors.rateLimit.backoff", c.section)
+		cl, err := rest.New(providers.Config{APIURL: "https://api.example.com", Settings: profile, Credential: "secret-api-key-canary"})
+		if err != nil {
+			t.Fatalf("%s: %v", c.reason, err)
+		}
+		if d := cmp.Diff(c.want, cl.Capabilities().RateLimitBackoff); d != "" {
+			t.Errorf("%s: -want +got\n%s", c.reason, d)
+		}
+	}
+}
+
+// TestRateLimitResetEpochByTheInjectedClock: a reset header that is a unix time is read against
+// Config.Now, so the manager's clock decides the wait.
+func TestRateLimitResetEpochByTheInjectedClock(t *testing.T) {
+	now := time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC)
+	profile := profileWith(t, "errors.rateLimit", "raw:{\"resetHeader\":\"RateLimit-Reset\",\"resetEpoch\":true}")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit-Reset", strconv.FormatInt(now.Add(42*time.Second).Unix(), 10))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := rest.New(providers.Config{APIURL: srv.URL, Settings: profile, Credential: "secret-api-key-canary", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.List(context.Background())
+	if providers.KindOf(err) != providers.RateLimited || providers.RetryAfter(err) != 42*time.Second {
+		t.Errorf("List = %v, retry after %s; want RateLimited, exactly 42s until the reset", err, providers.RetryAfter(err))
 	}
 }

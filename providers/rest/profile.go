@@ -3,6 +3,8 @@ package rest
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // APIVersion is the profile format this package reads. A profile names it in apiVersion, so a
@@ -310,8 +312,41 @@ type RateLimit struct {
 	ResetEpoch  bool   `json:"resetEpoch,omitempty"`
 	// RemainingHeader "0" on a 403 makes it a rate limit (GitHub-style APIs).
 	RemainingHeader string `json:"remainingHeader,omitempty"`
-	// Backoff is the first wait when the API says nothing (default: the reconciler's).
-	Backoff Duration `json:"backoff,omitempty"`
+	// Backoff is how long the credential waits after rate limits that state no wait, in a run
+	// of them; a stated wait (the headers above) always wins.
+	Backoff Backoff `json:"backoff,omitempty"`
+}
+
+// Backoff is a growing wait: first, then factor times the one before, never longer than max.
+// Unset fields take the defaults (providers.DefaultRateLimitBackoff: 1s, ×2, up to 1m; max at
+// least first), sized to the per-minute windows most APIs count in.
+type Backoff struct {
+	First  Duration `json:"first,omitempty"`
+	Factor float64  `json:"factor,omitempty"`
+	Max    Duration `json:"max,omitempty"`
+}
+
+// MaxBackoff bounds Backoff.First and Backoff.Max: no API's rate-limit window is longer than an
+// hour, and a longer wait would only hide a subscription's progress.
+const MaxBackoff = time.Hour
+
+// MaxBackoffFactor bounds Backoff.Factor.
+const MaxBackoffFactor = 10
+
+// Policy is b with the defaults filled in.
+func (b Backoff) Policy() providers.Backoff {
+	d := providers.DefaultRateLimitBackoff
+	out := providers.Backoff{First: time.Duration(b.First), Factor: b.Factor, Max: time.Duration(b.Max)}
+	if out.First <= 0 {
+		out.First = d.First
+	}
+	if out.Factor <= 0 {
+		out.Factor = d.Factor
+	}
+	if out.Max <= 0 {
+		out.Max = max(d.Max, out.First)
+	}
+	return out
 }
 
 // Limits bound what one list may cost.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 	kjson "sigs.k8s.io/json"
@@ -173,6 +175,25 @@ func sampleData(params map[string]Parameter, extra ...string) map[string]any {
 		d[k] = "sample"
 	}
 	return d
+}
+
+// backoff checks a rate-limit backoff: positive durations up to MaxBackoff, a factor from 1
+// (constant waits) to MaxBackoffFactor, and a max no shorter than first.
+func (ck *checker) backoff(path string, b Backoff) {
+	for _, d := range []struct {
+		field string
+		v     Duration
+	}{{"first", b.First}, {"max", b.Max}} {
+		if d.v < 0 || time.Duration(d.v) > MaxBackoff {
+			ck.add(path+"."+d.field, "%s is not between 0 (the default) and %s", time.Duration(d.v), MaxBackoff)
+		}
+	}
+	if b.Factor != 0 && (b.Factor < 1 || b.Factor > MaxBackoffFactor || math.IsNaN(b.Factor)) {
+		ck.add(path+".factor", "%g is not between 1 (every wait the same) and %d", b.Factor, MaxBackoffFactor)
+	}
+	if b.First > 0 && b.Max > 0 && b.Max < b.First {
+		ck.add(path+".max", "%s is shorter than first (%s)", time.Duration(b.Max), time.Duration(b.First))
+	}
 }
 
 func (ck *checker) header(path, name string) {
@@ -516,6 +537,7 @@ func compile(p *Profile) (*compiled, error) {
 			ck.add(fmt.Sprintf("errors.rateLimit.status[%d]", i), "%d is not an error status", st)
 		}
 	}
+	ck.backoff("errors.rateLimit.backoff", p.Errors.RateLimit.Backoff)
 	if p.Limits.MaxPages < 0 || p.Limits.MaxPages > MaxMaxPages {
 		ck.add("limits.maxPages", "must be between 1 and %d", MaxMaxPages)
 	}

@@ -33,6 +33,7 @@ const maxIdempotencyKey = 255
 type Client struct {
 	api *client.API
 	key string
+	now func() time.Time
 }
 
 var _ providers.Client = (*Client)(nil)
@@ -44,7 +45,16 @@ var capabilities = providers.Capabilities{
 	Secret:           providers.SecretReturnedOnCreate,
 	ReplayableCreate: true,
 	Fields:           providers.FieldDescription | providers.FieldDisabled | providers.FieldMarker,
+	RateLimitBackoff: rateLimitBackoff,
 }
+
+// rateLimitBackoff fits Stripe's limiters, which count per second (PROVIDERS.md §1.3) and
+// answer 429 without Retry-After. The manager already paces a key at its documented rate, so a
+// 429 means others share the key's budget (or lock_timeout: contention on one object); a
+// second lets a whole window pass, doubling makes room for them, and past 30 s (thirty windows,
+// six times stripe-go's own 5 s retry cap) a longer wait finds the same refilled budget and
+// only delays the subscription.
+var rateLimitBackoff = providers.Backoff{First: time.Second, Factor: 2, Max: 30 * time.Second}
 
 // Stripe's documented rate limits (docs.stripe.com/rate-limits, PROVIDERS.md §1.3): 25
 // operations per second in test mode (sandbox), 100 in live mode, per account. Stripe does not
@@ -120,7 +130,7 @@ func New(cfg providers.Config) (*Client, error) {
 		Connect: backend(stripego.ConnectBackend, stripego.ConnectURL),
 		Uploads: backend(stripego.UploadsBackend, stripego.UploadsURL),
 	})
-	return &Client{api: api, key: key}, nil
+	return &Client{api: api, key: key, now: cfg.Clock()}, nil
 }
 
 // List returns every webhook endpoint on the account, following all pages.

@@ -43,14 +43,14 @@ func (c *Client) classify(err error) error {
 		StatusCode: status,
 		Message:    c.redact(msg),
 		RequestID:  se.RequestID,
-		RetryAfter: retryAfter(se),
+		RetryAfter: c.retryAfter(se),
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
 		// Both rate_limit and lock_timeout. stripe-go would retry only lock_timeout, and we run
 		// it with retries off: the reconciler owns the backoff. Stripe's docs promise no
 		// Retry-After on a 429; without one, RetryAfter stays zero and the reconciler backs off
-		// with growth and jitter per account instead of retrying at a fixed pace.
+		// per credential by rateLimitBackoff (seconds, for a per-second limiter).
 		out.Kind = providers.RateLimited
 	case status == http.StatusNotFound || se.Code == stripego.ErrorCodeResourceMissing:
 		out.Kind = providers.NotFound
@@ -72,11 +72,11 @@ func (c *Client) classify(err error) error {
 
 // retryAfter reads Retry-After (delta-seconds or HTTP-date) from the response that produced se.
 // stripe-go v76 keeps the error response on Error.LastResponse, headers included.
-func retryAfter(se *stripego.Error) time.Duration {
+func (c *Client) retryAfter(se *stripego.Error) time.Duration {
 	if se.LastResponse == nil {
 		return 0
 	}
-	wait, _ := providers.ParseRetryAfter(se.LastResponse.Header.Get("Retry-After"), time.Now())
+	wait, _ := providers.ParseRetryAfter(se.LastResponse.Header.Get("Retry-After"), c.now())
 	return wait
 }
 
