@@ -464,25 +464,37 @@ func (c *Client) readEvents(r gjson.Result, sh *shape) []string {
 	return out
 }
 
-// checkFlags reports the selected events whose flag an answer to Create or Update does not
-// carry as true: an API that does not know a flag (an older GitLab and milestone_events)
-// ignores it, so the registration would read as never subscribed, and every resync would
-// "repair" it again.
-func (c *Client) checkFlags(r gjson.Result, events []string, what string) error {
-	ev := c.c.p.Events
-	if ev.Style != EventsFlags {
-		return nil
-	}
+// checkStored reports what an answer to Create or Update shows the API did not store: a
+// selected event's flag that is not true, or a marker field or description that was sent and
+// is absent. An API that does not know a field ignores it (GitLab before 17.1 and name, an
+// older GitLab and milestone_events), so the registration would read as never subscribed or
+// unmarked, and every resync would "repair" it again; a stall that says so is better.
+func (c *Client) checkStored(r gjson.Result, d providers.Desired, events []string, kind bodyKind, what string) error {
+	p := c.c.p
+	sent := func(f string) bool { return kind == bodyCreate || !slices.Contains(p.Update.Recreate, f) }
 	var problems []string
-	for _, e := range events {
-		flag := ev.Flags[e]
-		if v := r.Get(flag); v.Type != gjson.True {
-			state := "is not true"
-			if !v.Exists() {
-				state = "is missing: the API does not know this event (an older version?)"
+	if p.Events.Style == EventsFlags && sent("events") {
+		for _, e := range events {
+			flag := p.Events.Flags[e]
+			if v := r.Get(flag); v.Type != gjson.True {
+				state := "is not true"
+				if !v.Exists() {
+					state = "is missing: the API does not know this event (an older version?)"
+				}
+				problems = append(problems, misfit("events.flags."+e, flag, state))
 			}
-			problems = append(problems, misfit("events.flags."+e, flag, state))
 		}
+	}
+	absent := func(field, path string) {
+		if !r.Get(path).Exists() {
+			problems = append(problems, misfit(field, path, "is missing: the API does not store it (an older version?)"))
+		}
+	}
+	if p.Marker.Location == MarkerField && !d.Owner.IsZero() && sent("marker") {
+		absent("marker.path", p.Marker.Path)
+	}
+	if f := p.Object.Description; f != nil && d.Description != "" && sent("description") {
+		absent("object.description", f.ResponsePath())
 	}
 	if len(problems) > 0 {
 		return c.unfitError(what, problems)

@@ -282,7 +282,7 @@ func (c *Client) createOne(ctx context.Context, d providers.Desired, events []st
 	if err != nil {
 		return reg, err
 	}
-	return reg, c.checkFlags(obj, events, "create")
+	return reg, c.checkStored(obj, d, events, bodyCreate, "create")
 }
 
 // Update changes registration id to d in place, with the profile's strategy. A change to a
@@ -341,7 +341,7 @@ func (c *Client) updateOne(ctx context.Context, id string, d providers.Desired, 
 		// Some APIs answer an update with a stub ({object, id}, Resend): read the whole object.
 		return c.get(ctx, id)
 	}
-	return reg, c.checkFlags(obj, events, "update "+id)
+	return reg, c.checkStored(obj, d, events, bodyUpdate, "update "+id)
 }
 
 // immutableChanges lists the update.recreate fields in which cur differs from d.
