@@ -51,6 +51,16 @@ type Registration struct {
 	// LastDelivery is what the provider reports about its latest delivery to this registration
 	// (GitHub's last_response); nil when it reports nothing.
 	LastDelivery *DeliveryReport
+	// Unfit, when not empty, says what in the provider's object does not fit the shape the
+	// client reads (field paths and problems, "config.url is missing; events is not an
+	// array"), in words safe to show a user: it never holds a value read from the object. Only
+	// List returns unfit registrations, so that one odd object costs nothing but a report; the
+	// other fields hold what could be read (the URL and the marker when readable). ID is empty
+	// when the object's id could not be read: such an entry can never be proven ours nor be
+	// changed, only reported. An unfit registration that is not provably ours is foreign; one
+	// of ours is drift (or a stall) for its subscription alone. Create, Update and the like
+	// return an error instead (with whatever could be read).
+	Unfit string
 }
 
 // DeliveryReport is the provider's account of its latest delivery attempt to a registration.

@@ -32,7 +32,6 @@ const (
 	// event, so more means a server that keeps answering rel="next".
 	maxPages     = 100
 	maxBodyBytes = 8 << 20
-	userAgent    = "hookwarden (+https://github.com/hookwarden/hookwarden)"
 )
 
 // Client manages the hooks of one repository or organization. It is safe for concurrent use.
@@ -131,7 +130,7 @@ func New(cfg providers.Config) (*Client, error) {
 		SetAuthToken(tok).
 		SetHeader("Accept", "application/vnd.github+json").
 		SetHeader("X-GitHub-Api-Version", APIVersion).
-		SetHeader("User-Agent", userAgent).
+		SetHeader("User-Agent", providers.UserAgent()).
 		SetTimeout(timeout).
 		// The reconciler owns retries and backoff.
 		SetRetryCount(0).
@@ -168,22 +167,121 @@ func parseTarget(t string) (string, bool, error) {
 	return "", false, invalid(fmt.Sprintf("github target %q must be repos/<owner>/<repository> or orgs/<organization>", t))
 }
 
-// wireHook is the part of GitHub's hook object the client reads.
+// wireHook is the part of GitHub's hook object the client reads, each field kept raw so that
+// one field of an unexpected shape spoils only itself (decodeHook).
 type wireHook struct {
-	ID        int64    `json:"id"`
-	Active    bool     `json:"active"`
-	Events    []string `json:"events"`
-	CreatedAt string   `json:"created_at"`
-	Config    struct {
-		URL         string     `json:"url"`
-		ContentType string     `json:"content_type"`
-		InsecureSSL flexString `json:"insecure_ssl"`
-	} `json:"config"`
-	LastResponse *struct {
-		Code    *int    `json:"code"`
-		Status  *string `json:"status"`
-		Message *string `json:"message"`
-	} `json:"last_response"`
+	ID           json.RawMessage `json:"id"`
+	Active       json.RawMessage `json:"active"`
+	Events       json.RawMessage `json:"events"`
+	CreatedAt    json.RawMessage `json:"created_at"`
+	Config       json.RawMessage `json:"config"`
+	LastResponse json.RawMessage `json:"last_response"`
+}
+
+type wireConfig struct {
+	URL         json.RawMessage `json:"url"`
+	ContentType json.RawMessage `json:"content_type"`
+	InsecureSSL json.RawMessage `json:"insecure_ssl"`
+}
+
+type wireResponse struct {
+	Code    *int    `json:"code"`
+	Status  *string `json:"status"`
+	Message *string `json:"message"`
+}
+
+// absent is a field the object lacks or holds null.
+func absent(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// decodeHook reads one hook object as far as it fits and returns, as problems, what does not
+// (field paths, never values): a hook of a retired GitHub Service has a config without url, a
+// tool may leave events null. null for a flag (active) reads as false; insecure_ssl may be a
+// string or a number, as GitHub's description allows; last_response may be null or of another
+// shape, which only drops the delivery report.
+func decodeHook(raw json.RawMessage) (providers.Registration, []string) {
+	var r providers.Registration
+	var problems []string
+	var h wireHook
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return r, []string{"the hook is not a JSON object"}
+	}
+	var id int64
+	switch {
+	case len(h.ID) == 0:
+		problems = append(problems, "id is missing")
+	case json.Unmarshal(h.ID, &id) != nil || id <= 0:
+		problems = append(problems, "id is not a positive integer")
+	default:
+		r.ID = strconv.FormatInt(id, 10)
+	}
+	var active bool
+	switch {
+	case len(h.Active) == 0:
+		problems = append(problems, "active is missing")
+	case string(h.Active) == "null":
+	case json.Unmarshal(h.Active, &active) != nil:
+		problems = append(problems, "active is not a boolean")
+	}
+	r.Disabled = !active
+	switch {
+	case len(h.Events) == 0:
+		problems = append(problems, "events is missing")
+	case string(h.Events) == "null":
+		problems = append(problems, "events is null")
+	case json.Unmarshal(h.Events, &r.Events) != nil:
+		r.Events = nil
+		problems = append(problems, "events is not an array of strings")
+	}
+	var created string
+	if json.Unmarshal(h.CreatedAt, &created) == nil {
+		if t, err := time.Parse(time.RFC3339, created); err == nil {
+			r.Created = t.UTC()
+		}
+	}
+	var cfg wireConfig
+	switch {
+	case absent(h.Config):
+		problems = append(problems, "config is missing")
+	case json.Unmarshal(h.Config, &cfg) != nil:
+		problems = append(problems, "config is not an object")
+	default:
+		switch {
+		case absent(cfg.URL):
+			problems = append(problems, "config.url is missing")
+		case json.Unmarshal(cfg.URL, &r.URL) != nil:
+			problems = append(problems, "config.url is not a string")
+		}
+		var ct string
+		if json.Unmarshal(cfg.ContentType, &ct) != nil || ct != "json" {
+			r.Misconfigured = append(r.Misconfigured, "content_type")
+		}
+		var ssl flexString
+		switch {
+		case absent(cfg.InsecureSSL):
+			r.Misconfigured = append(r.Misconfigured, "insecure_ssl")
+		case json.Unmarshal(cfg.InsecureSSL, &ssl) != nil:
+			problems = append(problems, "config.insecure_ssl is neither a string nor a number")
+		case ssl != "0":
+			r.Misconfigured = append(r.Misconfigured, "insecure_ssl")
+		}
+	}
+	var lr *wireResponse
+	if !absent(h.LastResponse) && json.Unmarshal(h.LastResponse, &lr) == nil && lr != nil {
+		d := &providers.DeliveryReport{}
+		if lr.Code != nil {
+			d.Code = *lr.Code
+		}
+		if lr.Status != nil {
+			d.Status = *lr.Status
+		}
+		if lr.Message != nil {
+			d.Message = *lr.Message
+		}
+		r.LastDelivery = d
+	}
+	return r, problems
 }
 
 // flexString decodes a JSON string or number: GitHub's description allows insecure_ssl as
@@ -198,42 +296,10 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 	}
 	var n json.Number
 	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("insecure_ssl is neither a string nor a number: %s", b)
+		return fmt.Errorf("insecure_ssl is neither a string nor a number")
 	}
 	*f = flexString(n.String())
 	return nil
-}
-
-func (h wireHook) registration() providers.Registration {
-	r := providers.Registration{
-		ID:       strconv.FormatInt(h.ID, 10),
-		URL:      h.Config.URL,
-		Events:   slices.Clone(h.Events),
-		Disabled: !h.Active,
-	}
-	if t, err := time.Parse(time.RFC3339, h.CreatedAt); err == nil {
-		r.Created = t.UTC()
-	}
-	if h.Config.ContentType != "json" {
-		r.Misconfigured = append(r.Misconfigured, "content_type")
-	}
-	if h.Config.InsecureSSL != "0" {
-		r.Misconfigured = append(r.Misconfigured, "insecure_ssl")
-	}
-	if lr := h.LastResponse; lr != nil {
-		d := &providers.DeliveryReport{}
-		if lr.Code != nil {
-			d.Code = *lr.Code
-		}
-		if lr.Status != nil {
-			d.Status = *lr.Status
-		}
-		if lr.Message != nil {
-			d.Message = *lr.Message
-		}
-		r.LastDelivery = d
-	}
-	return r
 }
 
 // List returns every hook on the target, following rel="next" to the end. Each page is
@@ -276,13 +342,17 @@ func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
 				page.next = providers.ParseLinks(resp.Header().Values("Link"))["next"]
 			}
 		case resp.StatusCode() == http.StatusOK:
-			var hooks []wireHook
+			// Items are decoded one by one: a hook of an unexpected shape is listed with
+			// Unfit set, instead of failing the page and every subscription on the target.
+			var hooks []json.RawMessage
 			if err := json.Unmarshal(resp.Body(), &hooks); err != nil {
 				return nil, c.classify(resp, opList)
 			}
 			page = cachedPage{etag: resp.Header().Get("ETag"), next: providers.ParseLinks(resp.Header().Values("Link"))["next"]}
-			for _, h := range hooks {
-				page.regs = append(page.regs, h.registration())
+			for _, raw := range hooks {
+				reg, problems := decodeHook(raw)
+				reg.Unfit = strings.Join(problems, "; ")
+				page.regs = append(page.regs, reg)
 			}
 		default:
 			return nil, c.classify(resp, opList)
@@ -426,12 +496,17 @@ func (c *Client) hookResponse(resp *resty.Response, want int, op operation) (pro
 	if resp.StatusCode() != want {
 		return providers.Registration{}, c.classify(resp, op)
 	}
-	var h wireHook
-	if err := json.Unmarshal(resp.Body(), &h); err != nil || h.ID == 0 {
+	reg, problems := decodeHook(resp.Body())
+	if reg.ID == "" {
 		return providers.Registration{}, &providers.Error{Kind: providers.Transient, StatusCode: resp.StatusCode(),
 			Message: "GitHub answered HTTP " + strconv.Itoa(resp.StatusCode()) + " without a hook object", RequestID: resp.Header().Get("X-GitHub-Request-Id")}
 	}
-	return h.registration(), nil
+	if len(problems) > 0 {
+		// The hook exists: its id is returned with the error, so it is not lost.
+		return reg, &providers.Error{Kind: providers.Permanent, StatusCode: resp.StatusCode(),
+			Message: "GitHub's hook " + reg.ID + " does not fit: " + strings.Join(problems, "; "), RequestID: resp.Header().Get("X-GitHub-Request-Id")}
+	}
+	return reg, nil
 }
 
 func (c *Client) hooksPath() string { return "/" + c.target + "/hooks" }

@@ -109,8 +109,8 @@ func New(cfg providers.Config) (*Client, error) {
 	} else if cl.base, err = cl.render(p.BaseURL, nil); err != nil {
 		return nil, err
 	}
-	if u, err := url.Parse(cl.base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, invalid("the API base URL must be an absolute http(s) URL")
+	if err := checkBase(cl.base); err != nil {
+		return nil, err
 	}
 	cl.base = strings.TrimRight(cl.base, "/")
 	timeout := cfg.Timeout
@@ -125,6 +125,8 @@ func New(cfg providers.Config) (*Client, error) {
 		SetRetryCount(0).
 		SetRedirectPolicy(resty.NoRedirectPolicy()).
 		SetResponseBodyLimit(cl.maxBytes).
+		// The profile's headers may replace it (an API that wants its own).
+		SetHeader("User-Agent", providers.UserAgent()).
 		SetLogger(quietLogger{})
 	if cfg.Pace != nil {
 		cl.http.SetTransport(providers.PacedTransport(cfg.Pace, nil))
@@ -134,6 +136,25 @@ func New(cfg providers.Config) (*Client, error) {
 		return nil, invalid("verify: " + err.Error())
 	}
 	return cl, nil
+}
+
+// checkBase accepts an absolute http(s) base URL, with a path when the API is served under
+// one (GitLab at https://host/gitlab), but without credentials, a query, a fragment or dot
+// segments: a parameter must not be able to point the credential somewhere else.
+func checkBase(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return invalid("the API base URL must be an absolute http(s) URL")
+	}
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return invalid("the API base URL must not carry credentials, a query or a fragment")
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return invalid("the API base URL must not have . or .. path segments")
+		}
+	}
+	return nil
 }
 
 // parameters decodes a Target and checks it against the declared parameters.

@@ -2,13 +2,17 @@ package rest_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/rest"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/gitlab"
 )
 
@@ -151,5 +155,261 @@ func TestGitLabProfileRepairsTLSVerification(t *testing.T) {
 	}
 	if h := srv.Hooks("42")[0]; !h.SSL || h.Token != "tok-1" {
 		t.Errorf("after update: %+v; want TLS verification on and the token kept", h)
+	}
+}
+
+// One old hook on a project (made before name existed, never setting confidential_note_events:
+// GitLab renders both null) used to fail the whole list with "is not a boolean" and stall every
+// subscription on the project. Now nulls read as off, and a hook that really does not fit (its
+// URL null, as GitLab's schema allows) is listed marked, without touching the others.
+func TestGitLabListSurvivesOddForeignHooks(t *testing.T) {
+	ctx := context.Background()
+	srv, c := gitlabClient(t, "42")
+	ours, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"push"}, Owner: owner, Secret: "tok-1"}, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := srv.Seed("42", gitlab.LegacyHook("https://ci.example.com/hook"))
+	oldTag := gitlab.LegacyHook("https://old.example.com/hook")
+	oldTag.Null = append(oldTag.Null, "tag_push_events", "enable_ssl_verification")
+	old := srv.Seed("42", oldTag)
+	noURL := gitlab.LegacyHook("")
+	noURL.Null = append(noURL.Null, "url")
+	broken := srv.Seed("42", noURL)
+
+	regs, err := c.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v; want every hook, the odd one marked", err)
+	}
+	byID := map[string]providers.Registration{}
+	for _, r := range regs {
+		byID[r.ID] = r
+	}
+	if r := byID[ours.ID]; r.Owner != owner || r.Unfit != "" || len(r.Events) != 1 || len(r.Misconfigured) != 0 {
+		t.Errorf("our hook = %+v; want it intact", r)
+	}
+	if r := byID[fmt.Sprint(legacy)]; r.Unfit != "" || r.URL != "https://ci.example.com/hook" || !r.Owner.IsZero() || r.Description != "" || fmt.Sprint(r.Events) != "[push]" {
+		t.Errorf("legacy hook = %+v; want it read: nulls are off and empty", r)
+	}
+	if r := byID[fmt.Sprint(old)]; r.Unfit != "" || fmt.Sprint(r.Misconfigured) != "[enable_ssl_verification]" {
+		t.Errorf("hook with null tag_push_events and TLS verification = %+v; want it read, TLS reported as not verified", r)
+	}
+	if r := byID[fmt.Sprint(broken)]; r.Unfit != `object.url "url" is null` {
+		t.Errorf("hook with a null URL = %+v; want it marked unfit", r)
+	}
+	if len(regs) != 4 {
+		t.Errorf("listed %d hooks; want 4", len(regs))
+	}
+}
+
+// Every flag the ProjectHook entity has can be subscribed to, and one turned on by hand is seen
+// (and so repaired): milestone, emoji, resource_deploy_token and vulnerability were missing.
+func TestGitLabProfileHasEveryProjectFlag(t *testing.T) {
+	ctx := context.Background()
+	srv, c := gitlabClient(t, "42")
+	flags := c.Profile().Events.Flags
+	if len(flags) != len(gitlab.Events) {
+		t.Errorf("profile has %d flags; GitLab's project hooks have %d", len(flags), len(gitlab.Events))
+	}
+	for _, f := range gitlab.Events {
+		if flags[strings.TrimSuffix(f, "_events")] != f {
+			t.Errorf("profile lacks event %s (%s)", strings.TrimSuffix(f, "_events"), f)
+		}
+	}
+	d := providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"milestone", "emoji", "resource_deploy_token", "vulnerability"}, Owner: owner, Secret: "tok-1"}
+	reg, err := c.Create(ctx, d, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Hooks("42")[0]
+	for _, f := range []string{"milestone_events", "emoji_events", "resource_deploy_token_events", "vulnerability_events"} {
+		if !h.Flags[f] {
+			t.Errorf("%s not set at GitLab", f)
+		}
+	}
+	if h.Flags["push_events"] {
+		t.Error("push_events left at GitLab's default (on)")
+	}
+	srv.Edit("42", h.ID, func(h *gitlab.Hook) { h.Flags["note_events"] = true })
+	regs, err := c.List(ctx)
+	if err != nil || len(regs) != 1 || !slices.Contains(regs[0].Events, "note") || len(regs[0].Events) != 5 {
+		t.Fatalf("List = %+v, %v; want the hand-set note events seen", regs, err)
+	}
+	if _, err := c.Update(ctx, reg.ID, d); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Hooks("42")[0].Flags["note_events"] {
+		t.Error("the update left the hand-set flag on")
+	}
+}
+
+// A GitLab that does not know a flag yet neither stores nor renders it: the list still reads,
+// and subscribing to that event says so instead of looping.
+func TestGitLabProfileOnAGitLabWithoutAFlag(t *testing.T) {
+	ctx := context.Background()
+	srv := gitlab.New(gitlab.WithoutFlags("milestone_events"))
+	srv.AddProject("42", "group/project")
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	c := newClient(t, "gitlab-project-hooks", base+"/api/v4", map[string]string{"project": "42"}, "glpat-test-token")
+	if _, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/a", Events: []string{"push"}, Owner: owner, Secret: "tok-1"}, "k1"); err != nil {
+		t.Fatalf("Create(push): %v", err)
+	}
+	if regs, err := c.List(ctx); err != nil || len(regs) != 1 || regs[0].Unfit != "" {
+		t.Fatalf("List = %+v, %v", regs, err)
+	}
+	reg, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/b", Events: []string{"milestone"}, Owner: owner, Secret: "tok-2"}, "k2")
+	if providers.KindOf(err) != providers.Permanent || !strings.Contains(err.Error(), `events.flags.milestone "milestone_events" is missing`) || reg.ID == "" {
+		t.Errorf("Create(milestone) = %+v, %v; want Permanent naming milestone_events, with the id", reg, err)
+	}
+}
+
+// Group hooks: one registration for every project of a group, at /groups/:id/hooks, for a
+// group Owner on Premium.
+func TestGitLabGroupHooksProfile(t *testing.T) {
+	ctx := context.Background()
+	srv := gitlab.New()
+	srv.AddGroup("9", "acme/platform", gitlab.Premium)
+	srv.AddGroup("10", "acme/free", gitlab.Free)
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	c := newClient(t, "gitlab-group-hooks", base+"/api/v4", map[string]string{"group": "acme/platform"}, "glpat-owner")
+	flags := c.Profile().Events.Flags
+	if len(flags) != len(gitlab.GroupEvents) {
+		t.Errorf("profile has %d flags; GitLab's group hooks have %d", len(flags), len(gitlab.GroupEvents))
+	}
+	d := providers.Desired{URL: "https://hooks.example.com/group", Events: []string{"merge_requests", "subgroup", "member", "project"}, Description: "all projects", Owner: owner, Secret: "tok-1"}
+	reg, err := c.Create(ctx, d, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := srv.GroupHooks("9")
+	if len(hooks) != 1 || !hooks[0].Flags["subgroup_events"] || !hooks[0].Flags["member_events"] || !hooks[0].Flags["project_events"] || hooks[0].Flags["push_events"] || hooks[0].Token != "tok-1" {
+		t.Fatalf("group hooks = %+v", hooks)
+	}
+	regs, err := c.List(ctx)
+	if err != nil || len(regs) != 1 || regs[0].Owner != owner || len(regs[0].Events) != 4 || regs[0].Description != "all projects" {
+		t.Fatalf("List = %+v, %v", regs, err)
+	}
+	d.Events = []string{"pipeline"}
+	if _, err := c.Update(ctx, reg.ID, d); err != nil {
+		t.Fatal(err)
+	}
+	if h := srv.GroupHooks("9")[0]; !h.Flags["pipeline_events"] || h.Flags["member_events"] || h.Token != "tok-1" {
+		t.Errorf("after update: %+v", h)
+	}
+	if err := c.Delete(ctx, reg.ID); err != nil || len(srv.GroupHooks("9")) != 0 {
+		t.Errorf("Delete = %v, %d hooks left", err, len(srv.GroupHooks("9")))
+	}
+
+	srv.SetRole("glpat-maintainer", true, "9", gitlab.Maintainer)
+	maintainer := newClient(t, "gitlab-group-hooks", base+"/api/v4", map[string]string{"group": "9"}, "glpat-maintainer")
+	if _, err := maintainer.List(ctx); providers.KindOf(err) != providers.Unauthorized {
+		t.Errorf("a Maintainer lists group hooks: %v; want Unauthorized (group hooks need Owner)", err)
+	}
+	free := newClient(t, "gitlab-group-hooks", base+"/api/v4", map[string]string{"group": "acme/free"}, "glpat-owner")
+	if _, err := free.List(ctx); providers.KindOf(err) != providers.Unauthorized {
+		t.Errorf("group hooks on Free: %v; want Unauthorized (Premium and up)", err)
+	}
+}
+
+// GitLab before 17.1 drops name, where the ownership marker lives: the main profile says so at
+// the first create instead of re-"repairing" a missing marker on every resync.
+func TestGitLabProfileRefusesAGitLabWithoutName(t *testing.T) {
+	srv := gitlab.New(gitlab.Before171())
+	srv.AddProject("42", "group/project")
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	c := newClient(t, "gitlab-project-hooks", base+"/api/v4", map[string]string{"project": "42"}, "glpat-test-token")
+	reg, err := c.Create(context.Background(), providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"push"}, Owner: owner, Secret: "tok-1"}, "k1")
+	if providers.KindOf(err) != providers.Permanent || !strings.Contains(err.Error(), `marker.path "name" is missing`) {
+		t.Fatalf("Create = %v; want Permanent naming the marker field GitLab dropped", err)
+	}
+	if reg.ID == "" || len(srv.Hooks("42")) != 1 {
+		t.Errorf("Create returned %+v; want the created hook's id with the error", reg)
+	}
+}
+
+// The pre-17.1 profile stores no marker: ownership falls back to the recorded id, the held
+// token and the receiver URL. A create whose answer is lost leaves a hook that the next list
+// finds by its URL, verifying with the token sent, which the manager wrote to the signing
+// Secret (as pending) before the create; updating it with that token keeps deliveries verified.
+func TestGitLabPre171ProfileRecoversByURLAndHeldToken(t *testing.T) {
+	ctx := context.Background()
+	srv := gitlab.New(gitlab.Before171())
+	srv.AddProject("42", "group/project")
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	c := newClient(t, "gitlab-project-hooks-pre-17.1", base+"/api/v4", map[string]string{"project": "42"}, "glpat-test-token")
+	if caps := c.Capabilities(); caps.Markers || caps.Has(providers.FieldDescription) || caps.Secret != providers.SecretClientChosen {
+		t.Fatalf("capabilities = %+v; want no markers, no description, a client-chosen token", caps)
+	}
+	srv.Inject(core.Fault{Method: http.MethodPost, Status: http.StatusBadGateway, Times: 1, AfterApply: true})
+	d := providers.Desired{URL: "https://hooks.example.com/hooks/shop/orders", Events: []string{"push"}, Owner: owner, Secret: "pending-tok"}
+	if _, err := c.Create(ctx, d, "k1"); providers.KindOf(err) != providers.Transient {
+		t.Fatalf("Create with its answer lost = %v; want Transient", err)
+	}
+	regs, err := c.List(ctx)
+	if err != nil || len(regs) != 1 || regs[0].URL != d.URL || !regs[0].Owner.IsZero() || regs[0].Unfit != "" {
+		t.Fatalf("List = %+v, %v; want the one hook, found by URL, unmarked", regs, err)
+	}
+	if h := srv.Hooks("42")[0]; h.Token != "pending-tok" {
+		t.Fatalf("the hook verifies with %q; want the token sent", h.Token)
+	}
+	if _, err := c.Update(ctx, regs[0].ID, d); err != nil {
+		t.Fatal(err)
+	}
+	if hooks := srv.Hooks("42"); len(hooks) != 1 || hooks[0].Token != "pending-tok" {
+		t.Errorf("after update: %+v; want one hook, still on the held token", hooks)
+	}
+}
+
+// A GitLab served under a path (https://host/gitlab) is named through host; every request goes
+// under the path, paging included, and carries Hookwarden's User-Agent.
+func TestGitLabServedUnderAPath(t *testing.T) {
+	ctx := context.Background()
+	srv := gitlab.New(gitlab.WithRelativeURLRoot("/gitlab"))
+	srv.AddProject("42", "group/project")
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	host := strings.TrimPrefix(ts.URL, "https://") + "/gitlab"
+	c, err := rest.New(providers.Config{Target: rest.Target(map[string]string{"project": "group/project", "host": host}), Settings: sampleProfile(t, "gitlab-project-hooks"), Credential: "glpat-test-token", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest.SetTransport(c, ts.Client().Transport)
+	for range 120 {
+		srv.Seed("42", gitlab.Hook{URL: "https://seeded.example.com"})
+	}
+	if _, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"push"}, Owner: owner, Secret: "tok-1"}, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	regs, err := c.List(ctx)
+	if err != nil || len(regs) != 121 {
+		t.Fatalf("List = %d, %v; want 121 over two pages", len(regs), err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 3 {
+		t.Errorf("%d requests; want a create and two pages", len(reqs))
+	}
+	for _, r := range reqs {
+		if !strings.HasPrefix(r.Path, "/gitlab/api/v4/projects/group%2Fproject/hooks") {
+			t.Errorf("%s %s is not under https://%s/api/v4", r.Method, r.Path, host)
+		}
+		if ua := r.Header.Get("User-Agent"); !strings.HasPrefix(ua, "hookwarden/") || !strings.HasSuffix(ua, "(+https://github.com/hookwarden/hookwarden)") {
+			t.Errorf("%s %s carries User-Agent %q", r.Method, r.Path, ua)
+		}
+	}
+	for _, bad := range []string{"gitlab.example.com/../admin", "gitlab.example.com/x?y", "user@gitlab.example.com", "gitlab.example.com/gitlab/"} {
+		if _, err := rest.New(providers.Config{Target: rest.Target(map[string]string{"project": "1", "host": bad}), Settings: sampleProfile(t, "gitlab-project-hooks"), Credential: "k"}); providers.KindOf(err) != providers.Permanent {
+			t.Errorf("host %q: %v; want it refused", bad, err)
+		}
+	}
+	// The same holds for an apiURL override, which no parameter pattern guards.
+	for _, bad := range []string{"https://gitlab.example.com/api/v4?x=1", "https://u:p@gitlab.example.com/api/v4", "https://gitlab.example.com/a/../api/v4", "https://gitlab.example.com/api/v4#f"} {
+		if _, err := rest.New(providers.Config{APIURL: bad, Target: rest.Target(map[string]string{"project": "1"}), Settings: sampleProfile(t, "gitlab-project-hooks"), Credential: "k"}); providers.KindOf(err) != providers.Permanent {
+			t.Errorf("apiURL %q: %v; want it refused", bad, err)
+		}
 	}
 }

@@ -260,96 +260,110 @@ func (c *Client) unwrap(body []byte, what string) (gjson.Result, error) {
 }
 
 func (c *Client) shapeError(what, field, path, problem string) error {
-	msg := fmt.Sprintf("%s: %s", what, field)
+	return c.unfitError(what, []string{misfit(field, path, problem)})
+}
+
+// unfitError is a response that does not fit the profile: its problems name field paths and
+// what is wrong, never a value, so the message is safe to show.
+func (c *Client) unfitError(what string, problems []string) error {
+	return &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("%s: %s in the response (profile %s)", what, strings.Join(problems, "; "), c.c.p.Name)}
+}
+
+// problem_ is one thing that does not fit: `object.url "url" is missing`.
+func misfit(field, path, problem string) string {
 	if path != "" {
-		msg += fmt.Sprintf(" %q", path)
+		return fmt.Sprintf("%s %q %s", field, path, problem)
 	}
-	return &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("%s: %s in the response (profile %s)", msg, problem, c.c.p.Name)}
+	return field + " " + problem
+}
+
+// shape collects what does not fit while an object is read, so every other field is still
+// read: a listed registration is reported with all it says (List), a single answer fails
+// with all its problems at once.
+type shape struct{ problems []string }
+
+func (s *shape) add(field, path, problem string) {
+	s.problems = append(s.problems, misfit(field, path, problem))
 }
 
 // read maps one registration object onto a providers.Registration. A configured path the
-// object lacks is an error that names it, never an empty value: a wrong profile must not
-// look like drift.
-func (c *Client) read(r gjson.Result, what string, purpose readPurpose) (providers.Registration, error) {
+// object lacks is a problem that names it, never an empty value (unless the field is
+// optional): a wrong profile must not look like drift. null is read as the field's empty value
+// (false for a boolean: APIs render a flag a registration never set as null), as if absent
+// but without a problem. The registration holds whatever could be read; the problems say what
+// could not.
+func (c *Client) read(r gjson.Result, purpose readPurpose) (providers.Registration, []string) {
 	p := c.c.p
 	var reg providers.Registration
-	get := func(field string, f Field) (gjson.Result, error) {
+	var sh shape
+	// get reads a field; ok is false when it is missing and that is a problem.
+	get := func(field string, f Field) (gjson.Result, bool) {
 		v := r.Get(f.ResponsePath())
 		if !v.Exists() && !f.Optional {
-			return v, c.shapeError(what, field, f.ResponsePath(), "is missing")
+			sh.add(field, f.ResponsePath(), "is missing")
+			return v, false
 		}
-		return v, nil
+		return v, true
 	}
-	str := func(field string, f Field, v gjson.Result) (string, error) {
+	str := func(field string, f Field) string {
+		v, ok := get(field, f)
+		if !ok {
+			return ""
+		}
 		switch v.Type {
-		case gjson.String, gjson.Number, gjson.Null:
-			return v.String(), nil
+		case gjson.String, gjson.Number:
+			return v.String()
+		case gjson.Null:
+			return ""
 		}
-		if !v.Exists() {
-			return "", nil
+		if v.Exists() {
+			sh.add(field, f.ResponsePath(), "is not a string")
 		}
-		return "", c.shapeError(what, field, f.ResponsePath(), "is not a string")
+		return ""
 	}
 
-	v, err := get("object.id", p.Object.ID)
-	if err != nil {
-		return reg, err
-	}
-	if reg.ID, err = str("object.id", p.Object.ID, v); err != nil {
-		return reg, err
-	}
-	if p.Object.IDFromURI {
+	reg.ID = str("object.id", p.Object.ID)
+	if p.Object.IDFromURI && reg.ID != "" {
 		reg.ID = path.Base(strings.TrimRight(reg.ID, "/"))
 	}
-	if reg.ID == "" {
-		return reg, c.shapeError(what, "object.id", p.Object.ID.Path, "is empty")
+	if id := r.Get(p.Object.ID.Path); reg.ID == "" && id.Exists() && (id.Type == gjson.String || id.Type == gjson.Null) {
+		sh.add("object.id", p.Object.ID.Path, "is null or empty")
 	}
-	if v, err = get("object.url", p.Object.URL); err != nil {
-		return reg, err
+	reg.URL = str("object.url", p.Object.URL)
+	if u := r.Get(p.Object.URL.ResponsePath()); u.Exists() && u.Type == gjson.Null {
+		sh.add("object.url", p.Object.URL.ResponsePath(), "is null")
 	}
-	if reg.URL, err = str("object.url", p.Object.URL, v); err != nil {
-		return reg, err
-	}
-	if reg.Events, err = c.readEvents(r, what); err != nil {
-		return reg, err
-	}
+	reg.Events = c.readEvents(r, &sh)
 	if f := p.Object.Description; f != nil {
-		if v, err = get("object.description", *f); err != nil {
-			return reg, err
-		}
-		if reg.Description, err = str("object.description", *f, v); err != nil {
-			return reg, err
-		}
+		reg.Description = str("object.description", *f)
 		if p.Marker.Location == MarkerDescription {
 			reg.Owner, reg.Description = decodeMarker(reg.Description)
 		}
 	}
 	if t := p.Object.Disabled; t != nil {
-		if v, err = get("object.disabled", t.Field); err != nil {
-			return reg, err
-		}
-		switch {
-		case t.Enabled != "":
-			if s := v.String(); s == t.Disabled {
-				reg.Disabled = true
-			} else if s != t.Enabled && v.Exists() {
-				reg.Misconfigured = append(reg.Misconfigured, t.ResponsePath())
+		if v, ok := get("object.disabled", t.Field); ok {
+			switch {
+			case t.Enabled != "":
+				if s := v.String(); s == t.Disabled {
+					reg.Disabled = true
+				} else if s != t.Enabled && v.Exists() {
+					reg.Misconfigured = append(reg.Misconfigured, t.ResponsePath())
+				}
+			case v.Type == gjson.True || v.Type == gjson.False:
+				reg.Disabled = v.Bool() != t.Invert
+			case v.Type == gjson.Null:
+				reg.Disabled = t.Invert // null is false: "active: null" is not active
+			case v.Exists():
+				sh.add("object.disabled", t.ResponsePath(), "is not a boolean")
 			}
-		case v.Type == gjson.True || v.Type == gjson.False:
-			reg.Disabled = v.Bool() != t.Invert
-		case v.Exists() && v.Type != gjson.Null:
-			return reg, c.shapeError(what, "object.disabled", t.ResponsePath(), "is not a boolean")
 		}
 	}
 	if f := p.Object.Created; f != nil {
-		if v, err = get("object.created", *f); err != nil {
-			return reg, err
-		}
-		if v.Exists() && v.Type != gjson.Null {
+		if v, ok := get("object.created", *f); ok && v.Exists() && v.Type != gjson.Null {
 			if t, terr := time.Parse(time.RFC3339, v.String()); terr == nil {
 				reg.Created = t
 			} else {
-				return reg, c.shapeError(what, "object.created", f.ResponsePath(), "is not an RFC 3339 time")
+				sh.add("object.created", f.ResponsePath(), "is not an RFC 3339 time")
 			}
 		}
 	}
@@ -357,10 +371,11 @@ func (c *Client) read(r gjson.Result, what string, purpose readPurpose) (provide
 	switch {
 	case p.Secret.Mode == SecretModeReadable, p.Secret.Mode == SecretModeReturnedOnCreate && purpose == readCreated:
 		v := r.Get(p.Secret.Path)
-		if !v.Exists() {
-			return reg, c.shapeError(what, "secret.path", p.Secret.Path, "is missing")
+		if v.Type != gjson.String || v.String() == "" {
+			sh.add("secret.path", p.Secret.Path, "is missing or not a string")
+		} else {
+			reg.Secret = v.String()
 		}
-		reg.Secret = v.String()
 	}
 	for _, k := range sortedKeys(p.Object.Expect) {
 		want, _ := json.Marshal(p.Object.Expect[k])
@@ -370,65 +385,121 @@ func (c *Client) read(r gjson.Result, what string, purpose readPurpose) (provide
 			reg.Misconfigured = append(reg.Misconfigured, k)
 		}
 	}
+	return reg, sh.problems
+}
+
+// readOne reads a single answer's object (get, create, update): it must fit whole. The
+// registration is returned with the error, holding what could be read (its id, so that a
+// created registration is not lost).
+func (c *Client) readOne(r gjson.Result, what string, purpose readPurpose) (providers.Registration, error) {
+	reg, problems := c.read(r, purpose)
+	if len(problems) > 0 {
+		return reg, c.unfitError(what, problems)
+	}
 	return reg, nil
 }
 
-func (c *Client) readEvents(r gjson.Result, what string) ([]string, error) {
+// readEvents reads the events. A flag that is missing or null reads as false: an API adds
+// flags over time (GitLab's milestone_events), and an older server neither renders nor stores
+// them; Create and Update check the flags they set instead (checkFlags).
+func (c *Client) readEvents(r gjson.Result, sh *shape) []string {
 	ev := c.c.p.Events
 	switch ev.Style {
 	case EventsFlags:
 		var out []string
 		for _, name := range sortedKeys(ev.Flags) {
 			v := r.Get(ev.Flags[name])
-			if !v.Exists() {
-				return nil, c.shapeError(what, "events.flags."+name, ev.Flags[name], "is missing")
-			}
-			if v.Type != gjson.True && v.Type != gjson.False {
-				return nil, c.shapeError(what, "events.flags."+name, ev.Flags[name], "is not a boolean")
-			}
-			if v.Bool() {
+			switch v.Type {
+			case gjson.True:
 				out = append(out, name)
+			case gjson.False, gjson.Null:
+			default:
+				if v.Exists() {
+					sh.add("events.flags."+name, ev.Flags[name], "is not a boolean")
+				}
 			}
 		}
-		return out, nil
+		return out
 	case EventsPerRegistration:
 		v := r.Get(ev.ResponsePath())
-		if v.Type != gjson.String {
-			return nil, c.shapeError(what, "events", ev.ResponsePath(), "is missing or not a string")
+		if v.Type != gjson.String || v.String() == "" {
+			sh.add("events", ev.ResponsePath(), "is missing or not a string")
+			return nil
 		}
-		return []string{v.String()}, nil
+		return []string{v.String()}
 	}
 	v := r.Get(ev.ResponsePath())
 	if !v.Exists() && !ev.Optional {
-		return nil, c.shapeError(what, "events", ev.ResponsePath(), "is missing")
+		sh.add("events", ev.ResponsePath(), "is missing")
+		return nil
 	}
 	if ev.All != nil {
 		if !v.Exists() && string(bytes.TrimSpace(ev.All.Value)) == "null" {
-			return []string{"*"}, nil // Svix omits filterTypes that are null
+			return []string{"*"} // Svix omits filterTypes that are null
 		}
 		var buf bytes.Buffer
 		if v.Exists() && json.Compact(&buf, []byte(v.Raw)) == nil {
 			var want bytes.Buffer
 			_ = json.Compact(&want, ev.All.Value)
 			if bytes.Equal(buf.Bytes(), want.Bytes()) {
-				return []string{"*"}, nil
+				return []string{"*"}
 			}
 		}
 	}
 	if !v.Exists() || v.Type == gjson.Null {
-		return nil, nil
+		return nil
 	}
 	if !v.IsArray() {
-		return nil, c.shapeError(what, "events", ev.ResponsePath(), "is not an array")
+		sh.add("events", ev.ResponsePath(), "is not an array")
+		return nil
 	}
 	var out []string
 	for _, e := range v.Array() {
 		if e.Type != gjson.String {
-			return nil, c.shapeError(what, "events", ev.ResponsePath(), "holds a value that is not a string")
+			sh.add("events", ev.ResponsePath(), "holds a value that is not a string")
+			return nil
 		}
 		out = append(out, e.String())
 	}
-	return out, nil
+	return out
+}
+
+// checkStored reports what an answer to Create or Update shows the API did not store: a
+// selected event's flag that is not true, or a marker field or description that was sent and
+// is absent. An API that does not know a field ignores it (GitLab before 17.1 and name, an
+// older GitLab and milestone_events), so the registration would read as never subscribed or
+// unmarked, and every resync would "repair" it again; a stall that says so is better.
+func (c *Client) checkStored(r gjson.Result, d providers.Desired, events []string, kind bodyKind, what string) error {
+	p := c.c.p
+	sent := func(f string) bool { return kind == bodyCreate || !slices.Contains(p.Update.Recreate, f) }
+	var problems []string
+	if p.Events.Style == EventsFlags && sent("events") {
+		for _, e := range events {
+			flag := p.Events.Flags[e]
+			if v := r.Get(flag); v.Type != gjson.True {
+				state := "is not true"
+				if !v.Exists() {
+					state = "is missing: the API does not know this event (an older version?)"
+				}
+				problems = append(problems, misfit("events.flags."+e, flag, state))
+			}
+		}
+	}
+	absent := func(field, path string) {
+		if !r.Get(path).Exists() {
+			problems = append(problems, misfit(field, path, "is missing: the API does not store it (an older version?)"))
+		}
+	}
+	if p.Marker.Location == MarkerField && !d.Owner.IsZero() && sent("marker") {
+		absent("marker.path", p.Marker.Path)
+	}
+	if f := p.Object.Description; f != nil && d.Description != "" && sent("description") {
+		absent("object.description", f.ResponsePath())
+	}
+	if len(problems) > 0 {
+		return c.unfitError(what, problems)
+	}
+	return nil
 }
 
 // readMarker decodes the ownership marker; a registration without one (made by hand) simply

@@ -20,7 +20,11 @@ import (
 // List returns every registration, following all pages. It returns either the whole list or
 // an error, never part of one: a loop (a cursor or next link seen before, an id on two
 // pages), more than limits.maxPages pages, or a page that is not shaped as the profile says
-// each fail the whole list, so nothing is created or deleted on a partial view.
+// (no array of items) each fail the whole list, so nothing is created or deleted on a partial
+// view. One item that does not fit the profile's shape (a field missing or of another type,
+// an object made by another tool or an older API version) does not: it is returned with what
+// could be read and Unfit saying what did not fit; one whose id cannot be read has an empty
+// ID.
 func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
 	items, err := c.listItems(ctx)
 	if err != nil {
@@ -28,12 +32,12 @@ func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
 	}
 	regs := make([]providers.Registration, 0, len(items))
 	seen := map[string]bool{}
-	for i, it := range items {
-		reg, err := c.read(it, fmt.Sprintf("list item %d", i), readListed)
-		if err != nil {
-			return nil, err
+	for _, it := range items {
+		reg, problems := c.read(it, readListed)
+		if len(problems) > 0 {
+			reg.Unfit = strings.Join(problems, "; ")
 		}
-		if seen[reg.ID] {
+		if reg.ID != "" && seen[reg.ID] {
 			return nil, c.pagingError("registration %s is listed twice: the pages overlap", reg.ID)
 		}
 		seen[reg.ID] = true
@@ -213,6 +217,9 @@ func (c *Client) get(ctx context.Context, id string) (providers.Registration, er
 			return providers.Registration{}, err
 		}
 		for _, r := range regs {
+			if r.ID == id && r.Unfit != "" {
+				return r, c.unfitError("registration "+id, []string{r.Unfit})
+			}
 			if r.ID == id {
 				return r, nil
 			}
@@ -227,7 +234,7 @@ func (c *Client) get(ctx context.Context, id string) (providers.Registration, er
 	if err != nil {
 		return providers.Registration{}, err
 	}
-	return c.read(obj, "get "+id, readListed)
+	return c.readOne(obj, "get "+id, readListed)
 }
 
 // Create registers a webhook. Per-registration APIs get one registration per event; the
@@ -271,7 +278,11 @@ func (c *Client) createOne(ctx context.Context, d providers.Desired, events []st
 	if err != nil {
 		return providers.Registration{}, err
 	}
-	return c.read(obj, "create", readCreated)
+	reg, err := c.readOne(obj, "create", readCreated)
+	if err != nil {
+		return reg, err
+	}
+	return reg, c.checkStored(obj, d, events, bodyCreate, "create")
 }
 
 // Update changes registration id to d in place, with the profile's strategy. A change to a
@@ -325,12 +336,12 @@ func (c *Client) updateOne(ctx context.Context, id string, d providers.Desired, 
 	if err != nil {
 		return providers.Registration{}, err
 	}
-	reg, err := c.read(obj, "update "+id, readListed)
+	reg, err := c.readOne(obj, "update "+id, readListed)
 	if err != nil {
 		// Some APIs answer an update with a stub ({object, id}, Resend): read the whole object.
 		return c.get(ctx, id)
 	}
-	return reg, nil
+	return reg, c.checkStored(obj, d, events, bodyUpdate, "update "+id)
 }
 
 // immutableChanges lists the update.recreate fields in which cur differs from d.
@@ -438,6 +449,11 @@ func groups(regs []providers.Registration) []providers.Registration {
 	var out []providers.Registration
 	index := map[string]int{}
 	for _, r := range regs {
+		if r.Unfit != "" || len(r.Events) != 1 {
+			// Its event could not be read: it joins no group and is reported on its own.
+			out = append(out, r)
+			continue
+		}
 		gid := groupID(r.URL, r.Owner)
 		i, ok := index[gid]
 		if !ok {

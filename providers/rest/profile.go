@@ -34,7 +34,9 @@ type Profile struct {
 	// Parameters are what one list covers (a GitLab project, a Svix application) and other
 	// per-subscription values (a Zendesk subdomain): spec.provider.rest.parameters.
 	Parameters []Parameter `json:"parameters,omitempty"`
-	// BaseURL is the API root, a template over parameters; spec.provider.apiURL replaces it.
+	// BaseURL is the API root, a template over parameters; spec.provider.apiURL replaces it. It
+	// may carry a path (GitLab at https://host/gitlab/api/v4), but no credentials, query,
+	// fragment or dot segments.
 	BaseURL string `json:"baseURL"`
 	Auth    Auth   `json:"auth"`
 	// Headers are sent with every request (PagerDuty's versioned Accept); values are templates.
@@ -125,7 +127,9 @@ type Field struct {
 	// Response is the path the API returns the value at, when it differs from Path.
 	Response string `json:"response,omitempty"`
 	// Optional: the response may lack the field (then it reads as empty). Otherwise a response
-	// without it is an error, so a wrong path is found at once instead of read as drift.
+	// without it does not fit: a single answer fails naming the path, and a listed item is
+	// returned with Unfit saying so, so a wrong path is found at once instead of read as drift.
+	// null always reads as the empty value.
 	Optional bool `json:"optional,omitempty"`
 }
 
@@ -162,6 +166,9 @@ type EventsMapping struct {
 	Field
 	// Flags maps each event name to its boolean's path (flags). Every flag is sent on create
 	// and update: true when selected, false otherwise, since unsent flags keep server defaults.
+	// A flag that is null or missing reads as off (an older server neither stores nor renders
+	// a flag it does not know); an answer to a create or update that does not show a selected
+	// flag as true fails it.
 	Flags map[string]string `json:"flags,omitempty"`
 	// All is what "*" (every event) is at this API, sent and recognised on read: null (Svix
 	// eventTypes) or ["*"] (GitHub, Stripe). Absent: the API has no such value and "*" is refused.

@@ -13,7 +13,7 @@ func FuzzParseProfile(f *testing.F) {
 	f.Add(profileWith(f, "list.pagination", "raw:{\"style\":\"cursor\",\"sizeParam\":\"l\",\"size\":1,\"cursorParam\":\"a\",\"next\":\"n\"}"))
 	f.Add([]byte("apiVersion: [x"))
 	f.Add([]byte(`{"apiVersion":"rest.hookwarden.io/v1alpha1","baseURL":"{{.Params.x}}"}`))
-	for _, name := range []string{"gitlab-project-hooks", "zendesk-webhooks", "pagerduty-webhook-subscriptions", "svix-endpoints"} {
+	for _, name := range shippedProfiles(f) {
 		f.Add(sampleProfile(f, name))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

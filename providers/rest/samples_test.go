@@ -23,6 +23,20 @@ func sampleProfile(t testing.TB, name string) []byte {
 	return b
 }
 
+// shippedProfiles names every profile in config/samples/rest.
+func shippedProfiles(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "rest", "*.profile.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".profile.yaml"))
+	}
+	return names
+}
+
 func newClient(t testing.TB, profile, apiURL string, params map[string]string, credential string) *rest.Client {
 	t.Helper()
 	c, err := rest.New(providers.Config{APIURL: apiURL, Target: rest.Target(params), Settings: sampleProfile(t, profile), Credential: credential, Timeout: 5 * time.Second})

@@ -7,14 +7,17 @@ package stripe
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
+	"github.com/stripe/stripe-go/v76/form"
 
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -106,7 +109,7 @@ func New(cfg providers.Config) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	httpClient := &http.Client{Timeout: timeout, Transport: providers.PacedTransport(cfg.Pace, nil)}
+	httpClient := &http.Client{Timeout: timeout, Transport: userAgentTransport{next: providers.PacedTransport(cfg.Pace, nil), product: providers.UserAgent()}}
 
 	// GetBackendWithConfig writes defaults into the config it gets, so each backend gets its own.
 	// Connect and Uploads are never called; with a custom API URL they point there too, so that
@@ -133,29 +136,87 @@ func New(cfg providers.Config) (*Client, error) {
 	return &Client{api: api, key: key, now: cfg.Clock()}, nil
 }
 
-// List returns every webhook endpoint on the account, following all pages.
-func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
-	params := &stripego.WebhookEndpointListParams{}
-	params.Limit = stripego.Int64(pageSize)
-	params.Context = ctx
+// rawPage is one list page with its endpoints left undecoded: stripe-go decodes a page into
+// []*WebhookEndpoint in one go, so a single endpoint of an unexpected shape would fail the
+// page, and with it every subscription on the account.
+type rawPage struct {
+	stripego.APIResource
+	Data    []json.RawMessage `json:"data"`
+	HasMore bool              `json:"has_more"`
+}
 
+// List returns every webhook endpoint on the account, following all pages (has_more, then
+// starting_after the last endpoint's id, as stripe-go's iterator does). Endpoints are decoded
+// one by one: one that does not fit is listed with Unfit, the others intact.
+func (c *Client) List(ctx context.Context) ([]providers.Registration, error) {
 	var regs []providers.Registration
 	seen := map[string]bool{}
-	it := c.api.WebhookEndpoints.List(params)
-	for it.Next() {
-		we := it.WebhookEndpoint()
-		if seen[we.ID] {
-			// The iterator follows has_more for as long as the server says so; an API that
-			// keeps returning the same page would otherwise loop forever.
-			return nil, &providers.Error{Kind: providers.Transient, Message: "list pagination did not advance past " + we.ID}
+	after := ""
+	for {
+		q := &form.Values{}
+		q.Add("limit", strconv.Itoa(pageSize))
+		if after != "" {
+			q.Add("starting_after", after)
 		}
-		seen[we.ID] = true
-		regs = append(regs, registration(we))
+		var page rawPage
+		if err := c.api.WebhookEndpoints.B.CallRaw(http.MethodGet, "/v1/webhook_endpoints", c.key, q, &stripego.Params{Context: ctx}, &page); err != nil {
+			return nil, c.classify(err)
+		}
+		last := ""
+		for _, raw := range page.Data {
+			reg := decodeEndpoint(raw)
+			last = reg.ID
+			if reg.ID == "" {
+				regs = append(regs, reg)
+				continue
+			}
+			if seen[reg.ID] {
+				// A server that keeps returning the same page would otherwise loop forever.
+				return nil, &providers.Error{Kind: providers.Transient, Message: "list pagination did not advance past " + reg.ID}
+			}
+			seen[reg.ID] = true
+			regs = append(regs, reg)
+		}
+		if !page.HasMore {
+			return regs, nil
+		}
+		if last == "" {
+			return nil, &providers.Error{Kind: providers.Transient, Message: "list page says more follow, but its last endpoint has no id to continue from"}
+		}
+		after = last
 	}
-	if err := it.Err(); err != nil {
-		return nil, c.classify(err)
+}
+
+// decodeEndpoint reads one webhook endpoint field by field, so a field of an unexpected type
+// spoils only itself; what does not fit is named in Unfit (field names, never values). null
+// reads as the field's empty value, as stripe-go reads it.
+func decodeEndpoint(raw json.RawMessage) providers.Registration {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+		return providers.Registration{Unfit: "the endpoint is not a JSON object"}
 	}
-	return regs, nil
+	var problems []string
+	read := func(name, kind string, v any, required bool) {
+		b, ok := fields[name]
+		switch {
+		case !ok && required:
+			problems = append(problems, name+" is missing")
+		case !ok, string(b) == "null":
+		case json.Unmarshal(b, v) != nil:
+			problems = append(problems, name+" is not "+kind)
+		}
+	}
+	var we stripego.WebhookEndpoint
+	read("id", "a string", &we.ID, true)
+	read("url", "a string", &we.URL, true)
+	read("enabled_events", "an array of strings", &we.EnabledEvents, true)
+	read("description", "a string", &we.Description, false)
+	read("status", "a string", &we.Status, false)
+	read("metadata", "an object of strings", &we.Metadata, false)
+	read("created", "a number", &we.Created, false)
+	r := registration(&we)
+	r.Unfit = strings.Join(problems, "; ")
+	return r
 }
 
 // Create registers a webhook endpoint and returns it with its signing secret.
@@ -296,4 +357,18 @@ func registration(we *stripego.WebhookEndpoint) providers.Registration {
 		r.Created = time.Unix(we.Created, 0).UTC()
 	}
 	return r
+}
+
+// userAgentTransport appends Hookwarden's product token to stripe-go's User-Agent ("Stripe/v1
+// GoBindings/76.25.0 hookwarden/<version> (+https://github.com/hookwarden/hookwarden)"), the
+// line stripe.SetAppInfo would give, without SetAppInfo's process-wide state.
+type userAgentTransport struct {
+	next    http.RoundTripper
+	product string
+}
+
+func (t userAgentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper must not change the caller's request
+	req.Header.Set("User-Agent", strings.TrimSpace(req.Header.Get("User-Agent")+" "+t.product))
+	return t.next.RoundTrip(req)
 }

@@ -54,7 +54,7 @@ func (s *Server) pingJob(tg *target, h Hook, base string) job {
 	payload := map[string]any{
 		"zen":     "Design for failure.",
 		"hook_id": h.ID,
-		"hook":    wire(tg, h, base),
+		"hook":    render(tg, h, base),
 		"sender":  map[string]any{"login": "hookwarden-fake", "id": 1, "type": "User"},
 	}
 	if tg.kind == KindOrganization {

@@ -163,6 +163,20 @@ type Hook struct {
 	CreatedAt    time.Time    `json:"created_at"`
 	UpdatedAt    time.Time    `json:"updated_at"`
 	LastResponse LastResponse `json:"last_response"`
+	// Quirks change how the hook is rendered, as GitHub renders hooks it did not make the way
+	// this fake makes them (see LegacyServiceHook): the stored state is untouched.
+	Quirks []fakeapi.Quirk `json:"quirks,omitempty"`
+}
+
+// LegacyServiceHook is a hook of a retired GitHub Service (name "travis"), as the hooks API
+// rendered them: a config of the service's own fields, without url; insecure_ssl absent and
+// last_response null.
+func LegacyServiceHook() Hook {
+	return Hook{Active: true, Events: []string{"push", "pull_request"}, Quirks: []fakeapi.Quirk{
+		{Path: "name", Value: []byte(`"travis"`)},
+		{Path: "config", Value: []byte(`{"domain":"notify.travis-ci.org","user":"octocat","token":"********"}`)},
+		{Path: "last_response", Value: []byte("null")},
+	}}
 }
 
 // Config is a hook's config object.
@@ -185,6 +199,7 @@ type LastResponse struct {
 }
 
 func (h Hook) clone() Hook {
+	h.Quirks = fakeapi.CloneQuirks(h.Quirks)
 	h.Events = slices.Clone(h.Events)
 	if h.Events == nil {
 		h.Events = []string{}
@@ -489,6 +504,8 @@ type Request struct {
 	Path   string     `json:"path"`
 	Query  url.Values `json:"query,omitempty"`
 	Body   string     `json:"body,omitempty"`
+	// UserAgent is the request's User-Agent header.
+	UserAgent string `json:"user_agent,omitempty"`
 	// Op and Target name what the request addressed ("" when the path is not a hook route);
 	// Target is lower-case ("repos/octo/hello"). Every page of a list is one OpList request;
 	// Page is the page it asked for (1 when the query names none), so Page == 1 counts Lists.

@@ -132,6 +132,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Path:        r.URL.Path,
 		Query:       r.URL.Query(),
 		Body:        maskBody(body),
+		UserAgent:   r.Header.Get("User-Agent"),
 		Op:          rt.op,
 		Conditional: r.Header.Get("If-None-Match") != "",
 	}
@@ -264,7 +265,7 @@ func (s *Server) route(r *http.Request, tk *token, rt route, body []byte) result
 		if i < 0 {
 			return with(res, basicError(http.StatusNotFound, "Not Found", docURL(rt)))
 		}
-		out = jsonResult(http.StatusOK, wire(tg, *tg.hooks[i], base))
+		out = jsonResult(http.StatusOK, render(tg, *tg.hooks[i], base))
 	case OpUpdate:
 		out = s.update(tg, rt, body, base)
 	case OpDelete:
@@ -342,7 +343,7 @@ func (s *Server) list(r *http.Request, tg *target, rt route, base string) result
 	hi := min(lo+size, total)
 	items := make([]any, 0, hi-lo)
 	for _, h := range tg.hooks[lo:hi] {
-		items = append(items, wire(tg, *h, base))
+		items = append(items, render(tg, *h, base))
 	}
 	res := jsonResult(http.StatusOK, items)
 
@@ -444,7 +445,7 @@ func (s *Server) create(tg *target, rt route, body []byte, base string) result {
 	stored := h.clone()
 	tg.hooks = append(tg.hooks, &stored)
 
-	res := jsonResult(http.StatusCreated, wire(tg, h, base))
+	res := jsonResult(http.StatusCreated, render(tg, h, base))
 	res.set("Location", base+"/"+tg.collection()+"/"+strconv.FormatInt(h.ID, 10))
 	if s.deliveries && h.Active {
 		res.pings = []job{s.pingJob(tg, h, base)}
@@ -511,7 +512,7 @@ func (s *Server) update(tg *target, rt route, body []byte, base string) result {
 	}
 	h.UpdatedAt = s.now()
 	*tg.hooks[i] = h
-	return jsonResult(http.StatusOK, wire(tg, h, base))
+	return jsonResult(http.StatusOK, render(tg, h, base))
 }
 
 // refuse says why h may not exist on tg beside the other hooks (self excluded): another hook
@@ -875,6 +876,15 @@ type wireHook struct {
 	PingURL       string        `json:"ping_url"`
 	DeliveriesURL string        `json:"deliveries_url"`
 	LastResponse  *wireResponse `json:"last_response,omitempty"`
+}
+
+// render is the hook's JSON object with its quirks applied.
+func render(tg *target, h Hook, base string) json.RawMessage {
+	b, err := json.Marshal(wire(tg, h, base))
+	if err != nil {
+		panic("fake: marshal: " + err.Error()) // only our own plain structs are marshalled
+	}
+	return fakeapi.ApplyQuirks(b, h.Quirks)
 }
 
 func wire(tg *target, h Hook, base string) wireHook {

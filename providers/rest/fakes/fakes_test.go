@@ -72,6 +72,54 @@ func TestGitLabFacts(t *testing.T) {
 	run(t, base+"/api/v4", nil, []step{{"no token is 401", "GET", "/projects/7/hooks", nil, "", 401, "401 Unauthorized"}})
 }
 
+// GitLab renders nullable columns a hook never set as null (db/structure.sql, web_hooks), has
+// no name before 17.1, and guards group hooks by role and tier.
+func TestGitLabNullsVersionsAndGroups(t *testing.T) {
+	srv := gitlab.New()
+	srv.AddProject("7", "g/p")
+	srv.AddGroup("3", "g", gitlab.Premium)
+	srv.AddGroup("4", "free", gitlab.Free)
+	srv.SetRole("dev", false, "7", gitlab.Developer)
+	srv.SetRole("maint", true, "3", gitlab.Maintainer)
+	base, stop := srv.Start()
+	defer stop()
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"a flag without a default that was not sent is null", "POST", "/projects/7/hooks", nil, `{"url":"https://a.example.com"}`, 201, `"confidential_note_events":null`},
+		{"so are name and description", "GET", "/projects/7/hooks/1", nil, "", 200, `"name":null`},
+		{"a value sent is no longer null", "PUT", "/projects/7/hooks/1", nil, `{"url":"https://a.example.com","name":"n","confidential_note_events":false}`, 200, `"confidential_note_events":false`},
+		{"group hooks carry group flags", "POST", "/groups/g/hooks", nil, `{"url":"https://a.example.com","subgroup_events":true}`, 201, `"subgroup_events":true`},
+		{"and the group id", "GET", "/groups/3/hooks", nil, "", 200, `"group_id":3`},
+		{"group hooks need Premium", "GET", "/groups/4/hooks", nil, "", 403, "403 Forbidden"},
+	})
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "dev"}, []step{{"project hooks need Maintainer", "GET", "/projects/7/hooks", nil, "", 403, "403 Forbidden"}})
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "maint"}, []step{{"group hooks need Owner", "GET", "/groups/3/hooks", nil, "", 403, "403 Forbidden"}})
+	srv.Seed("7", gitlab.LegacyHook("https://old.example.com"))
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{{"a legacy hook renders its nulls", "GET", "/projects/7/hooks/3", nil, "", 200, `"push_events_branch_filter":null`}})
+
+	old := gitlab.New(gitlab.Before171(), gitlab.WithRelativeURLRoot("/gitlab"), gitlab.WithoutFlags("milestone_events"))
+	old.AddProject("7", "g/p")
+	oldBase, stopOld := old.Start()
+	defer stopOld()
+	run(t, oldBase+"/gitlab/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"before 17.1 name is dropped", "POST", "/projects/7/hooks", nil, `{"url":"https://a.example.com","name":"n","milestone_events":true}`, 201, `"push_events":true`},
+	})
+	run(t, oldBase, map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"outside the relative URL root there is no API", "GET", "/api/v4/projects/7/hooks", nil, "", 404, "404"},
+	})
+	if h := old.Hooks("7")[0]; h.Name != "" || h.Flags["milestone_events"] {
+		t.Errorf("an old GitLab stored what it does not know: %+v", h)
+	}
+	res, err := http.DefaultClient.Do(mustReq(t, "GET", oldBase+"/gitlab/api/v4/projects/7/hooks/1", "", map[string]string{"PRIVATE-TOKEN": "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(b), `"push_events"`) || strings.Contains(string(b), `"name"`) || strings.Contains(string(b), "milestone_events") {
+		t.Errorf("an old GitLab's hook = %d %s; want it without name and milestone_events", res.StatusCode, b)
+	}
+}
+
 func TestZendeskFacts(t *testing.T) {
 	srv := zendesk.New()
 	base, stop := srv.Start()

@@ -104,9 +104,13 @@ type Endpoint struct {
 	Created       time.Time         `json:"created"`               // sent as unix seconds
 	Livemode      bool              `json:"livemode"`
 	Secret        string            `json:"secret"`
+	// Quirks change how the endpoint is rendered, for an object Stripe renders otherwise than
+	// this fake makes them (a field of another type): the stored state is untouched.
+	Quirks []fakeapi.Quirk `json:"quirks,omitempty"`
 }
 
 func (e Endpoint) clone() Endpoint {
+	e.Quirks = fakeapi.CloneQuirks(e.Quirks)
 	e.EnabledEvents = slices.Clone(e.EnabledEvents)
 	e.Metadata = maps.Clone(e.Metadata)
 	if e.Metadata == nil {
@@ -292,6 +296,7 @@ type Request struct {
 	Query          url.Values `json:"query,omitempty"`
 	Form           url.Values `json:"form,omitempty"` // decoded request body
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	UserAgent      string     `json:"user_agent,omitempty"`
 	// Status is the HTTP status sent, or 499 if the client went away before the response
 	// (for example during injected latency).
 	Status   int  `json:"status"`

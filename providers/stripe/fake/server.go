@@ -74,6 +74,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Path:           r.URL.Path,
 		Query:          r.URL.Query(),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		UserAgent:      r.Header.Get("User-Agent"),
 	}
 	taken := s.faults.Take(r.Method, r.URL.Path)
 	// Chaos picks among requests no fault was injected for; the meter applies to all.
@@ -227,7 +228,7 @@ func (s *Server) create(a *account, p url.Values, now time.Time) result {
 	e.Secret = newID("whsec_", 32)
 	s.seq++
 	a.endpoints = append(a.endpoints, &entry{Endpoint: e, seq: s.seq})
-	return ok200(wire(e, true))
+	return ok200(render(e, true))
 }
 
 func (s *Server) list(a *account, p url.Values) result {
@@ -291,15 +292,15 @@ func (s *Server) list(a *account, p url.Values) result {
 		end := min(hi, lo+limit)
 		page, hasMore = all[lo:end], end < hi
 	}
-	data := make([]wireEndpoint, 0, len(page))
+	data := make([]json.RawMessage, 0, len(page))
 	for _, e := range page {
-		data = append(data, wire(e.Endpoint, false))
+		data = append(data, render(e.Endpoint, false))
 	}
 	return ok200(struct {
-		Object  string         `json:"object"`
-		Data    []wireEndpoint `json:"data"`
-		HasMore bool           `json:"has_more"`
-		URL     string         `json:"url"`
+		Object  string            `json:"object"`
+		Data    []json.RawMessage `json:"data"`
+		HasMore bool              `json:"has_more"`
+		URL     string            `json:"url"`
 	}{"list", data, hasMore, basePath})
 }
 
@@ -311,7 +312,7 @@ func retrieve(a *account, id string, p url.Values) result {
 	if e == nil {
 		return notFound(id)
 	}
-	return ok200(wire(e.Endpoint, false))
+	return ok200(render(e.Endpoint, false))
 }
 
 func update(a *account, id string, p url.Values) result {
@@ -369,7 +370,7 @@ func update(a *account, id string, p url.Values) result {
 			e.Metadata[k] = v
 		}
 	}
-	return ok200(wire(e.Endpoint, false))
+	return ok200(render(e.Endpoint, false))
 }
 
 func del(a *account, id string, p url.Values) result {
@@ -423,6 +424,15 @@ type wireEndpoint struct {
 	Secret        string            `json:"secret,omitempty"`
 	Status        string            `json:"status"`
 	URL           string            `json:"url"`
+}
+
+// render is e's JSON object with its quirks applied.
+func render(e Endpoint, withSecret bool) json.RawMessage {
+	b, err := json.Marshal(wire(e, withSecret))
+	if err != nil {
+		panic("fake: marshal: " + err.Error()) // only our own plain structs are marshalled
+	}
+	return fakeapi.ApplyQuirks(b, e.Quirks)
 }
 
 // wire renders e; the secret only when withSecret, because Stripe returns it only on create.

@@ -1,23 +1,37 @@
-// Package gitlab is a stateful, in-process fake of GitLab's project webhooks API (REST v4),
-// built from GitLab's documentation and server source as summarised in REST-PROVIDERS.md §1:
+// Package gitlab is a stateful, in-process fake of GitLab's project and group webhooks API
+// (REST v4), built from GitLab's documentation (doc/api/project_webhooks.md,
+// group_webhooks.md), its API source (lib/api/project_hooks.rb, ee/lib/api/group_hooks.rb, the
+// Hook, ProjectHook and GroupHook entities) and its database schema (db/structure.sql,
+// web_hooks), as summarised in REST-PROVIDERS.md §1:
 //
-//   - GET/POST /api/v4/projects/:id/hooks, GET/PUT/DELETE /api/v4/projects/:id/hooks/:hook_id;
-//     :id is a numeric id or the URL-encoded path (group%2Fproject).
-//   - Auth: PRIVATE-TOKEN; 401 {"message":"401 Unauthorized"} without it.
+//   - GET/POST /api/v4/projects/:id/hooks, GET/PUT/DELETE /api/v4/projects/:id/hooks/:hook_id,
+//     and the same under /api/v4/groups/:id/hooks; :id is a numeric id or the URL-encoded path
+//     (group%2Fproject). WithRelativeURLRoot serves it under a path (https://host/gitlab).
+//   - Auth: PRIVATE-TOKEN or a Bearer token; 401 {"message":"401 Unauthorized"} without one.
+//     Project hooks need the Maintainer role, group hooks the Owner role and a Premium or
+//     Ultimate group: otherwise 403 {"message":"403 Forbidden"}. A token given no role with
+//     SetRole is an Owner everywhere.
 //   - The list is a bare array paged with page/per_page (default 20, at most 100), with Link,
 //     X-Next-Page, X-Page, X-Per-Page, X-Total and X-Total-Pages headers.
 //   - Hooks have an integer id, url, name, description, one boolean per event (only
 //     push_events defaults to true), enable_ssl_verification, alert_status; the token is
 //     accepted and never returned. Create answers 201, delete 204, an unknown hook 404.
+//   - Columns GitLab's schema leaves nullable render null when never set: name, description,
+//     push_events_branch_filter and confidential_note_events (which has no default) for a hook
+//     created without them; Hook.Null seeds any other (tag_push_events, enable_ssl_verification).
 //   - PUT requires url and applies only the parameters sent; when the URL changes the token
 //     is reset unless one is sent with it, and custom headers are dropped.
 //   - An invalid URL is answered 422 {"error":"Invalid url given"}.
+//   - Before171 serves a GitLab older than 17.1, which has neither name nor description: both
+//     parameters are ignored (Grape drops undeclared parameters) and neither is rendered.
+//     WithoutFlags does the same for event flags an older GitLab does not know.
 package gitlab
 
 import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,17 +41,35 @@ import (
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
 )
 
-// Events are the project hook's event flags.
+// Events are the project hook's event flags (the ProjectHook entity and the project hooks API
+// parameters; emoji_events and vulnerability_events are accepted though the API document lists
+// emoji only as a test trigger and vulnerability not at all).
 var Events = []string{
 	"push_events", "tag_push_events", "issues_events", "confidential_issues_events",
 	"merge_requests_events", "note_events", "confidential_note_events", "job_events",
 	"pipeline_events", "wiki_page_events", "deployment_events", "feature_flag_events",
-	"releases_events", "resource_access_token_events",
+	"releases_events", "milestone_events", "emoji_events", "resource_access_token_events",
+	"resource_deploy_token_events", "vulnerability_events",
 }
 
-// Hook is one project hook as the fake stores it.
+// GroupEvents are the group hook's event flags (the GroupHook entity): the project's but
+// resource_deploy_token_events, plus subgroup, member and project events.
+var GroupEvents = []string{
+	"push_events", "tag_push_events", "issues_events", "confidential_issues_events",
+	"merge_requests_events", "note_events", "confidential_note_events", "job_events",
+	"pipeline_events", "wiki_page_events", "deployment_events", "feature_flag_events",
+	"releases_events", "milestone_events", "subgroup_events", "emoji_events",
+	"resource_access_token_events", "member_events", "vulnerability_events", "project_events",
+}
+
+// nullableByDefault are the columns a hook created through the API without them holds as
+// NULL: text columns without a default, and confidential_note_events, a boolean without one.
+var nullableByDefault = []string{"name", "description", "push_events_branch_filter", "confidential_note_events"}
+
+// Hook is one project or group hook as the fake stores it.
 type Hook struct {
-	ID          int
+	ID int
+	// Project is the numeric id of the project or group the hook belongs to.
 	Project     string
 	URL         string
 	Name        string
@@ -45,43 +77,158 @@ type Hook struct {
 	Token       string
 	Flags       map[string]bool
 	SSL         bool
-	Created     time.Time
+	// BranchFilter is push_events_branch_filter.
+	BranchFilter string
+	Created      time.Time
 	// CustomHeaders are stored but, as on GitLab, not listed.
 	CustomHeaders map[string]string
+	// Null are columns NULL in GitLab's database, rendered null whatever the fields above say:
+	// hooks made before a column existed, or by a tool that never set it. Setting a value
+	// through the API clears the column's entry.
+	Null []string
 }
 
-// Server is the fake. Projects exist once added (AddProject) or seeded into.
+// LegacyHook is a hook as GitLab renders one made in its UI before 17.1 (before name and
+// description existed, and without the confidential note flag): push events only, and name,
+// description, push_events_branch_filter and confidential_note_events null.
+func LegacyHook(url string) Hook {
+	return Hook{URL: url, SSL: true, Flags: map[string]bool{"push_events": true}, Null: slices.Clone(nullableByDefault)}
+}
+
+// Role is a member's role in a project or group.
+type Role int
+
+// GitLab's roles, lowest first.
+const (
+	Guest Role = iota + 1
+	Reporter
+	Developer
+	Maintainer
+	Owner
+)
+
+// Tier is a group's subscription.
+type Tier int
+
+// GitLab's tiers; group hooks need Premium or Ultimate.
+const (
+	Free Tier = iota
+	Premium
+	Ultimate
+)
+
+type kind int
+
+const (
+	projectKind kind = iota
+	groupKind
+)
+
+func (k kind) collection() string {
+	if k == groupKind {
+		return "groups"
+	}
+	return "projects"
+}
+
+// namespace is a project or a group and its hooks.
+type namespace struct {
+	kind  kind
+	tier  Tier
+	hooks map[int]*Hook
+}
+
+// Server is the fake. Projects and groups exist once added (AddProject, AddGroup) or seeded
+// into.
 type Server struct {
 	core.Core
-	mu       sync.Mutex
-	nextID   int
-	projects map[string]map[int]*Hook // project id -> hooks
-	paths    map[string]string        // project path -> id
+	root      string
+	before171 bool
+	unknown   map[string]bool
+
+	mu     sync.Mutex
+	nextID int
+	spaces map[string]*namespace // "projects/42", "groups/7"
+	paths  map[string]string     // "projects/group/project" -> "projects/42"
+	roles  map[string]map[string]Role
+}
+
+// Option configures a Server at construction.
+type Option func(*Server)
+
+// WithRelativeURLRoot serves the API under root ("/gitlab"), as a GitLab installed with a
+// relative URL root is: https://host/gitlab/api/v4/...
+func WithRelativeURLRoot(root string) Option {
+	return func(s *Server) { s.root = "/" + strings.Trim(root, "/") }
+}
+
+// Before171 serves a GitLab older than 17.1: hooks have no name and no description.
+func Before171() Option { return func(s *Server) { s.before171 = true } }
+
+// WithoutFlags serves a GitLab that does not know these event flags (milestone_events before
+// it existed): they are neither accepted nor rendered.
+func WithoutFlags(flags ...string) Option {
+	return func(s *Server) {
+		for _, f := range flags {
+			s.unknown[f] = true
+		}
+	}
 }
 
 // New returns an empty fake.
-func New() *Server {
-	return &Server{nextID: 1, projects: map[string]map[int]*Hook{}, paths: map[string]string{}}
+func New(opts ...Option) *Server {
+	s := &Server{nextID: 1, unknown: map[string]bool{}, spaces: map[string]*namespace{}, paths: map[string]string{}, roles: map[string]map[string]Role{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *Server) space(k kind, id string) *namespace {
+	key := k.collection() + "/" + id
+	ns := s.spaces[key]
+	if ns == nil {
+		ns = &namespace{kind: k, hooks: map[int]*Hook{}}
+		s.spaces[key] = ns
+	}
+	return ns
 }
 
 // AddProject creates a project with a numeric id and a path (group/project).
 func (s *Server) AddProject(id, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.projects[id] == nil {
-		s.projects[id] = map[int]*Hook{}
-	}
-	s.paths[path] = id
+	s.space(projectKind, id)
+	s.paths["projects/"+path] = "projects/" + id
 }
 
-// Seed adds a hook as a user in GitLab's UI would, and returns its id.
-func (s *Server) Seed(project string, h Hook) int {
+// AddGroup creates a group with a numeric id, a path (top/sub) and a tier.
+func (s *Server) AddGroup(id, path string, tier Tier) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.projects[project] == nil {
-		s.projects[project] = map[int]*Hook{}
+	s.space(groupKind, id).tier = tier
+	s.paths["groups/"+path] = "groups/" + id
+}
+
+// SetRole gives token role in the project (groups false) or group with numeric id.
+func (s *Server) SetRole(token string, groups bool, id string, role Role) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := projectKind
+	if groups {
+		k = groupKind
 	}
-	h.ID, h.Project = s.nextID, project
+	if s.roles[token] == nil {
+		s.roles[token] = map[string]Role{}
+	}
+	s.roles[token][k.collection()+"/"+id] = role
+}
+
+func (s *Server) seed(k kind, id string, h Hook) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.space(k, id)
+	h.ID, h.Project = s.nextID, id
 	s.nextID++
 	if h.Flags == nil {
 		h.Flags = map[string]bool{"push_events": true}
@@ -89,47 +236,81 @@ func (s *Server) Seed(project string, h Hook) int {
 	if h.Created.IsZero() {
 		h.Created = time.Now().UTC()
 	}
-	s.projects[project][h.ID] = &h
+	h.Null = slices.Clone(h.Null)
+	ns.hooks[h.ID] = &h
 	return h.ID
 }
 
-// Remove deletes a hook as a user in GitLab's UI would; it reports whether it existed.
-func (s *Server) Remove(project string, id int) bool {
+// Seed adds a hook to a project as a user in GitLab's UI would, and returns its id.
+func (s *Server) Seed(project string, h Hook) int { return s.seed(projectKind, project, h) }
+
+// SeedGroupHook adds a hook to a group as a user in GitLab's UI would, and returns its id.
+func (s *Server) SeedGroupHook(group string, h Hook) int { return s.seed(groupKind, group, h) }
+
+func (s *Server) remove(k kind, id string, hook int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.projects[project][id]; !ok {
+	ns := s.spaces[k.collection()+"/"+id]
+	if ns == nil || ns.hooks[hook] == nil {
 		return false
 	}
-	delete(s.projects[project], id)
+	delete(ns.hooks, hook)
 	return true
 }
 
-// Edit changes a hook as a user in GitLab's UI would; it reports whether the hook exists.
-func (s *Server) Edit(project string, id int, fn func(h *Hook)) bool {
+// Remove deletes a project hook as a user in GitLab's UI would; it reports whether it existed.
+func (s *Server) Remove(project string, id int) bool { return s.remove(projectKind, project, id) }
+
+// RemoveGroupHook deletes a group hook out of band; it reports whether it existed.
+func (s *Server) RemoveGroupHook(group string, id int) bool { return s.remove(groupKind, group, id) }
+
+func (s *Server) edit(k kind, id string, hook int, fn func(h *Hook)) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := s.projects[project][id]
-	if h == nil {
+	ns := s.spaces[k.collection()+"/"+id]
+	if ns == nil || ns.hooks[hook] == nil {
 		return false
 	}
+	h := ns.hooks[hook]
 	fn(h)
-	h.ID, h.Project = id, project
+	h.ID, h.Project = hook, id
 	return true
 }
 
-// Hooks returns copies of a project's hooks, by id.
-func (s *Server) Hooks(project string) []Hook {
+// Edit changes a project hook as a user in GitLab's UI would; it reports whether the hook
+// exists.
+func (s *Server) Edit(project string, id int, fn func(h *Hook)) bool {
+	return s.edit(projectKind, project, id, fn)
+}
+
+// EditGroupHook changes a group hook out of band; it reports whether the hook exists.
+func (s *Server) EditGroupHook(group string, id int, fn func(h *Hook)) bool {
+	return s.edit(groupKind, group, id, fn)
+}
+
+func (s *Server) hooks(k kind, id string) []Hook {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Hook
-	for _, h := range s.projects[project] {
-		out = append(out, *h)
+	if ns := s.spaces[k.collection()+"/"+id]; ns != nil {
+		for _, h := range ns.hooks {
+			c := *h
+			c.Null = slices.Clone(h.Null)
+			out = append(out, c)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// Start serves the fake on 127.0.0.1; the base URL is followed by /api/v4.
+// Hooks returns copies of a project's hooks, by id.
+func (s *Server) Hooks(project string) []Hook { return s.hooks(projectKind, project) }
+
+// GroupHooks returns copies of a group's hooks, by id.
+func (s *Server) GroupHooks(group string) []Hook { return s.hooks(groupKind, group) }
+
+// Start serves the fake on 127.0.0.1; the base URL is followed by the relative URL root (if
+// any) and /api/v4.
 func (s *Server) Start() (baseURL string, stop func()) { return core.Start(s.Handler()) }
 
 // Handler is the fake's HTTP handler.
@@ -141,84 +322,144 @@ func message(w http.ResponseWriter, status int, msg string) {
 	core.JSON(w, status, map[string]string{"message": msg})
 }
 
+func token(r *http.Request) string {
+	if t := r.Header.Get("PRIVATE-TOKEN"); t != "" {
+		return t
+	}
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return t
+	}
+	return ""
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("PRIVATE-TOKEN") == "" && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	tok := token(r)
+	if tok == "" {
 		message(w, http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/v4/projects/")
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), s.root+"/api/v4/")
 	if !ok {
 		message(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) < 2 || parts[1] != "hooks" || len(parts) > 3 {
+	if len(parts) < 3 || (parts[0] != "projects" && parts[0] != "groups") || parts[2] != "hooks" || len(parts) > 4 {
 		message(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
+	k := projectKind
+	if parts[0] == "groups" {
+		k = groupKind
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	project, err := url.PathUnescape(parts[0])
+	id, err := url.PathUnescape(parts[1])
 	if err != nil {
-		message(w, http.StatusNotFound, "404 Project Not Found")
+		message(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
-	if id, ok := s.paths[project]; ok {
-		project = id
+	key := k.collection() + "/" + id
+	if byPath, ok := s.paths[key]; ok {
+		key = byPath
 	}
-	hooks, ok := s.projects[project]
-	if !ok {
-		message(w, http.StatusNotFound, "404 Project Not Found")
+	ns := s.spaces[key]
+	noun := "Project"
+	if k == groupKind {
+		noun = "Group"
+	}
+	if ns == nil {
+		message(w, http.StatusNotFound, "404 "+noun+" Not Found")
 		return
 	}
-	if len(parts) == 2 {
+	if !s.allowed(tok, key, ns) {
+		message(w, http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	nsID := strings.TrimPrefix(key, k.collection()+"/")
+	if len(parts) == 3 {
 		switch r.Method {
 		case http.MethodGet:
-			s.list(w, r, hooks)
+			s.list(w, r, ns)
 		case http.MethodPost:
-			s.create(w, r, project, hooks)
+			s.create(w, r, nsID, ns)
 		default:
 			message(w, http.StatusMethodNotAllowed, "405 Method Not Allowed")
 		}
 		return
 	}
-	id, err := strconv.Atoi(parts[2])
-	h := hooks[id]
+	hookID, err := strconv.Atoi(parts[3])
+	h := ns.hooks[hookID]
 	if err != nil || h == nil {
 		message(w, http.StatusNotFound, "404 Not found")
 		return
 	}
 	switch r.Method {
 	case http.MethodGet:
-		core.JSON(w, http.StatusOK, h.json())
+		core.JSON(w, http.StatusOK, s.render(ns, h))
 	case http.MethodPut:
-		s.update(w, r, h)
+		s.update(w, r, ns, h)
 	case http.MethodDelete:
-		delete(hooks, id)
+		delete(ns.hooks, hookID)
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		message(w, http.StatusMethodNotAllowed, "405 Method Not Allowed")
 	}
 }
 
-func (h *Hook) json() map[string]any {
+// allowed: project hooks need Maintainer, group hooks Owner and a licensed group. Callers hold
+// s.mu.
+func (s *Server) allowed(tok, key string, ns *namespace) bool {
+	role, set := s.roles[tok][key]
+	if !set {
+		role = Owner
+	}
+	if ns.kind == groupKind {
+		return role >= Owner && ns.tier >= Premium
+	}
+	return role >= Maintainer
+}
+
+func (s *Server) flags(k kind) []string {
+	all := Events
+	if k == groupKind {
+		all = GroupEvents
+	}
+	return slices.DeleteFunc(slices.Clone(all), func(f string) bool { return s.unknown[f] })
+}
+
+// render is the hook as GitLab's ProjectHook or GroupHook entity presents it.
+func (s *Server) render(ns *namespace, h *Hook) map[string]any {
 	m := map[string]any{
-		"id": h.ID, "url": h.URL, "name": h.Name, "description": h.Description,
-		"project_id": h.Project, "created_at": h.Created.Format(time.RFC3339),
+		"id": h.ID, "url": h.URL,
+		"created_at":              h.Created.Format(time.RFC3339),
 		"enable_ssl_verification": h.SSL, "alert_status": "executable", "disabled_until": nil,
-		"push_events_branch_filter": "", "branch_filter_strategy": "wildcard",
+		"push_events_branch_filter": h.BranchFilter, "branch_filter_strategy": "wildcard",
 		"repository_update_events": false,
 	}
-	if n, err := strconv.Atoi(h.Project); err == nil {
-		m["project_id"] = n
+	if !s.before171 {
+		m["name"], m["description"] = h.Name, h.Description
 	}
-	for _, e := range Events {
+	owner := "project_id"
+	if ns.kind == groupKind {
+		owner = "group_id"
+	}
+	m[owner] = h.Project
+	if n, err := strconv.Atoi(h.Project); err == nil {
+		m[owner] = n
+	}
+	for _, e := range s.flags(ns.kind) {
 		m[e] = h.Flags[e]
+	}
+	for _, col := range h.Null {
+		if _, ok := m[col]; ok {
+			m[col] = nil
+		}
 	}
 	return m
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request, hooks map[int]*Hook) {
+func (s *Server) list(w http.ResponseWriter, r *http.Request, ns *namespace) {
 	q := r.URL.Query()
 	page, perPage := 1, 20
 	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
@@ -227,8 +468,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, hooks map[int]*Hoo
 	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
 		perPage = min(v, 100)
 	}
-	ids := make([]int, 0, len(hooks))
-	for id := range hooks {
+	ids := make([]int, 0, len(ns.hooks))
+	for id := range ns.hooks {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
@@ -236,10 +477,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, hooks map[int]*Hoo
 	pages := max((total+perPage-1)/perPage, 1)
 	out := []map[string]any{}
 	for i := (page - 1) * perPage; i < min(page*perPage, total); i++ {
-		out = append(out, hooks[ids[i]].json())
+		out = append(out, s.render(ns, ns.hooks[ids[i]]))
 	}
 	link := func(p int, rel string) string {
 		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}
+		if r.TLS != nil {
+			u.Scheme = "https"
+		}
 		lq := url.Values{}
 		for k, vs := range q {
 			lq[k] = vs
@@ -279,54 +523,66 @@ func validURL(s string) bool {
 }
 
 // apply copies the parameters GitLab accepts from body onto h; unknown ones are ignored, as
-// Grape ignores undeclared parameters.
-func apply(h *Hook, body map[string]any) string {
+// Grape ignores undeclared parameters. A column given a value is no longer NULL.
+func (s *Server) apply(k kind, h *Hook, body map[string]any) string {
+	set := func(col string) { h.Null = slices.DeleteFunc(h.Null, func(n string) bool { return n == col }) }
 	if v, ok := body["url"]; ok {
-		s, _ := v.(string)
-		if !validURL(s) {
+		u, _ := v.(string)
+		if !validURL(u) {
 			return "Invalid url given"
 		}
-		h.URL = s
+		h.URL = u
 	}
-	for _, k := range []string{"name", "description", "token"} {
-		if v, ok := body[k]; ok {
-			s, _ := v.(string)
-			switch k {
-			case "name":
-				h.Name = s
-			case "description":
-				h.Description = s
-			case "token":
-				h.Token = s
-			}
+	texts := []string{"token", "push_events_branch_filter"}
+	if !s.before171 {
+		texts = append(texts, "name", "description")
+	}
+	for _, col := range texts {
+		v, ok := body[col]
+		if !ok {
+			continue
 		}
+		str, _ := v.(string)
+		switch col {
+		case "name":
+			h.Name = str
+		case "description":
+			h.Description = str
+		case "token":
+			h.Token = str
+		case "push_events_branch_filter":
+			h.BranchFilter = str
+		}
+		set(col)
 	}
-	for _, e := range Events {
+	for _, e := range s.flags(k) {
 		if v, ok := body[e]; ok {
 			b, isBool := v.(bool)
 			if !isBool {
 				return e + " is invalid"
 			}
 			h.Flags[e] = b
+			set(e)
 		}
 	}
 	if v, ok := core.Bool(body, "enable_ssl_verification"); ok {
 		h.SSL = v
+		set("enable_ssl_verification")
 	}
 	if v, ok := body["custom_headers"].([]any); ok {
 		h.CustomHeaders = map[string]string{}
 		for _, e := range v {
 			if kv, ok := e.(map[string]any); ok {
-				k, _ := kv["key"].(string)
+				key, _ := kv["key"].(string)
 				val, _ := kv["value"].(string)
-				h.CustomHeaders[k] = val
+				h.CustomHeaders[key] = val
 			}
 		}
 	}
 	return ""
 }
 
-func (s *Server) create(w http.ResponseWriter, r *http.Request, project string, hooks map[int]*Hook) {
+func (s *Server) create(w http.ResponseWriter, r *http.Request, id string, ns *namespace) {
 	body, ok := core.Decode(w, r, badRequest)
 	if !ok {
 		return
@@ -335,18 +591,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, project string, 
 		badRequest(w, "url is missing")
 		return
 	}
-	h := &Hook{Project: project, Flags: map[string]bool{"push_events": true}, SSL: true, Created: time.Now().UTC()}
-	if msg := apply(h, body); msg != "" {
+	h := &Hook{Project: id, Flags: map[string]bool{"push_events": true}, SSL: true, Created: time.Now().UTC(), Null: slices.Clone(nullableByDefault)}
+	if msg := s.apply(ns.kind, h, body); msg != "" {
 		core.JSON(w, http.StatusUnprocessableEntity, map[string]string{"error": msg})
 		return
 	}
 	h.ID = s.nextID
 	s.nextID++
-	hooks[h.ID] = h
-	core.JSON(w, http.StatusCreated, h.json())
+	ns.hooks[h.ID] = h
+	core.JSON(w, http.StatusCreated, s.render(ns, h))
 }
 
-func (s *Server) update(w http.ResponseWriter, r *http.Request, h *Hook) {
+func (s *Server) update(w http.ResponseWriter, r *http.Request, ns *namespace, h *Hook) {
 	body, ok := core.Decode(w, r, badRequest)
 	if !ok {
 		return
@@ -360,7 +616,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, h *Hook) {
 	for k, v := range h.Flags {
 		next.Flags[k] = v
 	}
-	if msg := apply(&next, body); msg != "" {
+	next.Null = slices.Clone(h.Null)
+	if msg := s.apply(ns.kind, &next, body); msg != "" {
 		core.JSON(w, http.StatusUnprocessableEntity, map[string]string{"error": msg})
 		return
 	}
@@ -373,5 +630,5 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, h *Hook) {
 		next.CustomHeaders = nil
 	}
 	*h = next
-	core.JSON(w, http.StatusOK, h.json())
+	core.JSON(w, http.StatusOK, s.render(ns, h))
 }
