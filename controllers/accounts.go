@@ -265,6 +265,9 @@ type account struct {
 	// epoch is the time of the account's first list: the origin of its resync grid.
 	epoch time.Time
 	keys  urlKeys
+	// unfitSeen are the unfit registrations already reported (unfitKey), among those the
+	// last list held.
+	unfitSeen map[string]bool
 }
 
 // ops is the view of an account given to one reconcile while it holds the account's lock.
@@ -328,6 +331,7 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
 	a.keys.retain(regs)
+	a.retainUnfit(regs)
 	if a.epoch.IsZero() {
 		a.epoch = a.fetchedAt
 	}
@@ -414,6 +418,45 @@ func (o ops) FetchSecret(ctx context.Context, id string) (string, error) {
 		return err
 	})
 	return secret, err
+}
+
+// FirstSighting reports whether the unfit registration r is reported for the first time on
+// this account, and counts it then: one odd object is reported once, not once per subscription
+// and resync.
+func (o ops) FirstSighting(r providers.Registration) bool {
+	a := o.a
+	k := unfitKey(r)
+	if a.unfitSeen[k] {
+		return false
+	}
+	if a.unfitSeen == nil {
+		a.unfitSeen = map[string]bool{}
+	}
+	a.unfitSeen[k] = true
+	a.metrics.unfit.WithLabelValues(a.provider).Inc()
+	return true
+}
+
+// unfitKey names an unfit registration and its problem (a repaired and broken again object is
+// reported again).
+func unfitKey(r providers.Registration) string { return r.ID + "\x00" + r.Unfit }
+
+// retainUnfit forgets reported registrations a list no longer shows unfit.
+func (a *account) retainUnfit(regs []providers.Registration) {
+	if len(a.unfitSeen) == 0 {
+		return
+	}
+	listed := map[string]bool{}
+	for _, r := range regs {
+		if r.Unfit != "" {
+			listed[unfitKey(r)] = true
+		}
+	}
+	for k := range a.unfitSeen {
+		if !listed[k] {
+			delete(a.unfitSeen, k)
+		}
+	}
 }
 
 // Remember puts r into the cached list as the current view of that registration.

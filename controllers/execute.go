@@ -31,9 +31,12 @@ type outcome struct {
 // that fails leaves it recorded.
 func (s *session) execute(ctx context.Context, p plan, rs *rounds) (outcome, error) {
 	sub := s.sub
-	if p.Decision == decideConflict {
+	switch p.Decision {
+	case decideConflict:
 		s.r.event(sub, corev1.EventTypeWarning, hookv1.ReasonConflict, "Reconcile", p.Conflict)
 		return outcome{}, wait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
+	case decideStall:
+		return outcome{}, stallAtProvider(hookv1.ReasonUnfitRegistration, "%s", p.Stall)
 	}
 	var kept providers.Registration
 	if p.Keep != nil {

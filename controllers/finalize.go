@@ -72,8 +72,8 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	// The same proof of ownership as reconcile: nothing unproven is deleted.
 	own := ownership{me: r.owner(sub), markers: o.Capabilities().Markers, recordedID: sub.Status.EndpointID, held: signing.held(), receiverURL: r.ownReceiverURL(sub), keys: o.URLKeys()}
 	for _, reg := range observed {
-		if !own.owns(reg) {
-			continue
+		if reg.ID == "" || !own.owns(reg) {
+			continue // an object whose id could not be read can be nobody's to delete
 		}
 		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {
 			return fromProvider("deleting registration "+reg.ID, err)

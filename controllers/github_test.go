@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/github"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 )
@@ -619,3 +620,65 @@ var _ = DescribeTable("GitHub CEL rules reject bad objects with a message naming
 	}, "spec.provider.github.organization"),
 	Entry("a Stripe-style event name", func(s *hookv1.WebhookSubscription) { s.Spec.Events = []string{"invoice.paid"} }, "GitHub names events in lowercase"),
 )
+
+// One odd foreign hook stalls nothing: a retired service hook GitHub renders without
+// config.url is skipped as foreign and reported once (one Event for the whole repository,
+// however many subscriptions and resyncs see it); a hook of ours that stops fitting stalls its
+// own subscription alone.
+var _ = Describe("WebhookSubscription on GitHub with a hook that does not fit", Ordered, func() {
+	var mgr *runningManager
+	BeforeAll(func() { mgr = startManager(managerOptions{}) })
+	AfterAll(func() { mgr.Stop() })
+	It("skips a foreign unfit hook, reports it once, and stalls only the subscription whose own hook stops fitting", func() {
+		t := newGHTenant(true)
+		legacy := ghSrv.Seed(t.target, ghfake.LegacyServiceHook())
+		a, b := t.sub("orders", "https://hooks.example.com/unfit/orders"), t.sub("refunds", "https://hooks.example.com/unfit/refunds")
+		Expect(k8s.Create(suiteCtx, a)).To(Succeed())
+		Expect(k8s.Create(suiteCtx, b)).To(Succeed())
+		gotA, gotB := expectReady(a), expectReady(b)
+		Expect(gotA.Status.EndpointID).NotTo(Equal(hookID(legacy)))
+
+		unfitEvents := func(g Gomega) int {
+			n := 0
+			for _, s := range []*hookv1.WebhookSubscription{a, b} {
+				for _, e := range eventsFor(g, s) {
+					if e.Reason == hookv1.ReasonUnfitRegistration {
+						g.Expect(e.Note).To(ContainSubstring(hookID(legacy)))
+						n++ // the events API folds repeats into a series: count them too
+						if e.Series != nil {
+							n += int(e.Series.Count) - 1
+						}
+					}
+				}
+			}
+			return n
+		}
+		Eventually(unfitEvents).Should(Equal(1))
+		// Several resyncs (2 s each) later, still reported once, both still Ready.
+		lists := len(t.requests(ghfake.OpList))
+		Eventually(func() int { return len(t.requests(ghfake.OpList)) }).WithTimeout(30 * time.Second).Should(BeNumerically(">=", lists+3))
+		Consistently(unfitEvents).WithTimeout(3 * time.Second).Should(Equal(1))
+		Expect(condition(get(Default, a), hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		Expect(t.hooks()).To(ContainElement(HaveField("ID", legacy.ID)), "the foreign hook is left alone")
+
+		// Our own hook loses config.url (edited by some other tool): that subscription stalls,
+		// naming the problem; the other one stays Ready; nothing is created or deleted.
+		creates := t.creates()
+		id, _ := strconv.ParseInt(gotA.Status.EndpointID, 10, 64)
+		Expect(ghSrv.Edit(t.target, id, func(h *ghfake.Hook) {
+			h.Quirks = append(h.Quirks, fakeapi.Quirk{Path: "config.url"})
+		})).To(BeTrue())
+		Eventually(func(g Gomega) {
+			c := condition(get(g, a), hookv1.ConditionStalled)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonUnfitRegistration))
+			g.Expect(c.Message).To(ContainSubstring("config.url"))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(condition(get(g, b), hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		}).WithTimeout(4 * time.Second).Should(Succeed())
+		Expect(t.creates()).To(Equal(creates))
+		Expect(t.hooks()).To(HaveLen(3))
+		Expect(gotB.Status.EndpointID).NotTo(BeEmpty())
+	})
+})

@@ -19,6 +19,7 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	rateLimited *prometheus.CounterVec
+	unfit       *prometheus.CounterVec
 	ready       *prometheus.GaugeVec
 
 	mu sync.Mutex
@@ -44,13 +45,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hookwarden_provider_rate_limited_total",
 			Help: "Provider requests answered with a rate limit, or not sent because the credential's last rate limit was still in force.",
 		}, []string{"provider"}),
+		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_provider_unfit_registrations_total",
+			Help: "Registrations seen at a provider whose object does not fit the shape its client reads (a null flag, a missing field), counted once per registration and problem: foreign ones are skipped, one of a subscription's own stalls it.",
+		}, []string{"provider"}),
 		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookwarden_subscription_ready",
 			Help: "1 when the subscription's Ready condition is True, else 0; no series while it is suspended. Served by the leader only.",
 		}, []string{"namespace", "name", "provider"}),
 		readyProvider: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.rateLimited, m.ready} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.rateLimited, m.unfit, m.ready} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,6 +77,7 @@ func unregisteredMetrics() *Metrics {
 func (m *Metrics) knowProviders(types []string) {
 	for _, t := range types {
 		m.rateLimited.WithLabelValues(t)
+		m.unfit.WithLabelValues(t)
 	}
 }
 

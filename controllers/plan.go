@@ -79,6 +79,9 @@ const (
 	decideCreate
 	// decideConflict: neither creating nor adopting is safe (plan.Conflict says why).
 	decideConflict
+	// decideStall: a registration of this subscription's does not fit the provider's shape
+	// (plan.Stall says how); nothing can be compared with the spec, so nothing is done.
+	decideStall
 )
 
 func (d decision) String() string {
@@ -89,6 +92,8 @@ func (d decision) String() string {
 		return "create"
 	case decideConflict:
 		return "conflict"
+	case decideStall:
+		return "stall"
 	}
 	return fmt.Sprintf("decision(%d)", int(d))
 }
@@ -112,6 +117,11 @@ type plan struct {
 	// Unproven are registrations for the desired URL that cannot be proven ours on a provider
 	// without markers and are not adopted: reported, never changed or pruned.
 	Unproven []providers.Registration
+	// Stall says why the subscription cannot go on (decideStall).
+	Stall string
+	// Unfit are foreign registrations that do not fit the provider's shape: skipped as
+	// foreign, reported once per account.
+	Unfit []providers.Registration
 }
 
 // Changes reports whether the plan writes anything at the provider or to the signing Secret.
@@ -166,6 +176,8 @@ const (
 	unproven                    // no markers: same URL and events, not provably ours
 	lookalike                   // no markers: same URL, other events, not provably ours
 	retired                     // replaced by an earlier round of this reconcile
+	unfitOurs                   // ours, but its object does not fit the provider's shape
+	unfitForeign                // not provably ours, and its object does not fit
 )
 
 // ownership is the evidence that decides whether a registration is this subscription's.
@@ -211,6 +223,14 @@ func (o ownership) owns(r providers.Registration) bool {
 }
 
 func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
+	if r.Unfit != "" {
+		// What could be read may still prove it ours (its recorded id, a held secret, a
+		// marker); nothing can be compared with the spec, and nothing is changed.
+		if r.ID != "" && own.owns(r) {
+			return unfitOurs
+		}
+		return unfitForeign
+	}
 	ours := own.owns(r)
 	k := in.Keys.get(r.URL)
 	sameTarget := k.canonicalOK && k.canonical == in.Desired.URL
@@ -291,7 +311,18 @@ func computePlan(in planInput) plan {
 			adoptables = append(adoptables, r)
 		case lookalike:
 			p.Unproven = append(p.Unproven, r)
+		case unfitOurs:
+			p.Stall = unfitMessage(r)
+		case unfitForeign:
+			p.Unfit = append(p.Unfit, r)
 		}
+	}
+	if p.Stall != "" {
+		// This subscription's own registration cannot be read: acting on the rest (creating
+		// another, pruning one) would be a guess.
+		p.Decision = decideStall
+		p.NearTwins, p.Unproven = nil, nil
+		return p
 	}
 	if len(candidates) == 0 && len(adoptables) > 0 {
 		// Without markers an unproven registration is adopted only when it is the one
@@ -538,6 +569,10 @@ func recreateFields(drift []string, caps providers.Capabilities) []string {
 		}
 	}
 	return out
+}
+
+func unfitMessage(r providers.Registration) string {
+	return fmt.Sprintf("registration %s is this subscription's, but the provider's object does not fit what its client reads (%s): it cannot be compared with the spec, so nothing is changed until it is repaired at the provider", r.ID, r.Unfit)
 }
 
 func conflictMessage(in planInput, r providers.Registration) string {

@@ -232,3 +232,74 @@ func TestPlanSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanUnfit: a registration whose object does not fit the provider's shape is foreign
+// (reported, never touched) unless what could be read proves it ours; then the subscription
+// stalls and nothing is done, since nothing can be compared with the spec.
+func TestPlanUnfit(t *testing.T) {
+	unfit := func(r *providers.Registration) { r.Unfit = "config.url is missing" }
+	cases := []struct {
+		reason   string
+		caps     providers.Capabilities
+		observed []providers.Registration
+		recorded string
+		held     []string
+		want     plan
+	}{
+		{
+			reason:   "a foreign unfit registration beside ours: reported, ours kept as if it were not there",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("1", 0), hook("9", 1, unfit)},
+			recorded: "1", held: []string{"1"},
+			want: plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("9", 1, unfit)}},
+		},
+		{
+			reason:   "an unfit registration at the desired URL that is not provably ours is not adopted: create, report it",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("9", 1, unfit)},
+			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, Unfit: []providers.Registration{hook("9", 1, unfit)}},
+		},
+		{
+			reason:   "an unfit registration whose id could not be read is nobody's, even at this subscription's receiver URL",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("1", 0), hook("", 1, unfit, withURL(planReceiverURL))},
+			recorded: "1", held: []string{"1"},
+			want: plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("", 1, unfit, withURL(planReceiverURL))}},
+		},
+		{
+			reason:   "our recorded registration no longer fits: stall, nothing created, nothing pruned",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("1", 0, unfit), hook("2", 1, withURL(planOldURL))},
+			recorded: "1", held: []string{"1", "2"},
+			want: plan{Decision: decideStall},
+		},
+		{
+			reason:   "ours by its held secret (status wiped) and unfit: stall",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("1", 0, unfit)},
+			held:     []string{"1"},
+			want:     plan{Decision: decideStall},
+		},
+		{
+			reason:   "ours by the marker that could still be read: stall",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0, unfit)},
+			want:     plan{Decision: decideStall},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			got := computePlan(planInput{Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
+				HeldSecrets: heldSet(c.held), CurrentID: currentOf("", c.recorded, c.held), ReceiverURL: planReceiverURL, Adoption: hookv1.AdoptionAdopt})
+			if c.want.Decision == decideStall {
+				if got.Stall == "" || len(got.Steps) > 0 {
+					t.Errorf("decision %v, stall %q, steps %v; want a stall naming the problem and no step", got.Decision, got.Stall, got.Steps)
+				}
+				got.Stall = ""
+			}
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), planStepDetail); diff != "" {
+				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
+			}
+		})
+	}
+}

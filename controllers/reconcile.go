@@ -289,6 +289,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 			return ctrl.Result{}, fromList(err)
 		}
 		p := computePlan(s.planInput(observed, ownReceiverURL, rs))
+		s.reportUnfit(ctx, p)
 		out, err := s.execute(ctx, p, &rs)
 		if providers.KindOf(err) == providers.AlreadyExists {
 			// The provider refused the create because a registration for this target exists

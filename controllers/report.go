@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
@@ -84,5 +85,24 @@ func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
 func (r *Reconciler) event(sub *hookv1.WebhookSubscription, typ, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(sub, nil, typ, reason, action, note, args...)
+	}
+}
+
+// reportUnfit reports, once per account, each foreign registration whose object does not fit
+// the provider's shape: an Event on the subscription that saw it first, a log line, a count.
+// It is skipped as foreign; nothing else is done about it.
+func (s *session) reportUnfit(ctx context.Context, p plan) {
+	for _, r := range p.Unfit {
+		if !s.ops.FirstSighting(r) {
+			continue
+		}
+		id := r.ID
+		if id == "" {
+			id = "(id unreadable)"
+		}
+		log.FromContext(ctx).Info("skipped a foreign registration that does not fit the provider's shape", logSubscription, subscriptionKey(s.sub),
+			logProvider, string(s.sub.Spec.Provider.Type), logEndpointID, id, logReason, r.Unfit)
+		s.r.event(s.sub, corev1.EventTypeWarning, hookv1.ReasonUnfitRegistration, "Reconcile",
+			"skipped registration %s, which is not this subscription's and does not fit what the provider's client reads: %s", id, r.Unfit)
 	}
 }

@@ -47,6 +47,11 @@ const (
 	ReasonTargetNotFound Reason = "TargetNotFound"
 	// ReasonPinged: the manager asked the provider for a test delivery after a create.
 	ReasonPinged Reason = "Pinged"
+	// ReasonUnfitRegistration: a registration the provider lists does not fit the shape the
+	// provider's client reads (a GitLab hook with a null flag where a boolean belongs, a
+	// GitHub hook without config.url): Stalled when it is this subscription's own (it cannot
+	// be compared with the spec, so nothing is changed), an Event when it is foreign.
+	ReasonUnfitRegistration Reason = "UnfitRegistration"
 )
 
 // Well-known names shared by the manager and the receiver.
