@@ -168,16 +168,16 @@ func (p plan) stepsOf(k stepKind) []step {
 type relation int
 
 const (
-	foreign     relation = iota // not ours: never changed or deleted
-	candidate                   // serves the desired target and is ours or adoptable
-	stale                       // ours, for a URL the spec no longer names
-	nearTwin                    // foreign, same loose key: reported
-	conflicting                 // same target but provably someone else's (or adoption refused)
-	unproven                    // no markers: same URL and events, not provably ours
-	lookalike                   // no markers: same URL, other events, not provably ours
-	retired                     // replaced by an earlier round of this reconcile
-	unfitOurs                   // ours, but its object does not fit the provider's shape
-	unfitForeign                // not provably ours, and its object does not fit
+	foreign      relation = iota // not ours: never changed or deleted
+	candidate                    // serves the desired target and is ours or adoptable
+	stale                        // ours, for a URL the spec no longer names
+	nearTwin                     // foreign, same loose key: reported
+	conflicting                  // same target but provably someone else's (or adoption refused)
+	unproven                     // no markers: same URL and events, not provably ours
+	lookalike                    // no markers: same URL, other events, not provably ours
+	retired                      // replaced by an earlier round of this reconcile
+	unfitOurs                    // ours, but its object does not fit the provider's shape
+	unfitForeign                 // not provably ours, and its object does not fit
 )
 
 // ownership is the evidence that decides whether a registration is this subscription's.
