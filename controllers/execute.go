@@ -302,12 +302,9 @@ func (s *session) createWithOwnSecret(ctx context.Context, d providers.Desired, 
 	d.Secret = secret
 	reg, err := s.ops.Create(ctx, d, key)
 	if err != nil {
-		if providers.KindOf(err) != providers.Transient {
-			// The provider refused it: nothing was created with the pending secret.
-			if derr := s.dropPending(ctx); derr != nil {
-				return reg, errors.Join(fromProvider("creating registration", err), derr)
-			}
-		}
+		// The pending secret stays, refused or not: the next attempt sends the same one, so a
+		// refusal writes nothing (a rewritten Secret would wake the subscription at once and
+		// turn a stall into a loop), and an outcome that is unknown (a timeout) needs it anyway.
 		return reg, fromProvider("creating registration", err)
 	}
 	if err := s.afterCreate(ctx, reg); err != nil {

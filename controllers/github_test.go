@@ -453,6 +453,16 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 				expectDeletionPolicies(newT())
 			})
 
+			It("l: a hook whose URL and events were edited at GitHub is repaired in place, same id", func() {
+				t := newT()
+				expectMovedOutOfBandRepaired(t, t.creates, true, func(id string) {
+					n, _ := strconv.ParseInt(id, 10, 64)
+					Expect(ghSrv.Edit(t.target, n, func(h *ghfake.Hook) {
+						h.Config.URL, h.Events = "https://elsewhere.example.com/hooks", []string{"issues"}
+					})).To(BeTrue())
+				})
+			})
+
 			It("k: a deleted signing Secret is repaired by setting a new secret on the same hook", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/secret")

@@ -58,6 +58,9 @@ type Reconciler struct {
 	ReceiverBaseURL string
 	// OperationTimeout bounds the provider work of one reconcile, leaving time to write status.
 	OperationTimeout time.Duration
+	// OutageGrace is how long a registration last found good stays Ready while the provider
+	// keeps failing (DefaultOutageGrace when zero).
+	OutageGrace time.Duration
 	// MaxConcurrentReconciles across accounts (one account is always serialized).
 	MaxConcurrentReconciles int
 	// AfterCreate, when set, runs after the provider answered a create and before anything is
@@ -71,6 +74,8 @@ type Reconciler struct {
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
 	Metrics *Metrics
+	// ownWrites keeps the manager's own signing-Secret writes from waking the subscription.
+	ownWrites *ownWrites
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -91,6 +96,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		r.Metrics = unregisteredMetrics()
 	}
 	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+	r.ownWrites = newOwnWrites()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
 		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
 	}); err != nil {
@@ -120,7 +126,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// status edited by hand is repaired at the next resync.
 		For(&hookv1.WebhookSubscription{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A signing Secret edited or deleted by hand wakes its subscription (owner reference).
-		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}, r.ownWrites.notOwn())).
 		// A rotated or restored credential wakes the subscriptions naming it.
 		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(settingsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).

@@ -771,6 +771,14 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 				expectDeletionPolicies(newT())
 			})
 
+			It("l: a registration whose URL and events were edited at the API is repaired in place where the URL can change, else replaced", func() {
+				t := newT()
+				// GitLab updates a hook's URL in place; PagerDuty cannot change a delivery URL.
+				expectMovedOutOfBandRepaired(t, t.creates, kind.clientChosen, func(id string) {
+					Expect(t.api.edit(id, func(r *restReg) { r.URL, r.Events = "https://elsewhere.example.com/hooks", []string{kind.otherEvent} })).To(BeTrue())
+				})
+			})
+
 			It("k: a deleted signing Secret is repaired as the secret mode allows", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/secret")
@@ -850,6 +858,10 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			})
 		})
 	}
+
+	It("a refusal is a stall: a refused list, create, update or delete sends nothing more until something changes or the resync interval passes, on GitLab, GitHub and Stripe", func() {
+		expectRefusalsStall(restKinds[0])
+	})
 
 	It("never writes a REST credential or signing secret into logs, events or status", func() {
 		secrets := map[string]bool{}

@@ -114,15 +114,19 @@ func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.Webhoo
 	if err := controllerutil.SetControllerReference(sub, sec, r.Scheme()); err != nil {
 		return err
 	}
-	if !exists {
+	switch {
+	case !exists:
 		err = r.Create(ctx, sec)
-	} else if !equality.Semantic.DeepEqual(base, sec) {
+	case !equality.Semantic.DeepEqual(base, sec):
 		// Optimistic lock: a concurrent writer makes this fail and the reconcile retry.
 		err = r.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	default:
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
 	}
+	r.ownWrites.record(sec)
 	return nil
 }
 
@@ -152,11 +156,6 @@ func (r *Reconciler) confirmPending(ctx context.Context, sub *hookv1.WebhookSubs
 		delete(sec.Data, hookv1.SecretKeyPending)
 		setCurrent(sec, id)
 	})
-}
-
-// dropPending forgets a pending secret the provider never received.
-func (r *Reconciler) dropPending(ctx context.Context, sub *hookv1.WebhookSubscription) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyPending) })
 }
 
 // markCurrent makes registration id's secret the current one.
@@ -315,15 +314,6 @@ func (s *session) forgetSecret(ctx context.Context, id string) error {
 		return err
 	}
 	delete(s.signing.secrets, id)
-	return nil
-}
-
-// dropPending forgets a pending secret the provider refused.
-func (s *session) dropPending(ctx context.Context) error {
-	if err := s.r.dropPending(ctx, s.sub); err != nil {
-		return err
-	}
-	s.signing.pending = nil
 	return nil
 }
 

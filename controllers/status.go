@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,16 +51,55 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 		return ctrl.Result{}, nil
 	case errors.As(err, &we):
 		logger.Info("reconcile waits", logReason, we.reason, "message", we.msg, "retryAfter", we.after.String())
-		setReady(sub, metav1.ConditionFalse, we.reason, we.msg)
-		setCondition(sub, hookv1.ConditionReconciling, we.reason, we.msg)
+		if we.reason == hookv1.ReasonRateLimited {
+			r.retrying(sub, we.reason, we.msg)
+		} else {
+			setReady(sub, metav1.ConditionFalse, we.reason, we.msg)
+			setCondition(sub, hookv1.ConditionReconciling, we.reason, we.msg)
+		}
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return ctrl.Result{RequeueAfter: we.after}, nil
 	default:
-		setReady(sub, metav1.ConditionFalse, hookv1.ReasonProviderUnavailable, err.Error())
-		setCondition(sub, hookv1.ConditionReconciling, hookv1.ReasonProviderUnavailable, err.Error())
+		r.retrying(sub, hookv1.ReasonProviderUnavailable, err.Error())
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return ctrl.Result{}, err
 	}
+}
+
+// DefaultOutageGrace is how long a registration last found good stays Ready while the provider
+// keeps failing (5xx, timeouts, rate limits) before Ready turns False: one transient fault, or
+// a provider's bad minute, is a retry (Reconciling), not a broken subscription.
+const DefaultOutageGrace = 5 * time.Minute
+
+// retrying records a transient failure (the provider unavailable, or rate limiting): Reconciling
+// says a retry is pending. Ready stays True while the registration was last found matching the
+// spec on this generation and the provider has been failing for less than the outage grace,
+// counted from the first failure in a row (when Reconciling turned True); past it, or for a
+// subscription never found good, Ready is False with the reason.
+func (r *Reconciler) retrying(sub *hookv1.WebhookSubscription, reason hookv1.Reason, msg string) {
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	since := now
+	if c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReconciling); c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == hookv1.ReasonProviderUnavailable || c.Reason == hookv1.ReasonRateLimited) {
+		since = c.LastTransitionTime.Time
+	}
+	grace := r.OutageGrace
+	if grace <= 0 {
+		grace = DefaultOutageGrace
+	}
+	// The streak starts when Reconciling turns True, on the reconciler's clock.
+	reconciling := metav1.Condition{Type: hookv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: reason, Message: msg,
+		ObservedGeneration: sub.Generation, LastTransitionTime: metav1.NewTime(now)}
+	if steady(sub) && now.Sub(since) < grace {
+		reconciling.Message += " (retrying; the registration was last found matching the spec, so Ready stays True for up to " + grace.String() + " of failures in a row)"
+		meta.SetStatusCondition(&sub.Status.Conditions, reconciling)
+		return
+	}
+	setReady(sub, metav1.ConditionFalse, reason, msg)
+	meta.SetStatusCondition(&sub.Status.Conditions, reconciling)
 }
 
 func setReady(sub *hookv1.WebhookSubscription, status metav1.ConditionStatus, reason, msg string) {

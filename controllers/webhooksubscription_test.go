@@ -238,6 +238,15 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		expectDeletionPolicies(newTenant())
 	})
 
+	It("l: an endpoint whose URL and events were edited in the dashboard is repaired in place, same id", func() {
+		t := newTenant()
+		expectMovedOutOfBandRepaired(t, t.creates, true, func(id string) {
+			Expect(t.srv.Edit(t.apiKey, id, func(e *fake.Endpoint) {
+				e.URL, e.EnabledEvents = "https://elsewhere.example.com/hooks", []string{"charge.refunded"}
+			})).To(BeTrue())
+		})
+	})
+
 	It("k: a signing Secret deleted by a user is restored by replay, or rotated make-before-break when replay is no longer possible", func() {
 		t := newTenant()
 		s := t.sub("orders", "https://hooks.example.com/secret")

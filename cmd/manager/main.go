@@ -54,6 +54,7 @@ type options struct {
 	providerBurst   int
 	requestTimeout  time.Duration
 	concurrency     int
+	outageGrace     time.Duration
 	receiverBase    string
 }
 
@@ -84,6 +85,7 @@ func main() {
 	flag.DurationVar(&o.requestTimeout, "provider-timeout", 20*time.Second, "timeout of one provider request")
 	flag.StringVar(&o.receiverBase, "receiver-base-url", "", "public base URL of the bundled receiver (e.g. https://hooks.example.com); subscriptions with spec.endpoint.receiver register <base>/hooks/<namespace>/<name>")
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "subscriptions reconciled in parallel (one account is always serialized)")
+	flag.DurationVar(&o.outageGrace, "provider-outage-grace", controllers.DefaultOutageGrace, "how long a registration last found matching its spec stays Ready while the provider keeps failing (5xx, timeouts, rate limits); Reconciling says a retry is pending meanwhile")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -210,6 +212,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		ListTTL:                 o.listTTL,
 		ReceiverBaseURL:         o.receiverBase,
 		MaxConcurrentReconciles: o.concurrency,
+		OutageGrace:             o.outageGrace,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)

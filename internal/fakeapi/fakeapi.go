@@ -68,6 +68,9 @@ func (c *Clock) Set(now func() time.Time) {
 type Rule struct {
 	Method     string // "" matches any method
 	PathPrefix string // "" matches any path
+	// Credential, when set, limits the fault to requests made with that credential (an API
+	// whose paths do not name the account, Stripe's): other tenants of the fake are untouched.
+	Credential string
 	// Latency delays the request. The delay ends early if the client gives up, and then the
 	// request is not processed at all.
 	Latency time.Duration
@@ -138,13 +141,17 @@ func (fs *Faults[F]) drop(id uint64) {
 }
 
 // Take picks the faults for one request and uses them up.
-func (fs *Faults[F]) Take(method, path string) Taken[F] {
+func (fs *Faults[F]) Take(method, path string) Taken[F] { return fs.TakeFor(method, path, "") }
+
+// TakeFor is Take for a request made with credential: faults limited to another credential
+// pass it by.
+func (fs *Faults[F]) TakeFor(method, path, credential string) Taken[F] {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	var t Taken[F]
 	var used []uint64
 	for _, fe := range fs.entries {
-		if !fs.matches(fe.rule, method, path) {
+		if !fs.matches(fe.rule, method, path) || (fe.rule.Credential != "" && fe.rule.Credential != credential) {
 			continue
 		}
 		if fe.fail != nil {

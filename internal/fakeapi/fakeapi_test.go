@@ -169,3 +169,18 @@ func TestLogAndStart(t *testing.T) {
 		t.Error("server still answers after stop")
 	}
 }
+
+func TestFaultLimitedToACredential(t *testing.T) {
+	var fs Faults[string]
+	fail := "refused"
+	fs.Inject(Rule{Method: "POST", PathPrefix: "/v1/webhook_endpoints", Credential: "sk_test_a"}, &fail)
+	if got := fs.TakeFor("POST", "/v1/webhook_endpoints", "sk_test_b"); got.Fail != nil {
+		t.Errorf("another credential's request got the fault")
+	}
+	if got := fs.Take("POST", "/v1/webhook_endpoints"); got.Fail != nil {
+		t.Errorf("a request without a credential got a fault limited to one")
+	}
+	if got := fs.TakeFor("POST", "/v1/webhook_endpoints", "sk_test_a"); got.Fail == nil || *got.Fail != fail {
+		t.Errorf("the credential's own request did not get the fault: %+v", got)
+	}
+}

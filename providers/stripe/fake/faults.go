@@ -12,6 +12,9 @@ import (
 type Fault struct {
 	Method     string // "" matches any method
 	PathPrefix string // "" matches any path
+	// APIKey, when set, limits the fault to requests made with that key (every account of the
+	// fake shares Stripe's paths).
+	APIKey string
 	// Status is the HTTP status to fail with; 0 means no failure (a latency-only fault).
 	Status int
 	// Type defaults to "api_error" for 5xx and "invalid_request_error" otherwise.
@@ -36,7 +39,7 @@ type Fault struct {
 // All matching latency-only faults apply; of the faults with a Status, the earliest injected
 // one that matches wins. Each applied fault uses up one of its Times.
 func (s *Server) Inject(f Fault) (remove func()) {
-	rule := fakeapi.Rule{Method: f.Method, PathPrefix: f.PathPrefix, Latency: f.Latency, Times: f.Times, AfterApply: f.AfterApply}
+	rule := fakeapi.Rule{Method: f.Method, PathPrefix: f.PathPrefix, Credential: f.APIKey, Latency: f.Latency, Times: f.Times, AfterApply: f.AfterApply}
 	var fail *Fault
 	if f.Status != 0 {
 		fail = &f

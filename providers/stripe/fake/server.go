@@ -76,7 +76,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		UserAgent:      r.Header.Get("User-Agent"),
 	}
-	taken := s.faults.Take(r.Method, r.URL.Path)
+	taken := s.faults.TakeFor(r.Method, r.URL.Path, key)
 	// Chaos picks among requests no fault was injected for; the meter applies to all.
 	chaosMayPick := taken.Fail == nil && taken.Latency == 0
 	taken = fakeapi.Metered(s.meter, taken, key, meterRoute(r.Method, r.URL.Path), rateLimited)
