@@ -5,12 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -35,6 +32,12 @@ type Accounts struct {
 	mu       sync.Mutex
 	m        map[string]*account
 	limiters map[string]*limiter
+	// users are the subscriptions ("namespace/name") using each account, by account id; owner
+	// is the account each subscription uses. An account no subscription uses any more (its
+	// subscriptions deleted, or moved to another credential, target or profile) is evicted,
+	// client, cached list and all, and a credential's limiter with its last account.
+	users map[string]map[string]bool
+	owner map[string]string
 }
 
 // AccountOptions tune the per-account client.
@@ -85,6 +88,7 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	return &Accounts{
 		registry: registry, opts: o, metrics: o.Metrics,
 		m: map[string]*account{}, limiters: map[string]*limiter{},
+		users: map[string]map[string]bool{}, owner: map[string]string{},
 	}
 }
 
@@ -126,11 +130,78 @@ type errUnknownProvider string
 
 func (e errUnknownProvider) Error() string { return "provider type " + string(e) + " is not supported" }
 
-// Get returns the account for key, creating it (and its client) on first use.
-func (a *Accounts) Get(key AccountKey) (*account, error) {
-	id := key.id()
+// For returns the account for key, on behalf of subscription user ("namespace/name"): the
+// account the user used before is released (and evicted if nobody else uses it).
+func (a *Accounts) For(user string, key AccountKey) (*account, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	acct, err := a.get(key)
+	if err != nil {
+		return nil, err
+	}
+	if prev, ok := a.owner[user]; ok && prev != acct.id {
+		a.release(user)
+	}
+	a.owner[user] = acct.id
+	if a.users[acct.id] == nil {
+		a.users[acct.id] = map[string]bool{}
+	}
+	a.users[acct.id][user] = true
+	return acct, nil
+}
+
+// Release says subscription user uses no account any more (it is gone).
+func (a *Accounts) Release(user string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.release(user)
+}
+
+func (a *Accounts) release(user string) {
+	id, ok := a.owner[user]
+	if !ok {
+		return
+	}
+	delete(a.owner, user)
+	delete(a.users[id], user)
+	if len(a.users[id]) > 0 {
+		return
+	}
+	delete(a.users, id)
+	acct := a.m[id]
+	delete(a.m, id)
+	if acct == nil {
+		return
+	}
+	for _, other := range a.m {
+		if other.limiter == acct.limiter {
+			return
+		}
+	}
+	for lid, l := range a.limiters {
+		if l == acct.limiter {
+			delete(a.limiters, lid)
+		}
+	}
+}
+
+// Len is how many accounts are held.
+func (a *Accounts) Len() (accounts, limiters int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m), len(a.limiters)
+}
+
+// Get returns the account for key, creating it (and its client) on first use; an account
+// obtained here without a user is kept until a user of it is released.
+func (a *Accounts) Get(key AccountKey) (*account, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.get(key)
+}
+
+func (a *Accounts) get(key AccountKey) (*account, error) {
+	id := key.id()
 	if acct, ok := a.m[id]; ok {
 		return acct, nil
 	}
@@ -173,79 +244,6 @@ func (a *Accounts) pace(documented providers.Rate) providers.Rate {
 	}
 	r.Burst = max(r.Burst, 1)
 	return r
-}
-
-// limiter paces the requests made with one credential: a token bucket, and after a rate-limit
-// answer a wait that every account using the credential honours (the provider limits the
-// credential, not the account). A credential belongs to one provider, so one backoff policy,
-// the provider's, serves the limiter.
-type limiter struct {
-	bucket *rate.Limiter
-	policy providers.Backoff
-	now    func() time.Time
-	jitter func() float64
-
-	mu sync.Mutex
-	// until is when the provider may be asked again; streak counts rate limits in a row.
-	until  time.Time
-	streak int
-}
-
-// newLimiter paces at r and backs off by policy (providers.DefaultRateLimitBackoff if zero).
-func newLimiter(r providers.Rate, policy providers.Backoff, now func() time.Time, jitter func() float64) *limiter {
-	if policy.IsZero() {
-		policy = providers.DefaultRateLimitBackoff
-	}
-	return &limiter{bucket: rate.NewLimiter(rate.Limit(r.PerSecond), r.Burst), policy: policy, now: now, jitter: jitter}
-}
-
-// blocked returns a RateLimited error while the provider's last rate limit is still in force:
-// asking again would only spend quota. (The token bucket paces each HTTP request, through the
-// client's providers.Config.Pace.)
-func (l *limiter) blocked() error {
-	l.mu.Lock()
-	left := l.until.Sub(l.now())
-	l.mu.Unlock()
-	if left > 0 {
-		return &providers.Error{Kind: providers.RateLimited, Message: "waiting out the provider's rate limit for this credential", RetryAfter: left}
-	}
-	return nil
-}
-
-// observe records the outcome of a request: a rate limit sets the credential's wait (what the
-// provider stated, exactly, or the provider's backoff for the streak so far); a success ends
-// the streak. It returns err, with a RateLimited error's RetryAfter set to the wait decided here.
-func (l *limiter) observe(err error) error {
-	var pe *providers.Error
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !errors.As(err, &pe) || pe.Kind != providers.RateLimited {
-		if err == nil {
-			l.streak = 0
-		}
-		return err
-	}
-	wait := pe.RetryAfter
-	if wait <= 0 {
-		wait = l.backoff()
-	}
-	l.streak++
-	l.until = l.now().Add(wait)
-	out := *pe
-	out.RetryAfter = wait
-	return &out
-}
-
-// backoff is the wait for the next rate limit of the streak that states none: the policy's step
-// for it, plus jitter (so credentials refused together do not come back in step) of up to a
-// quarter of it, less when the policy grows by less than that, so waits never shrink within a
-// streak, and never past the policy's cap.
-func (l *limiter) backoff() time.Duration {
-	p := l.policy
-	d := p.Step(l.streak)
-	spread := min(0.25, max(p.Factor, 1)-1)
-	j := time.Duration(float64(d) * spread * min(max(l.jitter(), 0), 1))
-	return min(d+j, max(p.Max, p.First))
 }
 
 // account is one provider account. Callers hold Lock while they observe, plan and act.

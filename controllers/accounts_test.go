@@ -576,3 +576,49 @@ func TestAccountsPaceEveryRequestOfTheClient(t *testing.T) {
 		t.Error("a third request within a second passed a bucket of burst 2 and 0.001/s")
 	}
 }
+
+// TestAccountsForgetUnusedAccounts: an account (its client and cached list) lives as long as a
+// subscription uses it, and a credential's limiter as long as one of its accounts does; a
+// rotated credential's account is evicted once the last subscription moved off it.
+func TestAccountsForgetUnusedAccounts(t *testing.T) {
+	built := map[string]int{}
+	registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+		built[cfg.Credential]++
+		return newFakeAccountClient(), nil
+	})}}
+	accts := NewAccounts(registry, AccountOptions{})
+	old, rotated := AccountKey{Provider: "stripe", Credential: "sk_test_old"}, AccountKey{Provider: "stripe", Credential: "sk_test_new"}
+	use := func(user string, k AccountKey) *account {
+		t.Helper()
+		a, err := accts.For(user, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	first := use("shop/orders", old)
+	if use("shop/refunds", old) != first {
+		t.Fatal("two subscriptions on one account got two accounts")
+	}
+	use("shop/orders", rotated) // its credential was rotated
+	if n, l := accts.Len(); n != 2 || l != 2 {
+		t.Errorf("after one of two subscriptions moved: %d accounts, %d limiters; want 2 and 2 (refunds still uses the old key)", n, l)
+	}
+	use("shop/refunds", rotated)
+	if n, l := accts.Len(); n != 1 || l != 1 {
+		t.Errorf("after both moved: %d accounts, %d limiters; want the old key's account and limiter gone", n, l)
+	}
+	if use("shop/late", old) == first {
+		t.Error("the evicted account came back: its client and cached list were kept")
+	}
+	if built["sk_test_old"] != 2 {
+		t.Errorf("the old key's client was built %d times; want 2 (evicted, then built anew)", built["sk_test_old"])
+	}
+	accts.Release("shop/late")
+	accts.Release("shop/orders")
+	accts.Release("shop/refunds")
+	accts.Release("shop/unknown") // never used an account: nothing to do
+	if n, l := accts.Len(); n != 0 || l != 0 {
+		t.Errorf("after every subscription is gone: %d accounts, %d limiters; want none", n, l)
+	}
+}

@@ -122,7 +122,9 @@ func expectRefusalsStall(glKind *restKind) {
 			}
 			t.srv.Inject(fake.Fault{Method: method, PathPrefix: path, APIKey: t.apiKey, Status: http.StatusForbidden,
 				Message: "The provided key does not have the required permissions for this endpoint."})
-		}, func(id string) { t.srv.Edit(t.apiKey, id, func(e *fake.Endpoint) { e.EnabledEvents = []string{"charge.refunded"} }) })
+		}, func(id string) {
+			t.srv.Edit(t.apiKey, id, func(e *fake.Endpoint) { e.EnabledEvents = []string{"charge.refunded"} })
+		})
 	}
 
 	// Every one stalls (deletion: the finalizer stays and says why).

@@ -158,6 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, sub); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
+			r.Accounts.Release(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

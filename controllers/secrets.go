@@ -215,7 +215,7 @@ func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return nil, err
 	}
-	acct, err := r.Accounts.Get(AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
+	acct, err := r.Accounts.For(subscriptionKey(sub), AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
 	if err != nil {
 		return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
 	}

@@ -22,7 +22,9 @@ func TestReadyThroughTransientFaults(t *testing.T) {
 	sub.Name, sub.Namespace, sub.Generation = "orders", "shop", 2
 	outage := errors.New("listing registrations: Transient (HTTP 502)")
 	rateLimited := wait(hookv1.ReasonRateLimited, time.Second, "listing registrations: provider rate limit, retrying in 1s")
-	ready := func() *metav1.Condition { return meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady) }
+	ready := func() *metav1.Condition {
+		return meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
+	}
 	reconciling := func() *metav1.Condition {
 		return meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReconciling)
 	}

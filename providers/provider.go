@@ -51,6 +51,10 @@ type Registration struct {
 	// LastDelivery is what the provider reports about its latest delivery to this registration
 	// (GitHub's last_response); nil when it reports nothing.
 	LastDelivery *DeliveryReport
+	// Health is what the list itself says about deliveries to the registration (Stripe's
+	// status disabled, GitLab's disabled_until and alert_status, GitHub's last_response); nil
+	// when it says nothing. HealthReporter may tell more.
+	Health *DeliveryHealth
 	// Unfit, when not empty, says what in the provider's object does not fit the shape the
 	// client reads (field paths and problems, "config.url is missing; events is not an
 	// array"), in words safe to show a user: it never holds a value read from the object. Only
@@ -173,6 +177,8 @@ type Capabilities struct {
 	// to the window its limiter counts in. A wait the provider states always wins. Zero means
 	// DefaultRateLimitBackoff.
 	RateLimitBackoff Backoff
+	// Recovery is how the provider's missed deliveries come back, and how far back.
+	Recovery RecoveryCapabilities
 }
 
 // Backoff is a growing wait: First, then each next one Factor times the one before, never

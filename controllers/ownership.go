@@ -1,0 +1,169 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/matching"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// How the plan tells ours from adoptable, stale, foreign and the rest, and the words it uses
+// when it will not act.
+
+// relation classifies one observed registration against the desired one.
+type relation int
+
+const (
+	foreign      relation = iota // not ours: never changed or deleted
+	candidate                    // serves the desired target and is ours or adoptable
+	stale                        // ours, for a URL the spec no longer names
+	nearTwin                     // foreign, same loose key: reported
+	conflicting                  // same target but provably someone else's (or adoption refused)
+	unproven                     // no markers: same URL and events, not provably ours
+	lookalike                    // no markers: same URL, other events, not provably ours
+	retired                      // replaced by an earlier round of this reconcile
+	unfitOurs                    // ours, but its object does not fit the provider's shape
+	unfitForeign                 // not provably ours, and its object does not fit
+)
+
+// ownership is the evidence that decides whether a registration is this subscription's.
+type ownership struct {
+	me         providers.Owner
+	markers    bool
+	recordedID string
+	held       map[string]bool
+	// receiverURL is the canonical bundled-receiver URL that encodes this subscription.
+	receiverURL string
+	keys        *urlKeys
+}
+
+func (in planInput) ownership() ownership {
+	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL, keys: in.Keys}
+}
+
+// owns is the proof of ownership that lets reconcile and deletion change or delete r.
+//
+// Where the provider stores markers, a marker decides: ours, or an earlier incarnation of this
+// subscription whose id we recorded; another owner's marker is never overridden. An unmarked
+// registration is ours only when we recorded its id.
+//
+// Where the provider cannot store a marker, r is ours when we recorded its id, when the signing
+// Secret (owned by the subscription, so this survives a wiped status) holds its secret, or when
+// its URL is the bundled receiver's URL for this subscription. Nothing else is proof.
+func (o ownership) owns(r providers.Registration) bool {
+	recorded := o.recordedID != "" && r.ID == o.recordedID
+	if o.markers {
+		if r.Owner.IsZero() {
+			return recorded
+		}
+		return marked(r, o.me) || (recorded && sameName(r.Owner, o.me))
+	}
+	if recorded || o.held[r.ID] {
+		return true
+	}
+	if o.receiverURL == "" {
+		return false
+	}
+	k := o.keys.get(r.URL)
+	return k.canonicalOK && k.canonical == o.receiverURL
+}
+
+func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
+	if r.Unfit != "" {
+		// What could be read may still prove it ours (its recorded id, a held secret, a
+		// marker); nothing can be compared with the spec, and nothing is changed.
+		if r.ID != "" && own.owns(r) {
+			return unfitOurs
+		}
+		return unfitForeign
+	}
+	ours := own.owns(r)
+	k := in.Keys.get(r.URL)
+	sameTarget := k.canonicalOK && k.canonical == in.Desired.URL
+	switch {
+	case in.Rounds.Retired[r.ID]:
+		// Only a registration this reconcile kept (ours, or adopted) is ever retired.
+		return retired
+	case sameTarget && ours:
+		return candidate
+	case ours && movedOutOfBand(in, r):
+		// The recorded registration serves another URL although the spec did not change its
+		// URL: someone edited it at the provider. It is repaired in place (or replaced, where
+		// the URL cannot change in place), not deleted as stale: its id and delivery history
+		// stay.
+		return candidate
+	case sameTarget && in.Caps.Markers && adoptable(in, r):
+		return candidate
+	case sameTarget && in.Caps.Markers:
+		return conflicting
+	case sameTarget && matching.SameEvents(r.Events, in.Desired.Events):
+		return unproven
+	case sameTarget:
+		return lookalike
+	case ours:
+		return stale
+	}
+	if k.looseOK && k.loose == desiredLoose {
+		return nearTwin
+	}
+	return foreign
+}
+
+// movedOutOfBand reports whether r is the recorded registration, last found serving the URL
+// the spec still names, and now serves another: the provider's copy moved, not the spec.
+func movedOutOfBand(in planInput, r providers.Registration) bool {
+	return in.RecordedID != "" && r.ID == in.RecordedID && in.RecordedURL != "" && in.RecordedURL == in.Desired.URL
+}
+
+// marked reports whether r carries this subscription's ownership marker.
+func marked(r providers.Registration, me providers.Owner) bool {
+	return r.Owner.UID != "" && r.Owner.UID == me.UID && r.Owner.Cluster == me.Cluster
+}
+
+// adoptable reports whether an unmarked registration (or one of an earlier incarnation of this
+// very subscription in this cluster), on a provider that stores markers, may be taken over.
+func adoptable(in planInput, r providers.Registration) bool {
+	if in.Adoption == hookv1.AdoptionNever {
+		return false
+	}
+	return r.Owner.IsZero() || sameName(r.Owner, in.Desired.Owner)
+}
+
+// sameName reports whether two owners name the same subscription in the same cluster (possibly
+// different incarnations, with different UIDs).
+func sameName(a, b providers.Owner) bool {
+	return a.Cluster == b.Cluster && a.Namespace == b.Namespace && a.Name == b.Name
+}
+
+func unfitMessage(r providers.Registration) string {
+	return fmt.Sprintf("registration %s is this subscription's, but the provider's object does not fit what its client reads (%s): it cannot be compared with the spec, so nothing is changed until it is repaired at the provider", r.ID, r.Unfit)
+}
+
+func conflictMessage(in planInput, r providers.Registration) string {
+	if r.Owner.IsZero() {
+		return fmt.Sprintf("registration %s already serves %s and carries no ownership marker; policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL)
+	}
+	if sameName(r.Owner, in.Desired.Owner) {
+		return fmt.Sprintf("registration %s already serves %s and carries the marker of an earlier subscription with this name (uid %s); policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL, r.Owner.UID)
+	}
+	return fmt.Sprintf("registration %s already serves %s and belongs to %s/%s in cluster %q", r.ID, in.Desired.URL, r.Owner.Namespace, r.Owner.Name, r.Owner.Cluster)
+}
+
+// unprovenMessage explains why unproven registrations serving the spec are neither adopted nor
+// duplicated.
+func unprovenMessage(in planInput, rs []providers.Registration) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("registration %s already serves %s with these events, and this provider stores no ownership marker, so it cannot be proven ours; policies.adoption is Never, so it is left alone and no second registration is made", registrationIDs(rs), in.Desired.URL)
+	}
+	return fmt.Sprintf("%d registrations serve %s with these events and none can be proven ours (this provider stores no ownership marker): adopting one would be a guess, so all are left alone and none is added; delete all but one at the provider to have it adopted: %s", len(rs), in.Desired.URL, registrationIDs(rs))
+}
+
+func registrationIDs(rs []providers.Registration) string {
+	ids := make([]string, 0, len(rs))
+	for _, r := range rs {
+		ids = append(ids, r.ID+" ("+r.URL+")")
+	}
+	return strings.Join(ids, ", ")
+}
