@@ -31,7 +31,8 @@ type Verifier interface {
 	Verify(d Delivery, secrets [][]byte) (Verified, error)
 }
 
-// Verification errors; the receiver answers 401 to all of them and stores nothing.
+// Verification errors; the receiver answers 401 to all of them but ErrAmbiguous, and stores
+// nothing.
 var (
 	ErrNoSignature  = errors.New("no signature header")
 	ErrBadSignature = errors.New("no signature matches") // also: wrong secret, tampered body
@@ -39,6 +40,11 @@ var (
 	ErrTooOld       = errors.New("timestamp outside the tolerance (too old)")
 	ErrTooNew       = errors.New("timestamp outside the tolerance (in the future)")
 	ErrNoEventID    = errors.New("delivery carries no event id")
+	// ErrAmbiguous is an authentic delivery whose event id or type can be read more than one
+	// way: a top-level JSON key given twice (in any spelling a decoder folds together), or its
+	// header sent twice. Which one to dedupe on would be a guess, and the sink might read the
+	// other, so the receiver refuses it (422 invalid_event) instead.
+	ErrAmbiguous = errors.New("event id or type is ambiguous")
 )
 
 // MatchAny reports whether sign(secret), for any non-empty secret, equals any of the

@@ -125,6 +125,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	}
 	now := h.Now()
 	v, err := verifier.Verify(providers.Delivery{Header: r.Header, Body: body, Now: now}, route.Secrets)
+	if errors.Is(err, providers.ErrAmbiguous) {
+		// Authentic, but deduping on one reading of the id would be a guess: refused like an
+		// event the ledger cannot record, and a retry is refused alike.
+		log().Info("delivery refused: its event id or type is ambiguous", logkeys.Reason, err.Error())
+		return resultInvalidEvent, http.StatusUnprocessableEntity
+	}
 	if err != nil {
 		result := resultBadSignature
 		switch {

@@ -78,7 +78,9 @@ func Sign(secret, body []byte) string {
 //   - ErrMalformed: several X-Hub-Signature-256 headers, or a value that is not "sha256=" and 64
 //     hex digits;
 //   - ErrBadSignature: nothing matches (wrong secret, tampered body, no usable secret);
-//   - ErrNoEventID: authentic, but X-GitHub-Delivery (or, per hook, X-GitHub-Hook-ID) is missing.
+//   - ErrNoEventID: authentic, but X-GitHub-Delivery (or, per hook, X-GitHub-Hook-ID) is missing;
+//   - ErrAmbiguous: authentic, but X-GitHub-Delivery, X-GitHub-Event (or, per hook,
+//     X-GitHub-Hook-ID) is sent more than once.
 //
 // Empty secrets are skipped: an empty HMAC key is not a secret.
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
@@ -107,19 +109,41 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		return providers.Verified{}, providers.VerifyError("github", providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
 	}
 
-	id := d.Header.Get(DeliveryHeader)
+	id, err := single(d, DeliveryHeader)
+	if err != nil {
+		return providers.Verified{}, err
+	}
 	if id == "" {
 		return providers.Verified{}, providers.VerifyError("github", providers.ErrNoEventID, "the %s header is missing", DeliveryHeader)
 	}
 	if v.perHook {
-		hook := d.Header.Get(HookIDHeader)
+		hook, err := single(d, HookIDHeader)
+		if err != nil {
+			return providers.Verified{}, err
+		}
 		if hook == "" {
 			return providers.Verified{}, providers.VerifyError("github", providers.ErrNoEventID, "the %s header is missing", HookIDHeader)
 		}
 		id = hook + "/" + id
 	}
-	event := d.Header.Get(EventHeader)
+	event, err := single(d, EventHeader)
+	if err != nil {
+		return providers.Verified{}, err
+	}
 	return providers.Verified{EventID: id, EventType: event, Ping: event == PingEvent}, nil
+}
+
+// single returns the value of a header that must be sent at most once ("" when it is not):
+// several values are ErrAmbiguous, since the dedupe key or type would be a guess among them.
+func single(d providers.Delivery, name string) (string, error) {
+	values := d.Header.Values(name)
+	if len(values) > 1 {
+		return "", providers.VerifyError("github", providers.ErrAmbiguous, "%d %s headers, want one", len(values), name)
+	}
+	if len(values) == 0 {
+		return "", nil
+	}
+	return values[0], nil
 }
 
 func mac(secret, body []byte) []byte {

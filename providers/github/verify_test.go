@@ -201,6 +201,25 @@ func TestVerify(t *testing.T) {
 			want:     providers.Verified{EventID: "12345/" + guid, EventType: "push"},
 		},
 		{
+			name:    "delivery GUID twice",
+			reason:  "issue 5: two X-GitHub-Delivery values leave the dedupe key a guess",
+			header:  headers(github.SignatureHeader, good, github.DeliveryHeader, guid, github.DeliveryHeader, "another-guid", github.EventHeader, "push"),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:    "event type twice",
+			reason:  "two X-GitHub-Event values leave the type (ce-type, ping or not) a guess",
+			header:  headers(github.SignatureHeader, good, github.DeliveryHeader, guid, github.EventHeader, "push", github.EventHeader, "ping"),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:     "per hook, hook id twice",
+			reason:   "the per-hook key takes X-GitHub-Hook-ID, which must then be unambiguous too",
+			verifier: github.NewVerifier(github.WithPerHookEventID()),
+			header:   headers(github.SignatureHeader, good, github.DeliveryHeader, guid, github.HookIDHeader, "1", github.HookIDHeader, "2"),
+			wantErr:  providers.ErrAmbiguous,
+		},
+		{
 			name:     "per hook, no hook id",
 			reason:   "a per-hook key needs X-GitHub-Hook-ID",
 			verifier: github.NewVerifier(github.WithPerHookEventID()),

@@ -177,21 +177,31 @@ func (v *TokenVerifier) Verify(d providers.Delivery, secrets [][]byte) (provider
 	if !matched {
 		return providers.Verified{}, providers.VerifyError("rest", providers.ErrBadSignature, "the %s value matches none of %d secrets", v.spec.Header, usable)
 	}
-	return eventID(d, v.spec.EventIDHeader, v.path), nil
+	return eventID(d, v.spec.EventIDHeader, v.path)
 }
 
-// eventID is the id of an authentic delivery: the header, the body field, or a body hash.
-func eventID(d providers.Delivery, header string, path []string) providers.Verified {
+// eventID is the id of an authentic delivery: the header, the body field, or a body hash. A
+// header sent more than once, or a field that more than one member names at some level of its
+// path, is ErrAmbiguous: deduping on one of them would be a guess.
+func eventID(d providers.Delivery, header string, path []string) (providers.Verified, error) {
 	if header != "" {
-		if id := d.Header.Get(header); id != "" {
-			return providers.Verified{EventID: id}
+		values := d.Header.Values(header)
+		if len(values) > 1 {
+			return providers.Verified{}, providers.VerifyError("rest", providers.ErrAmbiguous, "%d %s headers, want one", len(values), header)
+		}
+		if len(values) == 1 && values[0] != "" {
+			return providers.Verified{EventID: values[0]}, nil
 		}
 	}
 	if path != nil {
-		if id, ok := field(d.Body, path); ok {
-			return providers.Verified{EventID: id}
+		id, ok, err := field(d.Body, path)
+		if err != nil {
+			return providers.Verified{}, err
+		}
+		if ok {
+			return providers.Verified{EventID: id}, nil
 		}
 	}
 	sum := sha256.Sum256(d.Body)
-	return providers.Verified{EventID: hex.EncodeToString(sum[:]), IDFallback: true}
+	return providers.Verified{EventID: hex.EncodeToString(sum[:]), IDFallback: true}, nil
 }

@@ -8,7 +8,6 @@
 package rest
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha1" // HMAC-SHA1 is still sound, and some providers sign only with it.
 	"crypto/sha256"
@@ -25,6 +24,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookwarden/hookwarden/internal/jsonscan"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/standardwebhooks"
 )
@@ -364,7 +364,13 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		}
 	}
 
-	return eventID(d, v.cfg.EventIDHeader, v.path), nil
+	if v.cfg.IDHeader != "" {
+		if n := len(d.Header.Values(v.cfg.IDHeader)); n > 1 {
+			// Only the first is signed; another reader may take another.
+			return providers.Verified{}, providers.VerifyError("rest", providers.ErrAmbiguous, "%d %s headers, want one", n, v.cfg.IDHeader)
+		}
+	}
+	return eventID(d, v.cfg.EventIDHeader, v.path)
 }
 
 // parseTimestamp reads the signed timestamp as unix seconds.
@@ -408,30 +414,30 @@ func (v *Verifier) mac(key []byte, id, timestamp string, body []byte) []byte {
 }
 
 // field follows path through nested JSON objects (keys matched exactly) and returns a non-empty
-// string, or a number as written.
-func field(body []byte, path []string) (string, bool) {
-	raw := json.RawMessage(body)
-	for _, key := range path {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return "", false
+// string, or a number as written. A key that more than one member of its object names, in any
+// spelling encoding/json would match, is ErrAmbiguous.
+func field(body []byte, path []string) (string, bool, error) {
+	raw := body
+	for depth, key := range path {
+		value, named, ok := jsonscan.TopLevelMember(raw, key)
+		if named > 1 {
+			return "", false, providers.VerifyError("rest", providers.ErrAmbiguous, "%d members name %q of the event id field %q (keys compared as encoding/json does, ignoring case)",
+				named, key, strings.Join(path[:depth+1], "."))
 		}
-		var ok bool
-		if raw, ok = obj[key]; !ok {
-			return "", false
+		if !ok || value == nil {
+			return "", false, nil
 		}
+		raw = value
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var val any
-	if dec.Decode(&val) != nil {
-		return "", false
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false, nil
+		}
+		return s, s != "", nil
+	case c == '-' || '0' <= c && c <= '9':
+		return string(raw), true, nil
 	}
-	switch x := val.(type) {
-	case string:
-		return x, x != ""
-	case json.Number:
-		return x.String(), true
-	}
-	return "", false
+	return "", false, nil
 }

@@ -135,6 +135,7 @@ func TestTokenVerifier(t *testing.T) {
 		{"empty secret never matches", providerstest.Headers("X-Gitlab-Token", " "), providers.Verified{}, providers.ErrBadSignature},
 		{"missing", providerstest.Headers(), providers.Verified{}, providers.ErrNoSignature},
 		{"twice", http.Header{"X-Gitlab-Token": {secret, secret}}, providers.Verified{}, providers.ErrMalformed},
+		{"id header twice", http.Header{"X-Gitlab-Token": {secret}, "Idempotency-Key": {"idem-1", "idem-2"}}, providers.Verified{}, providers.ErrAmbiguous},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := v.Verify(providers.Delivery{Header: tc.header, Body: body}, secrets)
