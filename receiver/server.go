@@ -162,6 +162,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		ReceivedAt:      now,
 		MaxAttempts:     route.MaxAttempts,
 		DedupeWindow:    route.DedupeWindow,
+		// Set when the signature does not cover the id: the same signed bytes under a fresh
+		// id are then a duplicate too.
+		ReplayKey: v.ReplayKey,
 	})
 	if errors.Is(err, store.ErrInvalidEvent) {
 		// No retry can store it, so no 503; the provider sees its own request refused. The

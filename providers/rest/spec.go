@@ -129,8 +129,10 @@ func (s VerifySpec) Verifier() (providers.Verifier, error) {
 }
 
 // TokenVerifier accepts a delivery whose header carries one of the secrets verbatim (GitLab's
-// X-Gitlab-Token). Nothing in the body is signed: a captured delivery can be replayed, and the
-// dedupe key is the only replay protection.
+// X-Gitlab-Token). Nothing is signed: a captured delivery can be replayed, and dedupe is the
+// only replay protection. With an EventIDHeader the id could be swapped for a fresh one, so
+// the body's digest is the ReplayKey (the one thing a replay under a fresh id keeps); whoever
+// holds the token can forge new bodies anyway, which no receiver can tell from real ones.
 type TokenVerifier struct {
 	spec TokenSpec
 	path []string
@@ -160,7 +162,8 @@ func newTokenVerifier(s TokenSpec, notID func(string) error) (*TokenVerifier, er
 
 // Verify compares the token header with every secret in constant time (as SHA-256 digests, so
 // neither the length nor the content of a secret leaks through timing). Errors wrap
-// ErrNoSignature (no header), ErrMalformed (more than one) or ErrBadSignature (no match).
+// ErrNoSignature (no header), ErrMalformed (more than one), ErrBadSignature (no match) or
+// ErrAmbiguous (the id header twice, or an id field named twice).
 func (v *TokenVerifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
 	values := d.Header.Values(v.spec.Header)
 	if len(values) == 0 || values[0] == "" {
@@ -177,7 +180,11 @@ func (v *TokenVerifier) Verify(d providers.Delivery, secrets [][]byte) (provider
 	if !matched {
 		return providers.Verified{}, providers.VerifyError("rest", providers.ErrBadSignature, "the %s value matches none of %d secrets", v.spec.Header, usable)
 	}
-	return eventID(d, v.spec.EventIDHeader, v.path)
+	verified, err := eventID(d, v.spec.EventIDHeader, v.path)
+	if err == nil && v.spec.EventIDHeader != "" {
+		verified.ReplayKey = providers.Digest(d.Body)
+	}
+	return verified, err
 }
 
 // eventID is the id of an authentic delivery: the header, the body field, or a body hash. A

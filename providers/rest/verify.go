@@ -3,8 +3,10 @@
 // spec.go): HMAC schemes configured rather than coded, Standard Webhooks, shared tokens.
 //
 // HMAC schemes that sign no timestamp have no replay window: replay protection is the dedupe
-// key alone. When the event id comes from a header, that header is not signed either, and a
-// captured body can be replayed under a fresh id; an id read from the body is signed.
+// key alone. When the event id comes from a header that is not signed, a captured delivery
+// could be resent under a fresh id, so such a scheme's deliveries carry the digest of their
+// signed content as ReplayKey, which the receiver dedupes on too; an id read from the body is
+// signed, and so is a body hash.
 package rest
 
 import (
@@ -18,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -370,7 +373,37 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 			return providers.Verified{}, providers.VerifyError("rest", providers.ErrAmbiguous, "%d %s headers, want one", n, v.cfg.IDHeader)
 		}
 	}
-	return eventID(d, v.cfg.EventIDHeader, v.path)
+	got, err := eventID(d, v.cfg.EventIDHeader, v.path)
+	if err == nil && v.unsignedID() {
+		// Set whichever source gave the id this time: a capture resent with the header added,
+		// changed or left out must still find its signed bytes recorded.
+		got.ReplayKey = v.signedDigest(id, timestamp, d.Body)
+	}
+	return got, err
+}
+
+// unsignedID reports whether the event id may come from a header the signature does not
+// cover: an EventIDHeader other than the signed IDHeader.
+func (v *Verifier) unsignedID() bool {
+	return v.cfg.EventIDHeader != "" && http.CanonicalHeaderKey(v.cfg.EventIDHeader) != http.CanonicalHeaderKey(v.cfg.IDHeader)
+}
+
+// signedDigest is the SHA-256 of exactly the content the HMAC covers.
+func (v *Verifier) signedDigest(id, timestamp string, body []byte) string {
+	parts := make([][]byte, 0, len(v.content))
+	for _, p := range v.content {
+		switch p.field {
+		case "":
+			parts = append(parts, []byte(p.lit))
+		case "body":
+			parts = append(parts, body)
+		case "timestamp":
+			parts = append(parts, []byte(timestamp))
+		case "id":
+			parts = append(parts, []byte(id))
+		}
+	}
+	return providers.Digest(parts...)
 }
 
 // parseTimestamp reads the signed timestamp as unix seconds.

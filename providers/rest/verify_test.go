@@ -96,6 +96,8 @@ func TestVerify(t *testing.T) {
 	good := sign(hexCfg, secret, body)
 	bodyHash := sha256.Sum256(body)
 	fallback := providers.Verified{EventID: hex.EncodeToString(bodyHash[:]), IDFallback: true}
+	// hexCfg's id header is unsigned, so its deliveries carry the signed body's digest.
+	bodyDigest := hex.EncodeToString(bodyHash[:])
 
 	cases := []struct {
 		name    string
@@ -112,14 +114,14 @@ func TestVerify(t *testing.T) {
 			reason: "the configured id header wins",
 			cfg:    hexCfg,
 			header: http.Header{"X-Signature": {good}, "X-Event-Id": {"hdr-1"}},
-			want:   providers.Verified{EventID: "hdr-1"},
+			want:   providers.Verified{EventID: "hdr-1", ReplayKey: bodyDigest},
 		},
 		{
 			name:   "id header absent, id from field",
 			reason: "without the header the body field is used",
 			cfg:    hexCfg,
 			header: http.Header{"X-Signature": {good}},
-			want:   providers.Verified{EventID: "ev_123"},
+			want:   providers.Verified{EventID: "ev_123", ReplayKey: bodyDigest},
 		},
 		{
 			name:   "dotted field, numeric id",
@@ -175,7 +177,7 @@ func TestVerify(t *testing.T) {
 			reason: "hex digits are decoded in either case",
 			cfg:    hexCfg,
 			header: http.Header{"X-Signature": {"sha256=" + strings.ToUpper(strings.TrimPrefix(good, "sha256="))}},
-			want:   providers.Verified{EventID: "ev_123"},
+			want:   providers.Verified{EventID: "ev_123", ReplayKey: bodyDigest},
 		},
 		{
 			name:    "id header twice",
@@ -237,7 +239,7 @@ func TestVerify(t *testing.T) {
 			cfg:     hexCfg,
 			header:  http.Header{"X-Signature": {sign(hexCfg, otherSecret, body)}},
 			secrets: []string{secret, otherSecret},
-			want:    providers.Verified{EventID: "ev_123"},
+			want:    providers.Verified{EventID: "ev_123", ReplayKey: bodyDigest},
 		},
 		{
 			name:    "wrong algorithm",
