@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -25,12 +26,7 @@ func replayEvent(subscription, id, replayKey string, received time.Time) Event {
 // Issue 4: the same signed bytes under a fresh event id are a duplicate, within a batch and
 // across batches, on every store; a batch is answered as if claimed one by one.
 func TestClaimReplayKeys(t *testing.T) {
-	cases := []struct {
-		name    string
-		reason  string
-		batches [][]string // "id/replay key" ("sub:" prefix for another subscription; no "/": none)
-		want    [][]bool
-	}{
+	cases := []claimCase{
 		{
 			name:    "fresh id, same signed bytes",
 			reason:  "a captured delivery resent under a new id is a duplicate",
@@ -80,36 +76,7 @@ func TestClaimReplayKeys(t *testing.T) {
 			want:    [][]bool{{false, false, false}, {true, false}},
 		},
 	}
-	forEachStore(t, func(t *testing.T, e *env) {
-		accepted := 0
-		for _, tc := range cases {
-			for i, batch := range tc.batches {
-				var events []Event
-				for n, spec := range batch {
-					sub := "ns/" + strings.ReplaceAll(tc.name, " ", "-")
-					if s, rest, ok := strings.Cut(spec, ":"); ok {
-						sub, spec = sub+"-"+s, rest
-					}
-					id, key, _ := strings.Cut(spec, "/")
-					ev := replayEvent(sub, id, key, t0)
-					ev.Payload = fmt.Appendf(nil, "batch %d position %d", i, n)
-					events = append(events, ev)
-				}
-				got := mustClaim(t, e.s, events...)
-				if diff := cmp.Diff(tc.want[i], got); diff != "" {
-					t.Errorf("%s: %s: batch %d duplicates (-want +got):\n%s", tc.name, tc.reason, i, diff)
-				}
-				for _, d := range got {
-					if !d {
-						accepted++
-					}
-				}
-			}
-		}
-		if got := mustDepth(t, e.s); got != accepted {
-			t.Errorf("Depth = %d, want one job per accepted event (%d)", got, accepted)
-		}
-	})
+	forEachStore(t, func(t *testing.T, e *env) { runClaimCases(t, e, cases) })
 }
 
 // Concurrent claims of the same signed bytes under different ids, through Batchers on two
@@ -174,15 +141,7 @@ func TestOverlappingReplayBatchesDoNotDeadlock(t *testing.T) {
 				up = append(up, replayEvent("ns/a", fmt.Sprintf("evt_%d_%03d", r, i), fmt.Sprintf("R%d_%03d", r, events-1-i), t0))
 				down = append(down, replayEvent("ns/a", fmt.Sprintf("evt_%d_%03d", r, events-1-i), fmt.Sprintf("R%d_%03d", r, (i+events/2)%events), t0))
 			}
-			var dupA, dupB []bool
-			var errA, errB error
-			var wg sync.WaitGroup
-			wg.Go(func() { dupA, errA = a.ClaimBatch(testCtx(t), up) })
-			wg.Go(func() { dupB, errB = b.ClaimBatch(testCtx(t), down) })
-			wg.Wait()
-			if errA != nil || errB != nil {
-				t.Fatalf("round %d: concurrent claims failed: %v / %v", r, errA, errB)
-			}
+			dupA, dupB := claimTogether(t, r, a, up, b, down)
 			ids, keys := map[string]int{}, map[string]int{}
 			for i, d := range dupA {
 				if !d {
@@ -280,38 +239,32 @@ func TestCheckEventBoundsTheReplayKey(t *testing.T) {
 	}
 }
 
-// previousSchema is the schema the previous version created (no hw_replays), with one
-// delivered and one undelivered event in it, received at t0.
-func previousSchema(d dialect) []string {
+// previousSchema is the schema the previous version created (no hw_replays), frozen in
+// testdata, with one delivered and one undelivered event in it, received at t0.
+func previousSchema(t *testing.T, d dialect) []string {
+	t.Helper()
+	text, err := os.ReadFile("testdata/schema-before-replay-keys.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
 	id, blob := "INTEGER PRIMARY KEY", "BLOB"
 	if d == dialectPostgres {
 		id, blob = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA"
 	}
 	at := fmt.Sprint(t0.UnixMicro())
-	return []string{
-		`CREATE TABLE hw_events (
-	id ` + id + `,
-	subscription TEXT NOT NULL,
-	event_id TEXT NOT NULL,
-	state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'retryable', 'completed', 'dead')),
-	attempts INTEGER NOT NULL DEFAULT 0,
-	max_attempts INTEGER NOT NULL,
-	run_at BIGINT NOT NULL,
-	lease_until BIGINT NOT NULL DEFAULT 0,
-	updated_at BIGINT NOT NULL,
-	received_at BIGINT NOT NULL,
-	subscription_uid TEXT NOT NULL DEFAULT '',
-	event_type TEXT NOT NULL DEFAULT '',
-	content_type TEXT NOT NULL DEFAULT '',
-	last_error TEXT NOT NULL DEFAULT '',
-	payload ` + blob + ` NOT NULL,
-	UNIQUE (subscription, event_id)
-)`,
-		`CREATE INDEX hw_events_due ON hw_events (state, run_at)`,
-		`INSERT INTO hw_events (subscription, event_id, state, max_attempts, run_at, updated_at, received_at, payload)
-	VALUES ('ns/a', 'evt_delivered', 'completed', 5, ` + at + `, ` + at + `, ` + at + `, '{}'),
-	       ('ns/a', 'evt_queued', 'pending', 5, ` + at + `, ` + at + `, ` + at + `, '{}')`,
+	var code strings.Builder
+	for line := range strings.Lines(string(text)) {
+		if !strings.HasPrefix(line, "--") {
+			code.WriteString(line)
+		}
 	}
+	var stmts []string
+	for stmt := range strings.SplitSeq(strings.NewReplacer("{{id}}", id, "{{blob}}", blob, "{{t0}}", at).Replace(code.String()), ";") {
+		if stmt = strings.TrimSpace(stmt); stmt != "" {
+			stmts = append(stmts, stmt)
+		}
+	}
+	return stmts
 }
 
 // A database the previous version created opens, gains the replay key table, and keeps its
@@ -328,7 +281,7 @@ func TestOpenMigratesThePreviousSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, q := range previousSchema(d) {
+			for _, q := range previousSchema(t, d) {
 				if _, err := db.ExecContext(ctx, q); err != nil {
 					t.Fatalf("the previous schema: %v", err)
 				}
