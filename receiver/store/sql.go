@@ -133,10 +133,13 @@ type querier interface {
 // firstReplays returns the events with a replay key that no earlier event of the batch has.
 func firstReplays(events []Event) []int {
 	var first []int
-	seen := map[eventKey]bool{}
+	var seen map[eventKey]bool // allocated only for a batch with replay keys
 	for i, e := range events {
 		if e.ReplayKey == "" {
 			continue
+		}
+		if seen == nil {
+			seen = map[eventKey]bool{}
 		}
 		if k := (eventKey{e.Subscription, e.ReplayKey}); !seen[k] {
 			seen[k] = true
