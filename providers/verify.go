@@ -2,6 +2,8 @@ package providers
 
 import (
 	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,6 +26,22 @@ type Verified struct {
 	// Ping marks an authentic test delivery the provider sends to check the endpoint (GitHub's
 	// ping on create): the receiver answers it and counts it, and never delivers it to the sink.
 	Ping bool
+	// ReplayKey is set when the signature does not cover EventID (GitHub signs the body only; a
+	// REST profile may take the id from an unsigned header; a token scheme signs nothing): the
+	// hex SHA-256 of the signed content (of the body, for a token scheme). The receiver records
+	// it beside the event id, so the same signed bytes resent under a fresh id are a duplicate.
+	// Empty when the id is signed (Stripe's in the body, Standard Webhooks' webhook-id) or is
+	// the body hash itself.
+	ReplayKey string
+}
+
+// Digest is the hex SHA-256 of the concatenated parts: a ReplayKey.
+func Digest(parts ...[]byte) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Verifier checks a delivery against every secret that may currently sign it (rotation overlap) and extracts its dedupe key.
@@ -31,7 +49,8 @@ type Verifier interface {
 	Verify(d Delivery, secrets [][]byte) (Verified, error)
 }
 
-// Verification errors; the receiver answers 401 to all of them and stores nothing.
+// Verification errors; the receiver answers 401 to all of them but ErrAmbiguous, and stores
+// nothing.
 var (
 	ErrNoSignature  = errors.New("no signature header")
 	ErrBadSignature = errors.New("no signature matches") // also: wrong secret, tampered body
@@ -39,6 +58,11 @@ var (
 	ErrTooOld       = errors.New("timestamp outside the tolerance (too old)")
 	ErrTooNew       = errors.New("timestamp outside the tolerance (in the future)")
 	ErrNoEventID    = errors.New("delivery carries no event id")
+	// ErrAmbiguous is an authentic delivery whose event id or type can be read more than one
+	// way: a top-level JSON key given twice (in any spelling a decoder folds together), or its
+	// header sent twice. Which one to dedupe on would be a guess, and the sink might read the
+	// other, so the receiver refuses it (422 invalid_event) instead.
+	ErrAmbiguous = errors.New("event id or type is ambiguous")
 )
 
 // MatchAny reports whether sign(secret), for any non-empty secret, equals any of the

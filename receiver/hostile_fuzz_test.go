@@ -17,7 +17,9 @@ import (
 //   - every answer is 2xx, 4xx, or a 503 that a retry turns into 2xx;
 //   - every valid delivery is accepted (202) and reaches the sink exactly once;
 //   - every acknowledged event reaches the sink exactly once, none is dead-lettered, and the
-//     sink decodes ce-id, ce-type and Idempotency-Key back to what the provider sent.
+//     sink decodes ce-id, ce-type and Idempotency-Key back to what the provider sent;
+//   - a duplicate (200) repeats an accepted event id, or (GitHub, whose signature covers the
+//     body only) an accepted body, and sends nothing more to the sink.
 //
 // The seeds are issue 12's inputs; `make test` runs them, `make fuzz` fuzzes.
 func FuzzHostileDeliveries(f *testing.F) {
@@ -35,9 +37,9 @@ func FuzzHostileDeliveries(f *testing.F) {
 	var token [8]byte
 	_, _ = rand.Read(token[:])
 	tok := hex.EncodeToString(token[:])
-	accepted := make([]map[string]bool, len(stacks)) // per stack: every event acknowledged 202 so far
+	accepted := make([]map[string]string, len(stacks)) // per stack: see checkHostile
 	for i := range accepted {
-		accepted[i] = map[string]bool{}
+		accepted[i] = map[string]string{}
 	}
 	n := 0
 
@@ -52,15 +54,16 @@ func FuzzHostileDeliveries(f *testing.F) {
 }
 
 // checkHostile sends the hostile deliveries made of id, typ and body to s together with valid
-// ones, whose ids start with prefix, and checks the answers and what reached the sink.
-// accepted holds the sink keys of every event s acknowledged with 202 so far.
-func checkHostile(t *testing.T, s *stack, accepted map[string]bool, prefix string, id, typ, body []byte) {
+// ones, whose ids and GitHub bodies carry prefix, and checks the answers and what reached the
+// sink. accepted maps the sink key of every event s acknowledged with 202 so far, and the
+// replay key of every GitHub one (githubBodyKey), to the event's id.
+func checkHostile(t *testing.T, s *stack, accepted map[string]string, prefix string, id, typ, body []byte) {
 	hostile := []delivery{stripeDelivery(s.now, id, typ, body), githubDelivery(string(id), string(typ), body)}
 	var valid []delivery
 	for k := range 3 {
 		valid = append(valid, stripeDelivery(s.now, fmt.Appendf(nil, "evt_%s_%d", prefix, k), []byte("invoice.paid"), []byte("valid")))
 	}
-	valid = append(valid, githubDelivery(prefix+"-gh", "push", []byte(`{"zen":"ok"}`)))
+	valid = append(valid, githubDelivery(prefix+"-gh", "push", fmt.Appendf(nil, `{"zen":"ok","n":%q}`, prefix)))
 	all := append(valid, hostile...)
 	answers := make([]answer, len(all))
 	start := make(chan struct{})
@@ -91,22 +94,38 @@ func checkHostile(t *testing.T, s *stack, accepted map[string]bool, prefix strin
 			t.Errorf("%s: valid delivery %q answered %v beside hostile id %q, want 202", s.kind, d.id, a, id)
 			return
 		}
-		key := sinkKey(d.source, d.id)
+		key, bodyKey := sinkKey(d.source, d.id), ""
+		if d.source == githubSource {
+			bodyKey = githubBodyKey(d.body)
+		}
 		switch a.status {
 		case 202:
-			if accepted[key] {
-				t.Errorf("%s: %q accepted twice", s.kind, d.id)
+			_, seen := accepted[key]
+			if _, replayed := accepted[bodyKey]; seen || bodyKey != "" && replayed {
+				t.Errorf("%s: %q accepted twice (by its id or its signed body)", s.kind, d.id)
 				return
 			}
-			accepted[key] = true
+			accepted[key] = d.id
+			if bodyKey != "" {
+				accepted[bodyKey] = d.id
+			}
 			s.checkDelivered(t, d)
 		case 200:
-			if !accepted[key] {
+			first, seen := accepted[key]
+			if !seen && bodyKey != "" {
+				first, seen = accepted[bodyKey]
+			}
+			if !seen {
 				t.Errorf("%s: %q answered duplicate of an event never accepted", s.kind, d.id)
 				return
 			}
-			if got := len(s.sink.arrivals(d.source, d.id)); got != 1 {
-				t.Errorf("%s: duplicate %q: the event reached the sink %d times, want once", s.kind, d.id, got)
+			if got := len(s.sink.arrivals(d.source, first)); got != 1 {
+				t.Errorf("%s: duplicate %q of %q: the event reached the sink %d times, want once", s.kind, d.id, first, got)
+			}
+			if first != d.id {
+				if got := len(s.sink.arrivals(d.source, d.id)); got != 0 {
+					t.Errorf("%s: %q, a replay of %q's signed body, reached the sink %d times, want never", s.kind, d.id, first, got)
+				}
 			}
 		}
 	}
@@ -116,3 +135,6 @@ func checkHostile(t *testing.T, s *stack, accepted map[string]bool, prefix strin
 		t.Errorf("%s sink: %v", s.kind, s.sink.problems)
 	}
 }
+
+// githubBodyKey is the accepted map's key of a GitHub body: the receiver dedupes on it too.
+func githubBodyKey(body []byte) string { return "github body\x00" + string(body) }

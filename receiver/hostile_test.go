@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookwarden/hookwarden/providers/github"
+	"github.com/hookwarden/hookwarden/providers/stripe"
 )
 
 // randomID is n random characters: incompressible, so PostgreSQL cannot shrink the index
@@ -176,6 +179,68 @@ func TestEventsAreCarriedOrRefused(t *testing.T) {
 			}
 			if len(s.sink.problems) > 0 {
 				t.Errorf("sink: %v", s.sink.problems)
+			}
+		})
+	}
+}
+
+// Issue 5: a body naming its event id twice was accepted, deduped on one of the two (which
+// one depended on the decoder). Now an event id or type that can be read two ways is refused,
+// 422 invalid_event, on every store, and neither reading is recorded.
+func TestAmbiguousEventsAreRefused(t *testing.T) {
+	signed := func(now time.Time, body string) delivery {
+		d := stripeDelivery(now, nil, nil, nil)
+		d.body = []byte(body)
+		d.header.Set("Stripe-Signature", stripe.SignHeader(stackSecret, now, d.body))
+		return d
+	}
+	cases := []struct {
+		name string
+		d    func(now time.Time) delivery
+		ids  []string // every id a decoder could read from it
+	}{
+		{"id twice", func(now time.Time) delivery {
+			return signed(now, `{"id":"evt_amb_1","object":"event","id":"evt_amb_2","type":"invoice.paid"}`)
+		}, []string{"evt_amb_1", "evt_amb_2"}},
+		{"id twice, once escaped", func(now time.Time) delivery {
+			return signed(now, `{"id":"evt_amb_3","\u0069d":"evt_amb_4","type":"invoice.paid"}`)
+		}, []string{"evt_amb_3", "evt_amb_4"}},
+		{"id and ID", func(now time.Time) delivery {
+			return signed(now, `{"ID":"evt_amb_5","id":"evt_amb_6","type":"invoice.paid"}`)
+		}, []string{"evt_amb_5", "evt_amb_6"}},
+		{"type twice", func(now time.Time) delivery {
+			return signed(now, `{"id":"evt_amb_7","type":"invoice.paid","type":"invoice.voided"}`)
+		}, []string{"evt_amb_7"}},
+		{"X-GitHub-Delivery twice", func(time.Time) delivery {
+			d := githubDelivery("amb-guid-1", "push", []byte(`{"ambiguous":true}`))
+			d.header.Add(github.DeliveryHeader, "amb-guid-2")
+			return d
+		}, []string{"amb-guid-1", "amb-guid-2"}},
+	}
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			s := newStack(t, kind)
+			var report []string
+			for _, c := range cases {
+				a := s.post(t, c.d(s.now))
+				reached := 0
+				for _, id := range c.ids {
+					reached += s.claims.batchesWith(id)
+				}
+				report = append(report, fmt.Sprintf("%s → %s (in %d claim batches)", c.name, a.wire(), reached))
+				if a != (answer{422, "invalid_event"}) || reached != 0 {
+					t.Errorf("%s: %v, in %d claim batches; want 422 invalid_event and none", c.name, a, reached)
+				}
+			}
+			fmt.Printf("REPORT ambiguous %s: %s\n", kind, strings.Join(report, "; "))
+			if n := s.depth(t); n != 0 {
+				t.Errorf("%d jobs queued, want 0", n)
+			}
+			// Neither reading was recorded: each id alone is a new event.
+			for _, id := range []string{"evt_amb_1", "evt_amb_2"} {
+				if a := s.post(t, stripeDelivery(s.now, []byte(id), []byte("invoice.paid"), nil)); a.status != 202 {
+					t.Errorf("%s alone after the refusal: %v, want 202", id, a)
+				}
 			}
 		})
 	}

@@ -19,7 +19,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_receiver_requests_total",
-			Help: "Incoming deliveries by result: accepted, duplicate, ping (a provider's authentic test delivery: answered, never delivered), bad_signature, too_old, too_new, unknown_route, too_large, no_event_id, invalid_event (authentic, but its event id, type or content type cannot be recorded), bad_request (body unreadable), store_error.",
+			Help: "Incoming deliveries by result: accepted, duplicate, ping (a provider's authentic test delivery: answered, never delivered), bad_signature, too_old, too_new, unknown_route, too_large, no_event_id, invalid_event (authentic, but its event id, type or content type cannot be recorded, or its id or type is ambiguous), bad_request (body unreadable), store_error.",
 		}, []string{"result"}),
 		ackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookwarden_receiver_ack_seconds",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -195,4 +196,74 @@ func requests(t *testing.T, reg *prometheus.Registry, result string) float64 {
 		}
 	}
 	return 0
+}
+
+// Issue 4, for REST profiles: an event id header outside the signature (PagerDuty's
+// X-Webhook-Id beside an HMAC of the body, GitLab's Idempotency-Key beside a bare token) could
+// be swapped for a fresh one; the signed bytes are deduped on too. With a signed timestamp a
+// retry's bytes differ, and are recorded as well, though the retry is a duplicate by its id.
+func TestRESTRoutesRefuseReplaysUnderAFreshID(t *testing.T) {
+	const secret = "rest-secret-0123456789abcdef"
+	pagerduty, err := rest.NewVerifier(rest.Config{Header: "X-PagerDuty-Signature", Separator: ",", ElementPrefix: "v1="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped, err := rest.NewVerifier(rest.Config{Header: "X-Signature", Content: "{timestamp}.{body}", TimestampHeader: "X-Timestamp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	retryTS := strconv.FormatInt(time.Now().Unix()+1, 10)
+	cases := []struct {
+		name    string
+		spec    string
+		idHdr   string
+		sign    func(body []byte, ts string) map[string]string // the signature headers of body, signed at ts
+		resigns bool                                           // a retry is signed anew (a signed timestamp)
+	}{
+		{"PagerDuty: HMAC of the body, X-Webhook-Id", `{"scheme":"hmac","hmac":{"header":"X-PagerDuty-Signature","separator":",","elementPrefix":"v1=","eventIDHeader":"X-Webhook-Id"}}`,
+			"X-Webhook-Id", func(body []byte, _ string) map[string]string {
+				return map[string]string{"X-PagerDuty-Signature": pagerduty.Sign([]byte(secret), body)}
+			}, false},
+		{"GitLab: a token, Idempotency-Key", `{"scheme":"token","token":{"header":"X-Gitlab-Token","eventIDHeader":"Idempotency-Key"}}`,
+			"Idempotency-Key", func([]byte, string) map[string]string { return map[string]string{"X-Gitlab-Token": secret} }, false},
+		{"HMAC of timestamp and body, id header", `{"scheme":"hmac","hmac":{"header":"X-Signature","content":"{timestamp}.{body}","timestampHeader":"X-Timestamp","tolerance":"5m","eventIDHeader":"X-Id"}}`,
+			"X-Id", func(body []byte, ts string) map[string]string {
+				return map[string]string{"X-Signature": stamped.SignAt([]byte(secret), "", ts, body), "X-Timestamp": ts}
+			}, true},
+	}
+	body := []byte(`{"event":{"id":"01ABC","event_type":"incident.triggered"}}`)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newProviderHarness(t, routeFrom(t, hookv1.ProviderREST, map[string][]byte{
+				hookv1.SecretKeyCurrent: []byte(secret), hookv1.SecretKeyVerifier: []byte(c.spec)}))
+			steps := []struct {
+				what   string
+				body   []byte
+				id, ts string
+				want   int
+				skip   bool
+			}{
+				{what: "the original", body: body, id: "id-1", ts: ts, want: http.StatusAccepted},
+				{what: "its signed bytes under a fresh id", body: body, id: "id-2", ts: ts, want: http.StatusOK},
+				{what: "a redelivery under its own id", body: body, id: "id-1", ts: ts, want: http.StatusOK},
+				{what: "a retry, signed anew", body: body, id: "id-1", ts: retryTS, want: http.StatusOK, skip: !c.resigns},
+				{what: "the retry's signed bytes under a fresh id", body: body, id: "id-3", ts: retryTS, want: http.StatusOK, skip: !c.resigns},
+				{what: "another event", body: []byte(`{"event":{"id":"01DEF"}}`), id: "id-4", ts: ts, want: http.StatusAccepted},
+			}
+			for _, s := range steps {
+				if s.skip {
+					continue
+				}
+				hdr := c.sign(s.body, s.ts)
+				hdr[c.idHdr] = s.id
+				if got := h.post(t, s.body, hdr); got != s.want {
+					t.Errorf("%s: %d, want %d", s.what, got, s.want)
+				}
+			}
+			if d := h.depth(t); d != 2 {
+				t.Errorf("depth %d, want 2: the original and the other event", d)
+			}
+		})
+	}
 }

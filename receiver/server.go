@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,11 +60,37 @@ func Results() []string {
 		resultUnknownRoute, resultTooLarge, resultNoEventID, resultBadRequest, resultInvalidEvent, resultStoreError}
 }
 
-// Mux returns the receiver's HTTP routes.
-func (h *Handler) Mux() *http.ServeMux {
+// Mux returns the receiver's HTTP routes. A request whose path is not canonical is refused
+// (404 unknown_route) before routing: ServeMux would redirect a path with dot segments or
+// empty ones (307, which keeps the method and body) and decode percent-escapes, so a
+// delivery could reach a route under a spelling other than the URL registered for it.
+func (h *Handler) Mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /hooks/{namespace}/{name}", h)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if start := time.Now(); !canonicalPath(requestPath(r)) {
+			h.Metrics.observeRequest(resultUnknownRoute, time.Since(start))
+			writeJSON(w, http.StatusNotFound, resultUnknownRoute)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// requestPath is the path of the request target exactly as sent, escapes included.
+func requestPath(r *http.Request) string {
+	if strings.HasPrefix(r.RequestURI, "/") {
+		p, _, _ := strings.Cut(r.RequestURI, "?")
+		return p
+	}
+	return r.URL.EscapedPath() // absolute-form, or a request built in-process
+}
+
+// canonicalPath reports whether p is the only spelling of its path: absolute, no dot or empty
+// segments, no trailing slash, and no percent-escapes at all (a route's path is made of
+// Kubernetes names, which never need one).
+func canonicalPath(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.Contains(p, "%") && path.Clean(p) == p
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +125,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	}
 	now := h.Now()
 	v, err := verifier.Verify(providers.Delivery{Header: r.Header, Body: body, Now: now}, route.Secrets)
+	if errors.Is(err, providers.ErrAmbiguous) {
+		// Authentic, but deduping on one reading of the id would be a guess: refused like an
+		// event the ledger cannot record, and a retry is refused alike.
+		log().Info("delivery refused: its event id or type is ambiguous", logkeys.Reason, err.Error())
+		return resultInvalidEvent, http.StatusUnprocessableEntity
+	}
 	if err != nil {
 		result := resultBadSignature
 		switch {
@@ -128,6 +162,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		ReceivedAt:      now,
 		MaxAttempts:     route.MaxAttempts,
 		DedupeWindow:    route.DedupeWindow,
+		// Set when the signature does not cover the id: the same signed bytes under a fresh
+		// id are then a duplicate too.
+		ReplayKey: v.ReplayKey,
 	})
 	if errors.Is(err, store.ErrInvalidEvent) {
 		// No retry can store it, so no 503; the provider sees its own request refused. The

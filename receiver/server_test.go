@@ -1,10 +1,13 @@
 package receiver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -281,4 +284,68 @@ func requestsByResult(t *testing.T, reg *prometheus.Registry) map[string]float64
 		}
 	}
 	return got
+}
+
+// rawPost writes one POST with exactly target as its request target to the server at addr, so
+// no client cleans or re-encodes the path, and returns the status and body of the answer.
+func rawPost(t *testing.T, addr, target string, header http.Header, body []byte) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: receiver.test\r\nContent-Length: %d\r\nConnection: close\r\n", target, len(body))
+	if err := header.Write(&req); err != nil {
+		t.Fatal(err)
+	}
+	req.WriteString("\r\n")
+	req.Write(body)
+	if _, err := c.Write(req.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", target, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// Issue 5: a path with dot segments reached the route (ServeMux redirected it with a 307,
+// which keeps the method and body), and a percent-encoded spelling of the route's path reached
+// it directly. Every spelling but the canonical one is now 404 unknown_route, nothing stored.
+func TestNonCanonicalPathsAreUnknownRoutes(t *testing.T) {
+	h := newHarness(t)
+	addr := h.srv.Listener.Addr().String()
+	body := event("evt_path")
+	header := http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {stripe.SignHeader(oldSecret, h.now, body)}}
+	for _, target := range []string{
+		"/hooks/shop/../shop/orders",
+		"/hooks/shop/./orders",
+		"/hooks/shop/x/../orders",
+		"/hooks//shop/orders",
+		"//hooks/shop/orders",
+		"/hooks/shop/orders/",
+		"/hooks/shop/orders/.",
+		"/hooks/shop/%2e%2e/shop/orders",
+		"/hooks/shop/%2E/orders",
+		"/hooks/sh%6Fp/orders",
+		"/hooks/shop/orders%2F",
+		"/hooks/shop%2Forders",
+		"http://receiver.test/hooks/shop/../shop/orders",
+	} {
+		status, answer := rawPost(t, addr, target, header, body)
+		if status != http.StatusNotFound || answer != `{"result":"unknown_route"}` {
+			t.Errorf("POST %s: %d %s, want 404 {\"result\":\"unknown_route\"}", target, status, answer)
+		}
+	}
+	if got := h.depth(t); got != 0 {
+		t.Fatalf("queue depth %d after non-canonical paths, want 0: none reached the route", got)
+	}
+	if status, answer := rawPost(t, addr, "/hooks/shop/orders", header, body); status != http.StatusAccepted {
+		t.Fatalf("the canonical path: %d %s, want 202", status, answer)
+	}
 }

@@ -36,7 +36,11 @@ const (
 	githubPath   = "/hooks/shop/repos"
 	githubSource = "hookwarden/shop/repos"
 	githubUID    = "uid-repos"
-	stackSecret  = "whsec_stack_0123456789abcdef"
+	// A second GitHub subscription: an organization hook beside the repository's.
+	orgPath     = "/hooks/shop/org"
+	orgSource   = "hookwarden/shop/org"
+	orgUID      = "uid-org"
+	stackSecret = "whsec_stack_0123456789abcdef"
 )
 
 // stack is one whole receiver on a real store: the handler (also behind a real HTTP server),
@@ -141,6 +145,7 @@ func newStackOn(t testing.TB, kind, dsn string) *stack {
 	for _, r := range []receiver.Route{
 		{Namespace: "shop", Name: "orders", UID: stripeUID, Provider: "stripe"},
 		{Namespace: "shop", Name: "repos", UID: githubUID, Provider: "github"},
+		{Namespace: "shop", Name: "org", UID: orgUID, Provider: "github"},
 	} {
 		r.Secrets, r.Sink, r.MaxAttempts, r.DedupeWindow = [][]byte{[]byte(stackSecret)}, s.sink.srv.URL, 3, time.Hour
 		routes.Set(r)
@@ -248,6 +253,21 @@ type answer struct {
 func (a answer) String() string { return fmt.Sprintf("%d %s", a.status, a.result) }
 
 func (a answer) acked() bool { return a.status >= 200 && a.status < 300 }
+
+// wire is the answer as the provider saw it: status and body.
+func (a answer) wire() string { return fmt.Sprintf(`%d {"result":%q}`, a.status, a.result) }
+
+// eventually polls cond until it holds, failing the test after 15 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 func readAnswer(status int, body io.Reader) answer {
 	var v struct{ Result string }

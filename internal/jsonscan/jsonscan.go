@@ -7,6 +7,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
@@ -29,14 +30,62 @@ const maxDepth = 10000
 func TopLevelStrings(body []byte, values []string, keys ...string) bool {
 	values = values[:len(keys)]
 	clear(values)
-	if !topLevelStrings(body, values, keys) {
+	if !topLevel(body, keys, values, nil, nil) {
 		clear(values)
 		return false
 	}
 	return true
 }
 
-func topLevelStrings(body []byte, values []string, keys []string) bool {
+// UniqueTopLevelStrings is TopLevelStrings that also reports a key decoders may read
+// differently: ambiguous is the index of the first key that more than one top-level member
+// names, or -1. A member names a key when its unescaped key equals it under Unicode case
+// folding (strings.EqualFold), the exact spelling included: encoding/json matches struct
+// fields so, and lets the last match win, while a map or a case-sensitive decoder keeps
+// another. values are as TopLevelStrings sets them, from the exact spelling.
+func UniqueTopLevelStrings(body []byte, values []string, keys ...string) (ok bool, ambiguous int) {
+	values = values[:len(keys)]
+	clear(values)
+	var buf [4]int
+	counts := buf[:0]
+	if len(keys) > len(buf) {
+		counts = make([]int, len(keys))
+	}
+	counts = counts[:len(keys)]
+	if !topLevel(body, keys, values, counts, nil) {
+		clear(values)
+		return false, -1
+	}
+	return true, firstAmbiguous(counts)
+}
+
+// TopLevelMember returns the value of the top-level member key of the JSON object in body as
+// written (a string with its quotes and escapes), the last one when several have exactly that
+// key, or nil when none has; named counts the members that name key as UniqueTopLevelStrings
+// counts them. ok reports whether body is a valid JSON object.
+func TopLevelMember(body []byte, key string) (value []byte, named int, ok bool) {
+	var counts [1]int
+	var raws [1][]byte
+	if !topLevel(body, []string{key}, nil, counts[:], raws[:]) {
+		return nil, 0, false
+	}
+	return raws[0], counts[0], true
+}
+
+func firstAmbiguous(counts []int) int {
+	for k, n := range counts {
+		if n > 1 {
+			return k
+		}
+	}
+	return -1
+}
+
+// topLevel scans the object in body and, for each top-level member whose key is keys[k], sets
+// values[k] (when values is not nil) and raws[k] (the value as written, when raws is not nil);
+// when counts is not nil it counts in counts[k] the members whose key equals keys[k] under
+// case folding. It reports whether body is a valid JSON object.
+func topLevel(body []byte, keys, values []string, counts []int, raws [][]byte) bool {
 	s := scanner{b: body}
 	i := s.ws(0)
 	if i >= len(body) || body[i] != '{' {
@@ -80,15 +129,24 @@ func topLevelStrings(body []byte, values []string, keys []string) bool {
 
 		// The key is decoded only if it has escapes or invalid UTF-8, and then once.
 		key := body[keyStart+1 : keyEnd-1]
-		var decoded string
 		if !keyPlain {
-			var ok bool
-			if decoded, ok = unquote(body[keyStart:keyEnd]); !ok {
+			decoded, ok := unquote(body[keyStart:keyEnd])
+			if !ok {
 				return false
 			}
+			key = []byte(decoded)
 		}
 		for k, want := range keys {
-			if keyPlain && string(key) != want || !keyPlain && decoded != want {
+			if counts != nil && foldEqual(key, want) {
+				counts[k]++
+			}
+			if string(key) != want {
+				continue
+			}
+			if raws != nil {
+				raws[k] = body[valStart:valEnd]
+			}
+			if values == nil {
 				continue
 			}
 			switch {
@@ -118,6 +176,16 @@ func topLevelStrings(body []byte, values []string, keys []string) bool {
 			return false
 		}
 	}
+}
+
+// foldEqual is strings.EqualFold(string(key), want). Case partners differ in UTF-8 length by a
+// factor of at most 3 (k, U+212A KELVIN SIGN), so a key far longer or shorter is rejected
+// without comparing.
+func foldEqual(key []byte, want string) bool {
+	if len(key) > 3*len(want) || len(want) > 3*len(key) {
+		return false
+	}
+	return bytes.EqualFold(key, []byte(want))
 }
 
 // unquote decodes a string token with encoding/json itself, so escapes, surrogates and invalid

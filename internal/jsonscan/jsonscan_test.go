@@ -339,3 +339,148 @@ func BenchmarkTopLevelStrings(b *testing.B) {
 		}
 	})
 }
+
+// referenceNamed counts, per key, the top-level members whose key equals it under
+// strings.EqualFold, and keeps the raw value of the last member with exactly that key: the
+// oracle of UniqueTopLevelStrings and TopLevelMember.
+func referenceNamed(body []byte, keys ...string) (named []int, raws []json.RawMessage, ok bool) {
+	named, raws = make([]int, len(keys)), make([]json.RawMessage, len(keys))
+	if !json.Valid(body) {
+		return named, raws, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return named, raws, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return make([]int, len(keys)), make([]json.RawMessage, len(keys)), false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return make([]int, len(keys)), make([]json.RawMessage, len(keys)), false
+		}
+		for i, k := range keys {
+			if strings.EqualFold(t.(string), k) {
+				named[i]++
+			}
+			if t == k {
+				raws[i] = raw
+			}
+		}
+	}
+	return named, raws, true
+}
+
+func TestUniqueTopLevelStrings(t *testing.T) {
+	cases := []struct {
+		reason    string
+		body      string
+		ambiguous int // index into id, type; -1 none
+	}{
+		{"each key once", `{"id":"a","type":"t","data":{"id":"b","id":"c"}}`, -1},
+		{"the same key twice", `{"id":"a","id":"b"}`, 0},
+		{"twice with the same value", `{"type":"t","id":"a","id":"a"}`, 0},
+		{"an escaped spelling of the same key", `{"id":"a","\u0069d":"b"}`, 0},
+		{"a string and a number", `{"id":"a","id":1}`, 0},
+		{"another case", `{"id":"a","ID":"b"}`, 0},
+		{"another case only, twice", `{"Id":"a","iD":"b"}`, 0},
+		{"another case once: not ambiguous, and not the key", `{"ID":"a"}`, -1},
+		{"type twice", `{"id":"a","type":"t","Type":"u"}`, 1},
+		{"both twice: the first key", `{"type":"t","type":"u","id":"a","id":"b"}`, 0},
+		{"KELVIN SIGN folds to k", `{"id":"a","type":"t","k":1,"\u212a":2}`, -1},
+		{"U+0130 (dotted capital I) does not fold to i", `{"id":"a","\u0130d":"b"}`, -1},
+		{"duplicates in nested objects do not count", `{"data":{"type":"a","type":"b"},"type":"t"}`, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			body := []byte(c.body)
+			named, _, _ := referenceNamed(body, "id", "type")
+			want := -1
+			for i, n := range named {
+				if n > 1 && want < 0 {
+					want = i
+				}
+			}
+			if want != c.ambiguous {
+				t.Fatalf("reference: ambiguous %d (counts %v), the case wants %d", want, named, c.ambiguous)
+			}
+			values := make([]string, 2)
+			ok, ambiguous := jsonscan.UniqueTopLevelStrings(body, values, "id", "type")
+			wantValues, _ := referenceMembers(body, "id", "type")
+			if !ok || ambiguous != c.ambiguous || strings.Join(values, ",") != strings.Join(wantValues, ",") {
+				t.Errorf("UniqueTopLevelStrings(%s) = %v, %d, values %q; want true, %d, %q", c.body, ok, ambiguous, values, c.ambiguous, wantValues)
+			}
+		})
+	}
+	// A key that folds to another of a different length: the Kelvin sign names "k".
+	if ok, ambiguous := jsonscan.UniqueTopLevelStrings([]byte(`{"k":1,"\u212a":2}`), make([]string, 1), "k"); !ok || ambiguous != 0 {
+		t.Errorf(`{"k","\u212a"}: %v, %d; want true, 0 (encoding/json matches them as one key)`, ok, ambiguous)
+	}
+	if ok, ambiguous := jsonscan.UniqueTopLevelStrings([]byte(`{"id":"a"`), make([]string, 1), "id"); ok || ambiguous != -1 {
+		t.Errorf("invalid body: %v, %d; want false, -1", ok, ambiguous)
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f"} // more keys than the counts' stack buffer
+	if ok, ambiguous := jsonscan.UniqueTopLevelStrings([]byte(`{"f":1,"F":2}`), make([]string, len(keys)), keys...); !ok || ambiguous != 5 {
+		t.Errorf("six keys: %v, %d; want true, 5", ok, ambiguous)
+	}
+}
+
+func TestTopLevelMember(t *testing.T) {
+	cases := []struct {
+		reason, body, key string
+		value             string
+		named             int
+		ok                bool
+	}{
+		{"a string, as written", `{"id":"a\u0062"}`, "id", `"a\u0062"`, 1, true},
+		{"a number, as written", `{"id": 1.50e3 }`, "id", `1.50e3`, 1, true},
+		{"an object", `{"data":{"id":"x"}}`, "data", `{"id":"x"}`, 1, true},
+		{"missing", `{"x":1}`, "id", ``, 0, true},
+		{"another case only", `{"ID":1}`, "id", ``, 1, true},
+		{"twice: the last, named twice", `{"id":1,"id":2}`, "id", `2`, 2, true},
+		{"not an object", `[1]`, "id", ``, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			named, raws, ok := referenceNamed([]byte(c.body), c.key)
+			if string(raws[0]) != c.value || named[0] != c.named || ok != c.ok {
+				t.Fatalf("reference = %s, %d, %v; the case wants %s, %d, %v", raws[0], named[0], ok, c.value, c.named, c.ok)
+			}
+			value, n, ok := jsonscan.TopLevelMember([]byte(c.body), c.key)
+			if string(value) != c.value || n != c.named || ok != c.ok || (value == nil) != (c.value == "") {
+				t.Errorf("TopLevelMember(%s, %q) = %s, %d, %v; want %s, %d, %v", c.body, c.key, value, n, ok, c.value, c.named, c.ok)
+			}
+		})
+	}
+}
+
+func FuzzUniqueTopLevelStrings(f *testing.F) {
+	for _, c := range cases {
+		f.Add([]byte(c.body), "id")
+	}
+	f.Add([]byte(`{"k":1,"\u212a":2,"K":3}`), "k")
+	f.Add([]byte(`{"id":"a","ID":"b"}`), "Id")
+	f.Add([]byte("{\"\xff\":1,\"\\ufffd\":2}"), "\uFFFD")
+
+	f.Fuzz(func(t *testing.T, body []byte, key string) {
+		keys := []string{key, "id"}
+		named, raws, wantOK := referenceNamed(body, keys...)
+		want := -1
+		for i, n := range named {
+			if n > 1 && want < 0 {
+				want = i
+			}
+		}
+		wantValues, _ := referenceMembers(body, keys...)
+		values := make([]string, len(keys))
+		if ok, ambiguous := jsonscan.UniqueTopLevelStrings(body, values, keys...); ok != wantOK || ambiguous != want ||
+			strings.Join(values, "\x00") != strings.Join(wantValues, "\x00") {
+			t.Fatalf("UniqueTopLevelStrings(%q, %q) = %v, %d, %q; reference %v, %d, %q", body, keys, ok, ambiguous, values, wantOK, want, wantValues)
+		}
+		if value, n, ok := jsonscan.TopLevelMember(body, key); ok != wantOK || n != named[0] || string(value) != string(raws[0]) {
+			t.Fatalf("TopLevelMember(%q, %q) = %q, %d, %v; reference %q, %d, %v", body, key, value, n, ok, raws[0], named[0], wantOK)
+		}
+	})
+}

@@ -3,8 +3,8 @@
 // GitHub signs the raw body with HMAC-SHA256 and sends it as X-Hub-Signature-256. Nothing else is
 // signed: there is no timestamp, so there is no replay window, and the X-GitHub-Delivery GUID
 // that serves as the dedupe key is an unsigned header. Someone who captured one authentic
-// delivery can therefore replay its body with a new GUID; dedupe on the GUID stops only replays
-// of the whole request.
+// delivery can therefore resend its body under a new GUID, so every verified delivery carries
+// the body's digest as its ReplayKey: the receiver dedupes on it too.
 package github
 
 import (
@@ -49,8 +49,11 @@ type Option func(*Verifier)
 
 // WithPerHookEventID makes the dedupe key "<X-GitHub-Hook-ID>/<X-GitHub-Delivery>". GitHub
 // shares one delivery GUID between every hook subscribed to the event, so with a repository
-// hook and an organization hook pointing at the same receiver the default key processes the
-// event once; this option processes each hook's delivery. Both headers are then required.
+// hook and an organization hook pointing at the same receiver URL the default key processes
+// the event once; this option keys each hook's delivery apart. Both headers are then required.
+// The hook id is unsigned, so the ReplayKey stays the body's digest: two hooks' deliveries of
+// one event to one route carry the same body and the second is a duplicate all the same. The
+// bundled receiver gives every subscription (every hook) a route of its own instead.
 func WithPerHookEventID() Option {
 	return func(v *Verifier) { v.perHook = true }
 }
@@ -78,7 +81,9 @@ func Sign(secret, body []byte) string {
 //   - ErrMalformed: several X-Hub-Signature-256 headers, or a value that is not "sha256=" and 64
 //     hex digits;
 //   - ErrBadSignature: nothing matches (wrong secret, tampered body, no usable secret);
-//   - ErrNoEventID: authentic, but X-GitHub-Delivery (or, per hook, X-GitHub-Hook-ID) is missing.
+//   - ErrNoEventID: authentic, but X-GitHub-Delivery (or, per hook, X-GitHub-Hook-ID) is missing;
+//   - ErrAmbiguous: authentic, but X-GitHub-Delivery, X-GitHub-Event (or, per hook,
+//     X-GitHub-Hook-ID) is sent more than once.
 //
 // Empty secrets are skipped: an empty HMAC key is not a secret.
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
@@ -107,19 +112,42 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		return providers.Verified{}, providers.VerifyError("github", providers.ErrBadSignature, "the signature matches none of %d secrets", usable)
 	}
 
-	id := d.Header.Get(DeliveryHeader)
+	id, err := single(d, DeliveryHeader)
+	if err != nil {
+		return providers.Verified{}, err
+	}
 	if id == "" {
 		return providers.Verified{}, providers.VerifyError("github", providers.ErrNoEventID, "the %s header is missing", DeliveryHeader)
 	}
 	if v.perHook {
-		hook := d.Header.Get(HookIDHeader)
+		hook, err := single(d, HookIDHeader)
+		if err != nil {
+			return providers.Verified{}, err
+		}
 		if hook == "" {
 			return providers.Verified{}, providers.VerifyError("github", providers.ErrNoEventID, "the %s header is missing", HookIDHeader)
 		}
 		id = hook + "/" + id
 	}
-	event := d.Header.Get(EventHeader)
-	return providers.Verified{EventID: id, EventType: event, Ping: event == PingEvent}, nil
+	event, err := single(d, EventHeader)
+	if err != nil {
+		return providers.Verified{}, err
+	}
+	// The GUID, the hook id and the event name are unsigned; the body is all that is.
+	return providers.Verified{EventID: id, EventType: event, Ping: event == PingEvent, ReplayKey: providers.Digest(d.Body)}, nil
+}
+
+// single returns the value of a header that must be sent at most once ("" when it is not):
+// several values are ErrAmbiguous, since the dedupe key or type would be a guess among them.
+func single(d providers.Delivery, name string) (string, error) {
+	values := d.Header.Values(name)
+	if len(values) > 1 {
+		return "", providers.VerifyError("github", providers.ErrAmbiguous, "%d %s headers, want one", len(values), name)
+	}
+	if len(values) == 0 {
+		return "", nil
+	}
+	return values[0], nil
 }
 
 func mac(secret, body []byte) []byte {

@@ -1,6 +1,8 @@
 package github_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -201,6 +203,25 @@ func TestVerify(t *testing.T) {
 			want:     providers.Verified{EventID: "12345/" + guid, EventType: "push"},
 		},
 		{
+			name:    "delivery GUID twice",
+			reason:  "issue 5: two X-GitHub-Delivery values leave the dedupe key a guess",
+			header:  headers(github.SignatureHeader, good, github.DeliveryHeader, guid, github.DeliveryHeader, "another-guid", github.EventHeader, "push"),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:    "event type twice",
+			reason:  "two X-GitHub-Event values leave the type (ce-type, ping or not) a guess",
+			header:  headers(github.SignatureHeader, good, github.DeliveryHeader, guid, github.EventHeader, "push", github.EventHeader, "ping"),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:     "per hook, hook id twice",
+			reason:   "the per-hook key takes X-GitHub-Hook-ID, which must then be unambiguous too",
+			verifier: github.NewVerifier(github.WithPerHookEventID()),
+			header:   headers(github.SignatureHeader, good, github.DeliveryHeader, guid, github.HookIDHeader, "1", github.HookIDHeader, "2"),
+			wantErr:  providers.ErrAmbiguous,
+		},
+		{
 			name:     "per hook, no hook id",
 			reason:   "a per-hook key needs X-GitHub-Hook-ID",
 			verifier: github.NewVerifier(github.WithPerHookEventID()),
@@ -225,10 +246,48 @@ func TestVerify(t *testing.T) {
 
 			got, err := v.Verify(providers.Delivery{Header: tc.header, Body: b, Now: time.Unix(1_700_000_000, 0)}, secrets)
 
-			providerstest.CheckVerify(t, tc.reason, got, err, tc.want, tc.wantErr)
+			want := tc.want
+			if tc.wantErr == nil {
+				// Issue 4: the GUID is unsigned, so every verified delivery carries its body's
+				// digest, which the receiver dedupes on too.
+				sum := sha256.Sum256(b)
+				want.ReplayKey = hex.EncodeToString(sum[:])
+			}
+			providerstest.CheckVerify(t, tc.reason, got, err, want, tc.wantErr)
 			if err != nil {
 				providerstest.CheckRefusal(t, err, secrets, tc.header.Values(github.SignatureHeader)...)
 			}
 		})
+	}
+}
+
+// Issue 4: only the body is signed, so the replay key depends on the body alone: a capture
+// resent under a fresh GUID, event name or hook id keeps it, any other body changes it.
+func TestReplayKeyIsTheSignedBody(t *testing.T) {
+	key := func(v *github.Verifier, b []byte, kv ...string) string {
+		t.Helper()
+		got, err := v.Verify(providers.Delivery{Header: headers(append([]string{github.SignatureHeader, github.Sign([]byte(secret), b)}, kv...)...), Body: b},
+			providerstest.Secrets(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.ReplayKey
+	}
+	v, perHook := github.NewVerifier(), github.NewVerifier(github.WithPerHookEventID())
+	original := key(v, body, github.DeliveryHeader, guid, github.EventHeader, "push")
+	for _, c := range []struct {
+		reason string
+		got    string
+	}{
+		{"a fresh GUID", key(v, body, github.DeliveryHeader, "another-guid", github.EventHeader, "push")},
+		{"another event name", key(v, body, github.DeliveryHeader, "another-guid", github.EventHeader, "issues")},
+		{"per hook, another hook id", key(perHook, body, github.DeliveryHeader, "another-guid", github.HookIDHeader, "999")},
+	} {
+		if c.got != original {
+			t.Errorf("%s: replay key %q, want the original's %q", c.reason, c.got, original)
+		}
+	}
+	if other := key(v, append(body, ' '), github.DeliveryHeader, guid); other == original || other == "" {
+		t.Errorf("another body: replay key %q, want one of its own (original %q)", other, original)
 	}
 }

@@ -83,7 +83,7 @@ func sharesRun(msg, s string) bool {
 
 func isSentinel(err error) bool {
 	for _, s := range []error{providers.ErrNoSignature, providers.ErrBadSignature, providers.ErrMalformed,
-		providers.ErrTooOld, providers.ErrTooNew, providers.ErrNoEventID} {
+		providers.ErrTooOld, providers.ErrTooNew, providers.ErrNoEventID, providers.ErrAmbiguous} {
 		if errors.Is(err, s) {
 			return true
 		}

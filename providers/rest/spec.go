@@ -129,8 +129,10 @@ func (s VerifySpec) Verifier() (providers.Verifier, error) {
 }
 
 // TokenVerifier accepts a delivery whose header carries one of the secrets verbatim (GitLab's
-// X-Gitlab-Token). Nothing in the body is signed: a captured delivery can be replayed, and the
-// dedupe key is the only replay protection.
+// X-Gitlab-Token). Nothing is signed: a captured delivery can be replayed, and dedupe is the
+// only replay protection. With an EventIDHeader the id could be swapped for a fresh one, so
+// the body's digest is the ReplayKey (the one thing a replay under a fresh id keeps); whoever
+// holds the token can forge new bodies anyway, which no receiver can tell from real ones.
 type TokenVerifier struct {
 	spec TokenSpec
 	path []string
@@ -160,7 +162,8 @@ func newTokenVerifier(s TokenSpec, notID func(string) error) (*TokenVerifier, er
 
 // Verify compares the token header with every secret in constant time (as SHA-256 digests, so
 // neither the length nor the content of a secret leaks through timing). Errors wrap
-// ErrNoSignature (no header), ErrMalformed (more than one) or ErrBadSignature (no match).
+// ErrNoSignature (no header), ErrMalformed (more than one), ErrBadSignature (no match) or
+// ErrAmbiguous (the id header twice, or an id field named twice).
 func (v *TokenVerifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
 	values := d.Header.Values(v.spec.Header)
 	if len(values) == 0 || values[0] == "" {
@@ -177,21 +180,35 @@ func (v *TokenVerifier) Verify(d providers.Delivery, secrets [][]byte) (provider
 	if !matched {
 		return providers.Verified{}, providers.VerifyError("rest", providers.ErrBadSignature, "the %s value matches none of %d secrets", v.spec.Header, usable)
 	}
-	return eventID(d, v.spec.EventIDHeader, v.path), nil
+	verified, err := eventID(d, v.spec.EventIDHeader, v.path)
+	if err == nil && v.spec.EventIDHeader != "" {
+		verified.ReplayKey = providers.Digest(d.Body)
+	}
+	return verified, err
 }
 
-// eventID is the id of an authentic delivery: the header, the body field, or a body hash.
-func eventID(d providers.Delivery, header string, path []string) providers.Verified {
+// eventID is the id of an authentic delivery: the header, the body field, or a body hash. A
+// header sent more than once, or a field that more than one member names at some level of its
+// path, is ErrAmbiguous: deduping on one of them would be a guess.
+func eventID(d providers.Delivery, header string, path []string) (providers.Verified, error) {
 	if header != "" {
-		if id := d.Header.Get(header); id != "" {
-			return providers.Verified{EventID: id}
+		values := d.Header.Values(header)
+		if len(values) > 1 {
+			return providers.Verified{}, providers.VerifyError("rest", providers.ErrAmbiguous, "%d %s headers, want one", len(values), header)
+		}
+		if len(values) == 1 && values[0] != "" {
+			return providers.Verified{EventID: values[0]}, nil
 		}
 	}
 	if path != nil {
-		if id, ok := field(d.Body, path); ok {
-			return providers.Verified{EventID: id}
+		id, ok, err := field(d.Body, path)
+		if err != nil {
+			return providers.Verified{}, err
+		}
+		if ok {
+			return providers.Verified{EventID: id}, nil
 		}
 	}
 	sum := sha256.Sum256(d.Body)
-	return providers.Verified{EventID: hex.EncodeToString(sum[:]), IDFallback: true}
+	return providers.Verified{EventID: hex.EncodeToString(sum[:]), IDFallback: true}, nil
 }

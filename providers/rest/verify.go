@@ -3,12 +3,13 @@
 // spec.go): HMAC schemes configured rather than coded, Standard Webhooks, shared tokens.
 //
 // HMAC schemes that sign no timestamp have no replay window: replay protection is the dedupe
-// key alone. When the event id comes from a header, that header is not signed either, and a
-// captured body can be replayed under a fresh id; an id read from the body is signed.
+// key alone. When the event id comes from a header that is not signed, a captured delivery
+// could be resent under a fresh id, so such a scheme's deliveries carry the digest of their
+// signed content as ReplayKey, which the receiver dedupes on too; an id read from the body is
+// signed, and so is a body hash.
 package rest
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha1" // HMAC-SHA1 is still sound, and some providers sign only with it.
 	"crypto/sha256"
@@ -19,12 +20,14 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookwarden/hookwarden/internal/jsonscan"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/standardwebhooks"
 )
@@ -364,7 +367,43 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 		}
 	}
 
-	return eventID(d, v.cfg.EventIDHeader, v.path), nil
+	if v.cfg.IDHeader != "" {
+		if n := len(d.Header.Values(v.cfg.IDHeader)); n > 1 {
+			// Only the first is signed; another reader may take another.
+			return providers.Verified{}, providers.VerifyError("rest", providers.ErrAmbiguous, "%d %s headers, want one", n, v.cfg.IDHeader)
+		}
+	}
+	got, err := eventID(d, v.cfg.EventIDHeader, v.path)
+	if err == nil && v.unsignedID() {
+		// Set whichever source gave the id this time: a capture resent with the header added,
+		// changed or left out must still find its signed bytes recorded.
+		got.ReplayKey = v.signedDigest(id, timestamp, d.Body)
+	}
+	return got, err
+}
+
+// unsignedID reports whether the event id may come from a header the signature does not
+// cover: an EventIDHeader other than the signed IDHeader.
+func (v *Verifier) unsignedID() bool {
+	return v.cfg.EventIDHeader != "" && http.CanonicalHeaderKey(v.cfg.EventIDHeader) != http.CanonicalHeaderKey(v.cfg.IDHeader)
+}
+
+// signedDigest is the SHA-256 of exactly the content the HMAC covers.
+func (v *Verifier) signedDigest(id, timestamp string, body []byte) string {
+	parts := make([][]byte, 0, len(v.content))
+	for _, p := range v.content {
+		switch p.field {
+		case "":
+			parts = append(parts, []byte(p.lit))
+		case "body":
+			parts = append(parts, body)
+		case "timestamp":
+			parts = append(parts, []byte(timestamp))
+		case "id":
+			parts = append(parts, []byte(id))
+		}
+	}
+	return providers.Digest(parts...)
 }
 
 // parseTimestamp reads the signed timestamp as unix seconds.
@@ -408,30 +447,30 @@ func (v *Verifier) mac(key []byte, id, timestamp string, body []byte) []byte {
 }
 
 // field follows path through nested JSON objects (keys matched exactly) and returns a non-empty
-// string, or a number as written.
-func field(body []byte, path []string) (string, bool) {
-	raw := json.RawMessage(body)
-	for _, key := range path {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return "", false
+// string, or a number as written. A key that more than one member of its object names, in any
+// spelling encoding/json would match, is ErrAmbiguous.
+func field(body []byte, path []string) (string, bool, error) {
+	raw := body
+	for depth, key := range path {
+		value, named, ok := jsonscan.TopLevelMember(raw, key)
+		if named > 1 {
+			return "", false, providers.VerifyError("rest", providers.ErrAmbiguous, "%d members name %q of the event id field %q (keys compared as encoding/json does, ignoring case)",
+				named, key, strings.Join(path[:depth+1], "."))
 		}
-		var ok bool
-		if raw, ok = obj[key]; !ok {
-			return "", false
+		if !ok || value == nil {
+			return "", false, nil
 		}
+		raw = value
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var val any
-	if dec.Decode(&val) != nil {
-		return "", false
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false, nil
+		}
+		return s, s != "", nil
+	case c == '-' || '0' <= c && c <= '9':
+		return string(raw), true, nil
 	}
-	switch x := val.(type) {
-	case string:
-		return x, x != ""
-	case json.Number:
-		return x.String(), true
-	}
-	return "", false
+	return "", false, nil
 }

@@ -24,6 +24,12 @@ func macHex(key, msg string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// digest is a replay key computed here, independently of providers.Digest.
+func digest(signed string) string {
+	sum := sha256.Sum256([]byte(signed))
+	return hex.EncodeToString(sum[:])
+}
+
 func TestHMACSchemes(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	ts := strconv.FormatInt(now.Unix(), 10)
@@ -33,8 +39,9 @@ func TestHMACSchemes(t *testing.T) {
 	swKey := []byte("0123456789abcdef0123456789abcdef")
 	swSecret := "whsec_" + base64.StdEncoding.EncodeToString(swKey)
 	swLike := rest.Config{Header: "webhook-signature", Separator: " ", ElementPrefix: "v1,", Encoding: rest.Base64, KeyEncoding: rest.KeyBase64, Content: "{id}.{timestamp}.{body}", IDHeader: "webhook-id", TimestampHeader: "webhook-timestamp", EventIDHeader: "webhook-id"}
-	sum := sha256.Sum256(body)
-	hashID := hex.EncodeToString(sum[:])
+	timestamped := calendly
+	timestamped.EventIDHeader = "X-Event-Id"
+	hashID := digest(string(body))
 
 	cases := []struct {
 		name, reason string
@@ -58,10 +65,13 @@ func TestHMACSchemes(t *testing.T) {
 			providerstest.Secrets(secret), providers.Verified{}, providers.ErrMalformed},
 		{"pagerduty second signature", "any of several signatures in one header", pagerduty,
 			providerstest.Headers("X-PagerDuty-Signature", "v1="+macHex(otherSecret, string(body))+",v1="+macHex(secret, string(body)), "X-Webhook-Id", "wh-9"),
-			providerstest.Secrets(secret), providers.Verified{EventID: "wh-9"}, nil},
+			providerstest.Secrets(secret), providers.Verified{EventID: "wh-9", ReplayKey: hashID}, nil},
 		{"pagerduty unknown version", "elements of another version are ignored", pagerduty,
 			providerstest.Headers("X-PagerDuty-Signature", "v0=abc,v1="+macHex(secret, string(body)), "X-Webhook-Id", "wh-9"),
-			providerstest.Secrets(secret), providers.Verified{EventID: "wh-9"}, nil},
+			providerstest.Secrets(secret), providers.Verified{EventID: "wh-9", ReplayKey: hashID}, nil},
+		{"unsigned id header, signed timestamp", "issue 4: the replay key is the digest of all that is signed, timestamp included", timestamped,
+			providerstest.Headers("Calendly-Webhook-Signature", "t="+ts+",v1="+macHex(secret, ts+"."+string(body)), "X-Event-Id", "ev-7"),
+			providerstest.Secrets(secret), providers.Verified{EventID: "ev-7", ReplayKey: digest(ts + "." + string(body))}, nil},
 		{"pagerduty no v1", "no element of the scheme", pagerduty,
 			providerstest.Headers("X-PagerDuty-Signature", "v0="+macHex(secret, string(body))),
 			providerstest.Secrets(secret), providers.Verified{}, providers.ErrMalformed},
@@ -129,12 +139,14 @@ func TestTokenVerifier(t *testing.T) {
 		want    providers.Verified
 		wantErr error
 	}{
-		{"match", providerstest.Headers("X-Gitlab-Token", secret, "Idempotency-Key", "idem-1"), providers.Verified{EventID: "idem-1"}, nil},
-		{"no id header", providerstest.Headers("X-Gitlab-Token", secret), providers.Verified{EventID: func() string { s := sha256.Sum256(body); return hex.EncodeToString(s[:]) }(), IDFallback: true}, nil},
+		// Nothing is signed and the id header could be swapped: the body is the replay key.
+		{"match", providerstest.Headers("X-Gitlab-Token", secret, "Idempotency-Key", "idem-1"), providers.Verified{EventID: "idem-1", ReplayKey: digest(string(body))}, nil},
+		{"no id header", providerstest.Headers("X-Gitlab-Token", secret), providers.Verified{EventID: digest(string(body)), IDFallback: true, ReplayKey: digest(string(body))}, nil},
 		{"wrong", providerstest.Headers("X-Gitlab-Token", secret+"x"), providers.Verified{}, providers.ErrBadSignature},
 		{"empty secret never matches", providerstest.Headers("X-Gitlab-Token", " "), providers.Verified{}, providers.ErrBadSignature},
 		{"missing", providerstest.Headers(), providers.Verified{}, providers.ErrNoSignature},
 		{"twice", http.Header{"X-Gitlab-Token": {secret, secret}}, providers.Verified{}, providers.ErrMalformed},
+		{"id header twice", http.Header{"X-Gitlab-Token": {secret}, "Idempotency-Key": {"idem-1", "idem-2"}}, providers.Verified{}, providers.ErrAmbiguous},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := v.Verify(providers.Delivery{Header: tc.header, Body: body}, secrets)

@@ -96,6 +96,8 @@ func TestVerify(t *testing.T) {
 	good := sign(hexCfg, secret, body)
 	bodyHash := sha256.Sum256(body)
 	fallback := providers.Verified{EventID: hex.EncodeToString(bodyHash[:]), IDFallback: true}
+	// hexCfg's id header is unsigned, so its deliveries carry the signed body's digest.
+	bodyDigest := hex.EncodeToString(bodyHash[:])
 
 	cases := []struct {
 		name    string
@@ -112,14 +114,14 @@ func TestVerify(t *testing.T) {
 			reason: "the configured id header wins",
 			cfg:    hexCfg,
 			header: http.Header{"X-Signature": {good}, "X-Event-Id": {"hdr-1"}},
-			want:   providers.Verified{EventID: "hdr-1"},
+			want:   providers.Verified{EventID: "hdr-1", ReplayKey: bodyDigest},
 		},
 		{
 			name:   "id header absent, id from field",
 			reason: "without the header the body field is used",
 			cfg:    hexCfg,
 			header: http.Header{"X-Signature": {good}},
-			want:   providers.Verified{EventID: "ev_123"},
+			want:   providers.Verified{EventID: "ev_123", ReplayKey: bodyDigest},
 		},
 		{
 			name:   "dotted field, numeric id",
@@ -175,7 +177,46 @@ func TestVerify(t *testing.T) {
 			reason: "hex digits are decoded in either case",
 			cfg:    hexCfg,
 			header: http.Header{"X-Signature": {"sha256=" + strings.ToUpper(strings.TrimPrefix(good, "sha256="))}},
-			want:   providers.Verified{EventID: "ev_123"},
+			want:   providers.Verified{EventID: "ev_123", ReplayKey: bodyDigest},
+		},
+		{
+			name:    "id header twice",
+			reason:  "issue 5: which of two X-Event-Id values to dedupe on would be a guess",
+			cfg:     hexCfg,
+			header:  http.Header{"X-Signature": {good}, "X-Event-Id": {"hdr-1", "hdr-2"}},
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:    "id field twice",
+			reason:  "issue 5: a body naming its id twice is refused, not deduped on the last one",
+			cfg:     hexCfg,
+			header:  http.Header{"X-Signature": {sign(hexCfg, secret, []byte(`{"id":"ev_1","id":"ev_2"}`))}},
+			body:    []byte(`{"id":"ev_1","id":"ev_2"}`),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:    "id field in another case too",
+			reason:  "encoding/json matches \"ID\" to a struct's id field, so the body names the id twice",
+			cfg:     hexCfg,
+			header:  http.Header{"X-Signature": {sign(hexCfg, secret, []byte(`{"ID":"ev_1","id":"ev_2"}`))}},
+			body:    []byte(`{"ID":"ev_1","id":"ev_2"}`),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:    "an object on the dotted path twice",
+			reason:  "data.id is ambiguous when two data objects exist, whichever holds an id",
+			cfg:     sha512Cfg,
+			header:  http.Header{"X-Signature": {sign(sha512Cfg, secret, []byte(`{"data":{"id":1},"data":{"id":2}}`))}},
+			body:    []byte(`{"data":{"id":1},"data":{"id":2}}`),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:   "repeated keys off the path",
+			reason: "only the members on the id field's path must be unambiguous",
+			cfg:    sha512Cfg,
+			header: http.Header{"X-Signature": {sign(sha512Cfg, secret, []byte(`{"x":1,"x":2,"data":{"id":7,"y":1,"y":2}}`))}},
+			body:   []byte(`{"x":1,"x":2,"data":{"id":7,"y":1,"y":2}}`),
+			want:   providers.Verified{EventID: "7"},
 		},
 		{
 			name:    "tampered body",
@@ -198,7 +239,7 @@ func TestVerify(t *testing.T) {
 			cfg:     hexCfg,
 			header:  http.Header{"X-Signature": {sign(hexCfg, otherSecret, body)}},
 			secrets: []string{secret, otherSecret},
-			want:    providers.Verified{EventID: "ev_123"},
+			want:    providers.Verified{EventID: "ev_123", ReplayKey: bodyDigest},
 		},
 		{
 			name:    "wrong algorithm",

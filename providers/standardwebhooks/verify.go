@@ -108,7 +108,9 @@ func Sign(key []byte, id string, ts time.Time, body []byte) string {
 //     v1 entry at all (for example only v1a);
 //   - ErrBadSignature: nothing matches (wrong secret, tampered body or id or timestamp, or no
 //     secret that decodes; the message counts the secrets that did not);
-//   - ErrTooOld / ErrTooNew: authentic, but the timestamp is outside the tolerance.
+//   - ErrTooOld / ErrTooNew: authentic, but the timestamp is outside the tolerance;
+//   - ErrAmbiguous: authentic, but webhook-id is sent more than once (only the first is
+//     signed) or the body has more than one top-level "type" member.
 //
 // Secrets that decode to no bytes are skipped: an empty HMAC key is not a secret.
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
@@ -161,7 +163,14 @@ func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Ver
 	if err := providers.CheckAge("standardwebhooks", d.Now, unix, v.tolerance, v.tolerance); err != nil {
 		return providers.Verified{}, err
 	}
-	return providers.Verified{EventID: id, EventType: eventType(d.Body)}, nil
+	if n := len(d.Header.Values(v.idHeader)); n > 1 {
+		return providers.Verified{}, providers.VerifyError("standardwebhooks", providers.ErrAmbiguous, "%d %s headers, want one", n, v.idHeader)
+	}
+	typ, err := eventType(d.Body)
+	if err != nil {
+		return providers.Verified{}, err
+	}
+	return providers.Verified{EventID: id, EventType: typ}, nil
 }
 
 // mac is HMAC-SHA256 over "{id}.{timestamp}.{body}", timestamp exactly as sent.
@@ -176,9 +185,12 @@ func mac(key []byte, id, timestamp string, body []byte) []byte {
 }
 
 // eventType reads the spec's recommended top-level "type"; it is informational, so anything
-// else yields "".
-func eventType(body []byte) string {
+// else yields "", but a JSON object with two members that name it (in any spelling
+// encoding/json would match) is ErrAmbiguous: the sink might read the other.
+func eventType(body []byte) (string, error) {
 	var typ [1]string
-	jsonscan.TopLevelStrings(body, typ[:], "type")
-	return typ[0]
+	if ok, ambiguous := jsonscan.UniqueTopLevelStrings(body, typ[:], "type"); ok && ambiguous >= 0 {
+		return "", providers.VerifyError("standardwebhooks", providers.ErrAmbiguous, `the body has more than one top-level "type" member (keys compared as encoding/json does, ignoring case)`)
+	}
+	return typ[0], nil
 }

@@ -119,6 +119,20 @@ func TestVerify(t *testing.T) {
 			want: providers.Verified{EventID: vecID, EventType: "invoice.paid"},
 		},
 		{
+			name:   "event type twice",
+			reason: "issue 5: the type goes into ce-type, and a sink might read the other one",
+			header: headers(standardwebhooks.HeaderID, vecID, standardwebhooks.HeaderTimestamp, ts, standardwebhooks.HeaderSignature,
+				standardwebhooks.Sign(mustKey(t, vecSecret), vecID, vecNow, []byte(`{"type":"invoice.paid","Type":"invoice.void"}`))),
+			body:    `{"type":"invoice.paid","Type":"invoice.void"}`,
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
+			name:    "webhook-id twice",
+			reason:  "only the first is signed; a reader that takes the other would dedupe on an unsigned id",
+			header:  headers(standardwebhooks.HeaderID, vecID, standardwebhooks.HeaderID, "msg_other", standardwebhooks.HeaderTimestamp, ts, standardwebhooks.HeaderSignature, vecSignature),
+			wantErr: providers.ErrAmbiguous,
+		},
+		{
 			name:    "Stripe-style raw key",
 			reason:  "keying the HMAC with the literal whsec_ string (Stripe's way) does not match",
 			header:  headers(standardwebhooks.HeaderID, vecID, standardwebhooks.HeaderTimestamp, ts, standardwebhooks.HeaderSignature, standardwebhooks.Sign([]byte(vecSecret), vecID, vecNow, []byte(vecBody))),

@@ -83,7 +83,8 @@ func SignHeader(secret string, t time.Time, body []byte) string {
 //     stripe-go reports as ErrNoValidSignature), or no v1 value of 64 hex digits;
 //   - ErrBadSignature: nothing matches (wrong secret, tampered body, no usable secret);
 //   - ErrTooOld / ErrTooNew: authentic, but t is outside the tolerance;
-//   - ErrNoEventID: authentic, but the body has no non-empty string "id".
+//   - ErrNoEventID: authentic, but the body has no non-empty string "id";
+//   - ErrAmbiguous: authentic, but more than one top-level member names "id" or "type".
 //
 // Empty secrets are skipped: an empty HMAC key is not a secret.
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
@@ -181,11 +182,17 @@ func signature(secret []byte, timestamp string, body []byte) []byte {
 }
 
 // eventFields reads the dedupe key ("id") and the event type from an authentic body. Top-level
-// keys are matched exactly, unlike encoding/json's case-insensitive struct matching.
+// keys are matched exactly, unlike encoding/json's case-insensitive struct matching; a key that
+// two members name, in any spelling encoding/json would match, is ErrAmbiguous.
 func eventFields(body []byte) (providers.Verified, error) {
+	keys := [2]string{"id", "type"}
 	var v [2]string // id, type
-	if !jsonscan.TopLevelStrings(body, v[:], "id", "type") {
+	ok, ambiguous := jsonscan.UniqueTopLevelStrings(body, v[:], keys[:]...)
+	if !ok {
 		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoEventID, "the body is not a JSON object")
+	}
+	if ambiguous >= 0 {
+		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrAmbiguous, "the body has more than one top-level %q member (keys compared as encoding/json does, ignoring case)", keys[ambiguous])
 	}
 	if v[0] == "" {
 		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoEventID, `the body has no non-empty string "id"`)

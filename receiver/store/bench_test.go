@@ -11,11 +11,16 @@ import (
 )
 
 // BenchmarkSQLiteClaimBatch measures ClaimBatch on SQLite (WAL, synchronous=FULL) for batch
-// sizes the Batcher forms, with 1 KiB payloads. ns/op is per batch; µs/event divides it.
+// sizes the Batcher forms, with 1 KiB payloads, without replay keys (Stripe) and with them
+// (GitHub). ns/op is per batch; µs/event divides it.
 func BenchmarkSQLiteClaimBatch(b *testing.B) {
 	payload := []byte(`{"id":"evt","object":"event","data":` + strings.Repeat(`"x"`, 320) + `}`)
-	for _, size := range []int{1, 4, 16, 64} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+	for _, c := range []struct {
+		size   int
+		replay bool
+	}{{1, false}, {4, false}, {16, false}, {64, false}, {1, true}, {16, true}, {64, true}} {
+		size := c.size
+		b.Run(fmt.Sprintf("batch=%d/replay-keys=%t", size, c.replay), func(b *testing.B) {
 			s, err := OpenSQLite(storetest.SQLitePath(b))
 			if err != nil {
 				b.Fatal(err)
@@ -30,6 +35,9 @@ func BenchmarkSQLiteClaimBatch(b *testing.B) {
 					n++
 					batch[i] = event("default/bench-hooks", fmt.Sprintf("evt_1OzHkLF2eZvKYlo2C%010d", n), t0)
 					batch[i].Payload = payload
+					if c.replay {
+						batch[i].ReplayKey = fmt.Sprintf("%064x", n)
+					}
 				}
 				if _, err := s.ClaimBatch(ctx, batch); err != nil {
 					b.Fatal(err)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,6 +166,65 @@ func event(subscription, id string, received time.Time) Event {
 		ReceivedAt:      received,
 		MaxAttempts:     5,
 	}
+}
+
+// claimCase is a table case of claims: batches of event specs, "[sub:]id[/replay key]" (sub:
+// another subscription), and the duplicates each ClaimBatch should answer.
+type claimCase struct {
+	name, reason string
+	batches      [][]string
+	want         [][]bool
+}
+
+// runClaimCases claims every case's batches in order, each event of subscription "ns/<name>"
+// (or "ns/<name>-<sub>") with "batch <i> position <n>" as its payload, checks the answers, and
+// checks that Depth counts one job per accepted event.
+func runClaimCases(t *testing.T, e *env, cases []claimCase) {
+	t.Helper()
+	accepted := 0
+	for _, tc := range cases {
+		for i, batch := range tc.batches {
+			var events []Event
+			for n, spec := range batch {
+				sub := "ns/" + tc.name
+				if s, rest, ok := strings.Cut(spec, ":"); ok {
+					sub, spec = sub+"-"+s, rest
+				}
+				id, replayKey, _ := strings.Cut(spec, "/")
+				ev := event(sub, id, t0)
+				ev.ReplayKey = replayKey
+				ev.Payload = fmt.Appendf(nil, "batch %d position %d", i, n)
+				events = append(events, ev)
+			}
+			got := mustClaim(t, e.s, events...)
+			if diff := cmp.Diff(tc.want[i], got); diff != "" {
+				t.Errorf("%s: %s: batch %d duplicates (-want +got):\n%s", tc.name, tc.reason, i, diff)
+			}
+			for _, d := range got {
+				if !d {
+					accepted++
+				}
+			}
+		}
+	}
+	if got := mustDepth(t, e.s); got != accepted {
+		t.Errorf("Depth = %d, want one job per accepted event (%d)", got, accepted)
+	}
+}
+
+// claimTogether claims batch x on store a and batch y on store b at the same time, as two
+// receivers do, and fails the test if either claim fails.
+func claimTogether(t *testing.T, round int, a Store, x []Event, b Store, y []Event) (dupX, dupY []bool) {
+	t.Helper()
+	var errX, errY error
+	var wg sync.WaitGroup
+	wg.Go(func() { dupX, errX = a.ClaimBatch(testCtx(t), x) })
+	wg.Go(func() { dupY, errY = b.ClaimBatch(testCtx(t), y) })
+	wg.Wait()
+	if errX != nil || errY != nil {
+		t.Fatalf("round %d: concurrent claims failed: %v / %v", round, errX, errY)
+	}
+	return dupX, dupY
 }
 
 // jobOpts compares jobs without their database ids.

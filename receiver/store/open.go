@@ -207,9 +207,9 @@ func (s *SQL) migrate(ctx context.Context) error {
 	// Not AUTOINCREMENT: its sqlite_sequence page costs each commit one more WAL frame (10–20 %
 	// of a claim), and SQLite reuses an id only after the newest row was swept, i.e. after a
 	// retention window without a single event; every job report is fenced by more than the id.
-	id, blob := "INTEGER PRIMARY KEY", "BLOB"
+	id, blob, keyed := "INTEGER PRIMARY KEY", "BLOB", " WITHOUT ROWID"
 	if s.dialect == dialectPostgres {
-		id, blob = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA"
+		id, blob, keyed = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA", ""
 	}
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS hw_events (
@@ -232,6 +232,16 @@ func (s *SQL) migrate(ctx context.Context) error {
 )`,
 		// Due jobs by state and run_at; Sweep finds completed and dead rows through it too.
 		`CREATE INDEX IF NOT EXISTS hw_events_due ON hw_events (state, run_at)`,
+		// The replay keys (Event.ReplayKey) of schemes that do not sign the event id, a second
+		// dedupe key per subscription, swept by received_at. A database of an earlier version
+		// gets the table on open; until then it had none to keep.
+		`CREATE TABLE IF NOT EXISTS hw_replays (
+	subscription TEXT NOT NULL,
+	replay_key TEXT NOT NULL,
+	received_at BIGINT NOT NULL,
+	PRIMARY KEY (subscription, replay_key)
+)` + keyed,
+		`CREATE INDEX IF NOT EXISTS hw_replays_received ON hw_replays (received_at)`,
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

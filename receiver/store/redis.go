@@ -24,6 +24,8 @@ import (
 // runs on one node:
 //
 //	P:{s:S}:e:<event id>  string  the dedupe key: the sequence number of the event's job
+//	P:{s:S}:r:<replay>    string  a replay key (Event.ReplayKey): the event id that brought it;
+//	                              its TTL is the dedupe window from the receipt
 //	P:{s:S}:j:<seq>       hash    the job: event, state, attempts, run_at, lease, last error
 //	P:{s:S}:seq           string  the last sequence number given out
 //	P:{s:S}:due           zset    live jobs by due time: run_at (pending, retryable) or the
@@ -144,14 +146,19 @@ type claimGroup struct {
 	minRecv int64
 }
 
+// claimKey is what makes two events of a batch copies of each other.
+type claimKey struct{ subscription, eventID, replayKey string }
+
 // ClaimEach implements EachClaimer: each subscription's events are recorded by their own
 // script(s), so a failure is confined to its subscription's events (and one script fails as a
-// whole: nothing of it is recorded). A later copy of an event in the same batch shares its first
-// occurrence's outcome: a duplicate if that one was recorded, its error if not.
+// whole: nothing of it is recorded). A later copy of an event in the same batch (same id, same
+// replay key) shares its first occurrence's outcome: a duplicate if that one was recorded, its
+// error if not. Events that share only their id or only their replay key go to the scripts,
+// which answer them as if claimed one by one.
 func (r *Redis) ClaimEach(ctx context.Context, events []Event) []ClaimResult {
 	res := make([]ClaimResult, len(events))
 	now := r.now()
-	first := make(map[eventKey]int, len(events))
+	first := make(map[claimKey]int, len(events))
 	copyOf := map[int]int{}
 	var groups []*claimGroup
 	bySub := map[string]*claimGroup{}
@@ -161,7 +168,7 @@ func (r *Redis) ClaimEach(ctx context.Context, events []Event) []ClaimResult {
 			res[i].Err = err
 			continue
 		}
-		k := eventKey{e.Subscription, e.EventID}
+		k := claimKey{e.Subscription, e.EventID, e.ReplayKey}
 		if f, ok := first[k]; ok {
 			copyOf[i] = f
 			continue
@@ -178,7 +185,7 @@ func (r *Redis) ClaimEach(ctx context.Context, events []Event) []ClaimResult {
 		g.minRecv = min(g.minRecv, recv[i])
 	}
 	if len(groups) > 0 {
-		r.claimGroups(ctx, events, recv, groups, res)
+		r.claimGroups(ctx, events, recv, now, groups, res)
 	}
 	for i, f := range copyOf {
 		res[i] = ClaimResult{Duplicate: res[f].Err == nil, Err: res[f].Err}
@@ -186,7 +193,7 @@ func (r *Redis) ClaimEach(ctx context.Context, events []Event) []ClaimResult {
 	return res
 }
 
-func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, groups []*claimGroup, res []ClaimResult) {
+func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, now time.Time, groups []*claimGroup, res []ClaimResult) {
 	failAll := func(err error) {
 		for _, g := range groups {
 			for _, i := range g.events {
@@ -233,19 +240,27 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, g
 	parallel(len(chunks), func(c int) {
 		chunk := chunks[c]
 		sub := events[chunk[0]].Subscription
-		keys := make([]string, 0, 2+len(chunk))
+		keys := make([]string, 0, 2+2*len(chunk))
 		keys = append(keys, r.subKey(sub, "seq"), r.subKey(sub, "due"))
-		args := make([]any, 0, 1+8*len(chunk))
+		args := make([]any, 0, 1+9*len(chunk))
 		args = append(args, r.subKey(sub, "j:"))
 		for _, i := range chunk {
 			e := events[i]
-			keys = append(keys, r.subKey(sub, "e:"+e.EventID))
+			dk, rk, ttl := r.subKey(sub, "e:"+e.EventID), "", ""
+			window := max(e.DedupeWindow, r.retention)
+			if e.ReplayKey != "" {
+				// Remembered for the dedupe window from the receipt, like the SQL stores'
+				// sweep; at least a millisecond, which PX requires.
+				rk = r.subKey(sub, "r:"+e.ReplayKey)
+				ttl = strconv.FormatInt(max(time.UnixMicro(recv[i]).Add(window).Sub(now).Milliseconds(), 1), 10)
+			}
+			keys = append(keys, dk, cmp.Or(rk, dk))
 			payload := e.Payload
 			if payload == nil {
 				payload = []byte{}
 			}
 			args = append(args, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, recv[i],
-				e.MaxAttempts, max(e.DedupeWindow, r.retention).Microseconds())
+				e.MaxAttempts, window.Microseconds(), ttl)
 		}
 		seqs, err := redisClaim.Run(ctx, r.c, keys, args...).Int64Slice()
 		if err == nil && len(seqs) != len(chunk) {

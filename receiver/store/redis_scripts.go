@@ -15,12 +15,16 @@ import "github.com/redis/go-redis/v9"
 // Times are unix microseconds, formatted with %d: Lua would print a number of 16 digits as
 // "1.7e+15" and lose the rest.
 
-// redisClaim records the events of one subscription. KEYS: the sequence counter, the due set,
-// then one dedupe key per event. ARGV[1] is the job key prefix, then 8 values per event: event
-// id, subscription UID, type, content type, payload, received, max attempts, dedupe window.
-// It returns per event the new job's sequence number, or 0 for a duplicate.
+// redisClaim records the events of one subscription, as if they were claimed one by one.
+// KEYS: the sequence counter, the due set, then per event its dedupe key and its replay key
+// (its dedupe key again when it has none). ARGV[1] is the job key prefix, then 9 values per
+// event: event id, subscription UID, type, content type, payload, received, max attempts,
+// dedupe window, and the replay key's TTL in ms (empty when it has none). An event whose replay
+// key is held (already, or by an earlier event of the call) is a duplicate and writes nothing;
+// any other sets its replay key, with the TTL, even when its event id is a duplicate. It
+// returns per event the new job's sequence number, or 0 for a duplicate.
 var redisClaim = redis.NewScript(`#!lua
-local n = #KEYS - 2
+local n = (#KEYS - 2) / 2
 for i = 1, 2 do
   local t = redis.call('TYPE', KEYS[i]).ok
   if t ~= 'none' and t ~= (i == 1 and 'string' or 'zset') then
@@ -28,24 +32,33 @@ for i = 1, 2 do
   end
 end
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-local fresh, last = {}, seq
+local fresh, keep, last = {}, {}, seq
+local held, claimed = {}, {}
 for i = 1, n do
-  if redis.call('EXISTS', KEYS[2 + i]) == 0 then
-    last = last + 1
-    local jk = ARGV[1] .. string.format('%d', last)
-    if redis.call('EXISTS', jk) == 1 then
-      return redis.error_reply('hookwarden: job key ' .. jk .. ' exists already')
+  local dk, rk, ttl = KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[1 + 9 * i]
+  if ttl == '' or not (held[rk] or redis.call('EXISTS', rk) == 1) then
+    if ttl ~= '' then
+      held[rk], keep[i] = true, true
     end
-    fresh[i] = last
+    if not claimed[dk] and redis.call('EXISTS', dk) == 0 then
+      claimed[dk] = true
+      last = last + 1
+      local jk = ARGV[1] .. string.format('%d', last)
+      if redis.call('EXISTS', jk) == 1 then
+        return redis.error_reply('hookwarden: job key ' .. jk .. ' exists already')
+      end
+      fresh[i] = last
+    end
   end
 end
 local out = {}
 for i = 1, n do
   out[i] = 0
+  local b = 1 + (i - 1) * 9
+  if keep[i] then redis.call('SET', KEYS[2 + 2 * i], ARGV[b + 1], 'PX', ARGV[b + 9]) end
   if fresh[i] then
-    local b = 1 + (i - 1) * 8
     local id = string.format('%d', fresh[i])
-    redis.call('SET', KEYS[2 + i], id)
+    redis.call('SET', KEYS[1 + 2 * i], id)
     redis.call('HSET', ARGV[1] .. id, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
       'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8],
       'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '')

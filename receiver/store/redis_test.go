@@ -314,8 +314,9 @@ func TestRedisClaimerDyingMidClaimHidesNothing(t *testing.T) {
 	if err != nil || len(candidates) != 2 {
 		t.Fatalf("candidates = %v, %v; want ns/a", candidates, err)
 	}
-	if err := redisClaim.Run(ctx, s.c, []string{s.subKey("ns/a", "seq"), s.subKey("ns/a", "due"), s.subKey("ns/a", "e:evt_new")},
-		s.subKey("ns/a", "j:"), "evt_new", "uid", "invoice.paid", "application/json", "{}", t0.UnixMicro(), 5, time.Hour.Microseconds()).Err(); err != nil {
+	dk := s.subKey("ns/a", "e:evt_new")
+	if err := redisClaim.Run(ctx, s.c, []string{s.subKey("ns/a", "seq"), s.subKey("ns/a", "due"), dk, dk},
+		s.subKey("ns/a", "j:"), "evt_new", "uid", "invoice.paid", "application/json", "{}", t0.UnixMicro(), 5, time.Hour.Microseconds(), "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := redisSettle.Run(ctx, s.c, []string{hint, ver}, s.globalKey("t:"), "ns/a", candidates[1], "").Err(); err != nil {

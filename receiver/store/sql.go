@@ -33,9 +33,11 @@ type SQL struct {
 	// maxParams bounds the parameters of one SQLite claim statement.
 	maxParams int
 
-	// claimStmts caches the SQLite claim statement by row count (see claimStmt).
-	claimMu    sync.Mutex
-	claimStmts map[int]*sql.Stmt
+	// claimStmts and replayStmts cache the SQLite claim and replay key statements by row count
+	// (see claimStmt).
+	claimMu     sync.Mutex
+	claimStmts  map[int]*sql.Stmt
+	replayStmts map[int]*sql.Stmt
 }
 
 var _ Store = (*SQL)(nil)
@@ -60,7 +62,10 @@ func (s *SQL) Close() error {
 	for _, st := range s.claimStmts {
 		_ = st.Close()
 	}
-	s.claimStmts = nil
+	for _, st := range s.replayStmts {
+		_ = st.Close()
+	}
+	s.claimStmts, s.replayStmts = nil, nil
 	s.claimMu.Unlock()
 	if s.reader != s.db {
 		_ = s.reader.Close()
@@ -74,35 +79,197 @@ type eventKey struct{ subscription, eventID string }
 // batch: the unique constraint decides between concurrent claims, also across processes, and
 // each inserted row is its event's pending job. An event CheckEvent refuses fails the batch
 // before the database sees it.
+//
+// Events with a replay key take one more statement first, in the same transaction: their keys
+// go into hw_replays (unique on subscription + replay key), and only the events whose key was
+// not held yet go on to hw_events. Both statements insert in their unique index's order, and
+// every transaction finishes its replay keys before its first event, so overlapping batches
+// still cannot deadlock.
 func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	dup := make([]bool, len(events))
 	if len(events) == 0 {
 		return dup, nil
 	}
-	// Every event is a duplicate until the database returns its row as inserted. The first
-	// occurrence in the batch is the one offered to the database; later ones stay duplicates.
-	first := make(map[eventKey]int, len(events))
-	uniq := make([]int, 0, len(events))
+	// Every event is a duplicate until the database returns its row as inserted.
+	all := make([]int, len(events))
 	for i, e := range events {
 		if err := CheckEvent(e); err != nil {
 			return nil, fmt.Errorf("store: claim: event %d: %w", i, err)
 		}
 		dup[i] = true
-		k := eventKey{e.Subscription, e.EventID}
+		all[i] = i
+	}
+	c := &sqlClaim{s: s, events: events, dup: dup, now: s.now(), replays: firstReplays(events)}
+	var err error
+	switch {
+	case len(c.replays) > 0:
+		err = c.withReplays(ctx)
+	case s.dialect == dialectPostgres:
+		// One statement, its own transaction: one round trip.
+		err = c.insertEvents(ctx, s.db, all)
+	default:
+		err = c.sqlite(ctx, all)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return dup, nil
+}
+
+// sqlClaim is one ClaimBatch in progress.
+type sqlClaim struct {
+	s       *SQL
+	events  []Event
+	dup     []bool
+	now     time.Time
+	replays []int // events whose replay key comes first in the batch
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// firstReplays returns the events with a replay key that no earlier event of the batch has.
+func firstReplays(events []Event) []int {
+	var first []int
+	var seen map[eventKey]bool // allocated only for a batch with replay keys
+	for i, e := range events {
+		if e.ReplayKey == "" {
+			continue
+		}
+		if seen == nil {
+			seen = map[eventKey]bool{}
+		}
+		if k := (eventKey{e.Subscription, e.ReplayKey}); !seen[k] {
+			seen[k] = true
+			first = append(first, i)
+		}
+	}
+	return first
+}
+
+func (c *sqlClaim) received(e Event) int64 {
+	if e.ReceivedAt.IsZero() {
+		return c.now.UnixMicro()
+	}
+	return e.ReceivedAt.UnixMicro()
+}
+
+// sqlite records events (indexes into c.events) in one transaction, with statements prepared
+// before it begins: the transaction holds SQLite's one connection.
+func (c *sqlClaim) sqlite(ctx context.Context, idx []int) error {
+	uniq, first := firstByID(c.events, idx)
+	chunks := slices.Collect(slices.Chunk(uniq, c.s.maxParams/claimCols))
+	stmts := make([]*sql.Stmt, len(chunks))
+	for k, chunk := range chunks {
+		st, err := c.s.claimStmt(ctx, len(chunk))
+		if err != nil {
+			return fmt.Errorf("store: claim: prepare: %w", err)
+		}
+		stmts[k] = st
+	}
+	tx, err := c.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: claim: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := c.insertSQLiteEvents(ctx, tx, chunks, stmts, first); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: claim: commit: %w", err)
+	}
+	return nil
+}
+
+// withReplays records the replay keys, then the events whose key was new or who have none, in
+// one transaction.
+func (c *sqlClaim) withReplays(ctx context.Context) error {
+	var replayStmts []*sql.Stmt
+	var replayChunks [][]int
+	if c.s.dialect == dialectSQLite {
+		replayChunks = slices.Collect(slices.Chunk(c.replays, c.s.maxParams/replayCols))
+		for _, chunk := range replayChunks {
+			st, err := c.s.replayStmt(ctx, len(chunk))
+			if err != nil {
+				return fmt.Errorf("store: claim: prepare: %w", err)
+			}
+			replayStmts = append(replayStmts, st)
+		}
+	}
+	tx, err := c.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: claim: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	held := map[eventKey]bool{} // replay keys recorded before this claim
+	for _, i := range c.replays {
+		held[eventKey{c.events[i].Subscription, c.events[i].ReplayKey}] = true
+	}
+	fresh := func(k eventKey) { delete(held, k) }
+	if c.s.dialect == dialectPostgres {
+		err = c.insertPostgresReplays(ctx, tx, fresh)
+	} else {
+		err = c.insertSQLiteReplays(ctx, tx, replayChunks, replayStmts, fresh)
+	}
+	if err != nil {
+		return err
+	}
+	// As if claimed one by one: an event whose key was held, or came earlier in the batch,
+	// is a duplicate and records nothing more; the others go on to their event id.
+	first := map[int]bool{}
+	for _, i := range c.replays {
+		first[i] = true
+	}
+	var next []int
+	for i, e := range c.events {
+		if e.ReplayKey == "" || first[i] && !held[eventKey{e.Subscription, e.ReplayKey}] {
+			next = append(next, i)
+		}
+	}
+	var warm []int
+	if c.s.dialect == dialectPostgres {
+		err = c.insertEvents(ctx, tx, next)
+	} else {
+		// The statements' sizes are known only now: a cached one is used, any other runs
+		// unprepared and is prepared for next time after the commit.
+		uniq, firstIDs := firstByID(c.events, next)
+		chunks := slices.Collect(slices.Chunk(uniq, c.s.maxParams/claimCols))
+		stmts := make([]*sql.Stmt, len(chunks))
+		for k, chunk := range chunks {
+			if stmts[k] = c.s.cachedClaimStmt(len(chunk)); stmts[k] == nil {
+				warm = append(warm, len(chunk))
+			}
+		}
+		err = c.insertSQLiteEvents(ctx, tx, chunks, stmts, firstIDs)
+	}
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: claim: commit: %w", err)
+	}
+	for _, n := range warm {
+		_, _ = c.s.claimStmt(ctx, n) // a failure only leaves it unprepared
+	}
+	return nil
+}
+
+// firstByID returns the events of idx whose (subscription, event id) no earlier one of idx
+// has, and where each key first occurs.
+func firstByID(events []Event, idx []int) ([]int, map[eventKey]int) {
+	first := make(map[eventKey]int, len(idx))
+	uniq := make([]int, 0, len(idx))
+	for _, i := range idx {
+		k := eventKey{events[i].Subscription, events[i].EventID}
 		if _, ok := first[k]; !ok {
 			first[k] = i
 			uniq = append(uniq, i)
 		}
 	}
-	claim := s.claimSQLite
-	if s.dialect == dialectPostgres {
-		claim = s.claimPostgres
-	}
-	err := claim(ctx, events, uniq, s.now(), func(k eventKey) { dup[first[k]] = false })
-	if err != nil {
-		return nil, err
-	}
-	return dup, nil
+	return uniq, first
 }
 
 // claimCols is the number of placeholders in claimRow.
@@ -119,6 +286,16 @@ func claimSQL(n int) string {
 		` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING subscription, event_id`
 }
 
+// replayCols is the number of placeholders in a replay key row.
+const replayCols = 3
+
+// replaySQL is the SQLite replay key insert for n rows.
+func replaySQL(n int) string {
+	return `INSERT INTO hw_replays (subscription, replay_key, received_at) VALUES ` +
+		strings.Repeat("(?, ?, ?),", n-1) + "(?, ?, ?)" +
+		` ON CONFLICT (subscription, replay_key) DO NOTHING RETURNING subscription, replay_key`
+}
+
 // maxCachedClaim bounds the row counts whose SQLite statement is kept prepared: the Batcher's
 // batches (256 by default) reuse them; larger ones are prepared per call.
 const maxCachedClaim = 256
@@ -128,77 +305,93 @@ const maxCachedClaim = 256
 // connection, which the transaction holds. Parsing a multi-row INSERT costs more than running
 // it, so each batch size is parsed once.
 func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	return s.prepared(ctx, &s.claimStmts, n, claimSQL)
+}
+
+// cachedClaimStmt is claimStmt without preparing: nil unless it is prepared already.
+func (s *SQL) cachedClaimStmt(n int) *sql.Stmt {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	return s.claimStmts[n]
+}
+
+// replayStmt is claimStmt for the replay key insert.
+func (s *SQL) replayStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	return s.prepared(ctx, &s.replayStmts, n, replaySQL)
+}
+
+func (s *SQL) prepared(ctx context.Context, cache *map[int]*sql.Stmt, n int, text func(int) string) (*sql.Stmt, error) {
 	if n > maxCachedClaim {
 		return nil, nil
 	}
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	if st := s.claimStmts[n]; st != nil {
+	if st := (*cache)[n]; st != nil {
 		return st, nil
 	}
-	st, err := s.db.PrepareContext(ctx, claimSQL(n))
+	st, err := s.db.PrepareContext(ctx, text(n))
 	if err != nil {
 		return nil, err
 	}
-	if s.claimStmts == nil {
-		s.claimStmts = map[int]*sql.Stmt{}
+	if *cache == nil {
+		*cache = map[int]*sql.Stmt{}
 	}
-	s.claimStmts[n] = st
+	(*cache)[n] = st
 	return st, nil
 }
 
-// claimSQLite records the batch in one transaction, in chunks that fit the parameter limit, and
-// calls inserted for each newly recorded event.
-func (s *SQL) claimSQLite(ctx context.Context, events []Event, uniq []int, now time.Time, inserted func(eventKey)) error {
-	chunks := slices.Collect(slices.Chunk(uniq, s.maxParams/claimCols))
-	stmts := make([]*sql.Stmt, len(chunks))
-	for c, chunk := range chunks {
-		st, err := s.claimStmt(ctx, len(chunk))
-		if err != nil {
-			return fmt.Errorf("store: claim: prepare: %w", err)
-		}
-		stmts[c] = st
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: claim: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for c, chunk := range chunks {
+// insertSQLiteEvents inserts the chunks of events with their statements (nil: unprepared) and
+// marks each inserted event accepted.
+func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks [][]int, stmts []*sql.Stmt, first map[eventKey]int) error {
+	for k, chunk := range chunks {
 		args := make([]any, 0, len(chunk)*claimCols)
 		for _, i := range chunk {
-			e := events[i]
+			e := c.events[i]
 			payload := e.Payload
 			if payload == nil {
 				payload = []byte{}
 			}
-			received := e.ReceivedAt
-			if received.IsZero() {
-				received = now
-			}
-			at := received.UnixMicro()
+			at := c.received(e)
 			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, at, int64(e.MaxAttempts), at, at)
 		}
-		var rows *sql.Rows
-		if st := stmts[c]; st != nil {
-			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-		} else {
-			rows, err = tx.QueryContext(ctx, claimSQL(len(chunk)), args...)
-		}
-		if err != nil {
+		if err := query(ctx, tx, stmts[k], claimSQL(len(chunk)), args, func(key eventKey) { c.dup[first[key]] = false }); err != nil {
 			return fmt.Errorf("store: claim: %w", err)
 		}
-		if err := scanClaimed(rows, inserted); err != nil {
-			return fmt.Errorf("store: claim: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: claim: commit: %w", err)
 	}
 	return nil
 }
 
-// scanClaimed calls inserted for each (subscription, event_id) row and closes rows.
+// insertSQLiteReplays inserts the chunks of replay keys and calls fresh for each new one.
+func (c *sqlClaim) insertSQLiteReplays(ctx context.Context, tx *sql.Tx, chunks [][]int, stmts []*sql.Stmt, fresh func(eventKey)) error {
+	for k, chunk := range chunks {
+		args := make([]any, 0, len(chunk)*replayCols)
+		for _, i := range chunk {
+			e := c.events[i]
+			args = append(args, e.Subscription, e.ReplayKey, c.received(e))
+		}
+		if err := query(ctx, tx, stmts[k], replaySQL(len(chunk)), args, fresh); err != nil {
+			return fmt.Errorf("store: claim: replay keys: %w", err)
+		}
+	}
+	return nil
+}
+
+// query runs st (or q when st is nil) in tx and calls inserted for each returned row.
+func query(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any, inserted func(eventKey)) error {
+	var rows *sql.Rows
+	var err error
+	if st != nil {
+		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	} else {
+		rows, err = tx.QueryContext(ctx, q, args...)
+	}
+	if err != nil {
+		return err
+	}
+	return scanClaimed(rows, inserted)
+}
+
+// scanClaimed calls inserted for each (subscription, key) row and closes rows.
 func scanClaimed(rows *sql.Rows, inserted func(eventKey)) (err error) {
 	defer func() {
 		if cerr := rows.Close(); err == nil {
@@ -228,29 +421,57 @@ ORDER BY subscription, event_id
 ON CONFLICT (subscription, event_id) DO NOTHING
 RETURNING subscription, event_id`
 
-func (s *SQL) claimPostgres(ctx context.Context, events []Event, uniq []int, now time.Time, inserted func(eventKey)) error {
+// replayPostgresSQL records replay keys, in key order like claimPostgresSQL.
+const replayPostgresSQL = `
+INSERT INTO hw_replays (subscription, replay_key, received_at)
+SELECT subscription, replay_key, received_at FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(subscription, replay_key, received_at)
+ORDER BY subscription, replay_key
+ON CONFLICT (subscription, replay_key) DO NOTHING
+RETURNING subscription, replay_key`
+
+// insertEvents records the events of idx on PostgreSQL through q (the database, or the claim's
+// transaction) and marks each inserted one accepted.
+func (c *sqlClaim) insertEvents(ctx context.Context, q querier, idx []int) error {
+	uniq, first := firstByID(c.events, idx)
+	if len(uniq) == 0 {
+		return nil
+	}
 	n := len(uniq)
 	subs, ids, uids, types, ctypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads, received, attempts := make([][]byte, n), make([]int64, n), make([]int32, n)
 	for k, i := range uniq {
-		e := events[i]
+		e := c.events[i]
 		subs[k], ids[k], uids[k], types[k], ctypes[k] = e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType
 		payloads[k] = e.Payload
 		if payloads[k] == nil {
 			payloads[k] = []byte{}
 		}
-		at := e.ReceivedAt
-		if at.IsZero() {
-			at = now
-		}
-		received[k], attempts[k] = at.UnixMicro(), int32(e.MaxAttempts)
+		received[k], attempts[k] = c.received(e), int32(e.MaxAttempts)
 	}
-	rows, err := s.db.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts)
+	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts)
 	if err != nil {
 		return fmt.Errorf("store: claim: %w", err)
 	}
-	if err := scanClaimed(rows, inserted); err != nil {
+	if err := scanClaimed(rows, func(k eventKey) { c.dup[first[k]] = false }); err != nil {
 		return fmt.Errorf("store: claim: %w", err)
+	}
+	return nil
+}
+
+// insertPostgresReplays records the batch's replay keys and calls fresh for each new one.
+func (c *sqlClaim) insertPostgresReplays(ctx context.Context, tx *sql.Tx, fresh func(eventKey)) error {
+	n := len(c.replays)
+	subs, keys, received := make([]string, n), make([]string, n), make([]int64, n)
+	for k, i := range c.replays {
+		e := c.events[i]
+		subs[k], keys[k], received[k] = e.Subscription, e.ReplayKey, c.received(e)
+	}
+	rows, err := tx.QueryContext(ctx, replayPostgresSQL, subs, keys, received)
+	if err != nil {
+		return fmt.Errorf("store: claim: replay keys: %w", err)
+	}
+	if err := scanClaimed(rows, fresh); err != nil {
+		return fmt.Errorf("store: claim: replay keys: %w", err)
 	}
 	return nil
 }
@@ -460,23 +681,47 @@ const sweepBatch = 1000
 // so a dead letter stays replayable for the whole retention window. The due-job index finds
 // the candidates: a completed job ran at or after it was received (run_at >= received_at), so
 // run_at < cutoff narrows the scan without changing the answer.
+//
+// Replay keys received before cutoff go too, whatever became of their event: they are dedupe
+// records only. They are not counted.
 func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
-	q := sweepSQL(s.dialect)
+	total, err := s.sweep(ctx, sweepSQL(s.dialect), cutoff)
+	if err != nil {
+		return total, fmt.Errorf("store: sweep: %w", err)
+	}
+	if _, err := s.sweep(ctx, sweepReplaysSQL(s.dialect), cutoff); err != nil {
+		return total, fmt.Errorf("store: sweep replay keys: %w", err)
+	}
+	return total, nil
+}
+
+// sweep runs q (deleting up to $2 rows older than $1) until it deletes fewer than a batch.
+func (s *SQL) sweep(ctx context.Context, q string, cutoff time.Time) (int, error) {
 	total := 0
 	for {
 		res, err := s.db.ExecContext(ctx, q, cutoff.UnixMicro(), sweepBatch)
 		if err != nil {
-			return total, fmt.Errorf("store: sweep: %w", err)
+			return total, err
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return total, fmt.Errorf("store: sweep: %w", err)
+			return total, err
 		}
 		total += int(n)
 		if n < sweepBatch {
 			return total, nil
 		}
 	}
+}
+
+// sweepReplaysSQL deletes up to $2 replay keys received before $1, through their index.
+func sweepReplaysSQL(d dialect) string {
+	lock := ""
+	if d == dialectPostgres {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	return `DELETE FROM hw_replays WHERE (subscription, replay_key) IN (SELECT subscription, replay_key FROM hw_replays
+	WHERE received_at < $1 LIMIT $2` + lock + `)`
 }
 
 // sweepSQL deletes up to $2 sweepable events received before $1.

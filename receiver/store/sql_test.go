@@ -52,12 +52,7 @@ func TestClaimLeaseComplete(t *testing.T) {
 }
 
 func TestClaimDuplicates(t *testing.T) {
-	cases := []struct {
-		name    string
-		reason  string
-		batches [][]string // event ids ("sub:id" for another subscription) per ClaimBatch
-		want    [][]bool
-	}{
+	cases := []claimCase{
 		{
 			name:    "new",
 			reason:  "events never seen are accepted",
@@ -84,33 +79,7 @@ func TestClaimDuplicates(t *testing.T) {
 		},
 	}
 	forEachStore(t, func(t *testing.T, e *env) {
-		accepted := 0
-		for _, tc := range cases {
-			for i, batch := range tc.batches {
-				var events []Event
-				for n, id := range batch {
-					sub := "ns/" + tc.name
-					if s, rest, ok := strings.Cut(id, ":"); ok {
-						sub, id = "ns/"+tc.name+"-"+s, rest
-					}
-					ev := event(sub, id, t0)
-					ev.Payload = fmt.Appendf(nil, "batch %d position %d", i, n)
-					events = append(events, ev)
-				}
-				got := mustClaim(t, e.s, events...)
-				if diff := cmp.Diff(tc.want[i], got); diff != "" {
-					t.Errorf("%s: %s: batch %d duplicates (-want +got):\n%s", tc.name, tc.reason, i, diff)
-				}
-				for _, d := range got {
-					if !d {
-						accepted++
-					}
-				}
-			}
-		}
-		if got := mustDepth(t, e.s); got != accepted {
-			t.Errorf("Depth = %d, want one job per accepted event (%d)", got, accepted)
-		}
+		runClaimCases(t, e, cases)
 		// The recorded payload is the first occurrence's.
 		for _, j := range mustLease(t, e.s, 100, t0, time.Minute) {
 			if j.Event.Subscription == "ns/within a batch" && j.Event.EventID == "a" {
@@ -592,15 +561,7 @@ func TestOverlappingBatchesDoNotDeadlock(t *testing.T) {
 				up = append(up, event("ns/a", fmt.Sprintf("evt_%d_%d", r, i), t0))
 				down = append(down, event("ns/a", fmt.Sprintf("evt_%d_%d", r, events-1-i), t0))
 			}
-			var dupA, dupB []bool
-			var errA, errB error
-			var wg sync.WaitGroup
-			wg.Go(func() { dupA, errA = a.ClaimBatch(testCtx(t), up) })
-			wg.Go(func() { dupB, errB = b.ClaimBatch(testCtx(t), down) })
-			wg.Wait()
-			if errA != nil || errB != nil {
-				t.Fatalf("round %d: concurrent claims failed: %v / %v", r, errA, errB)
-			}
+			dupA, dupB := claimTogether(t, r, a, up, b, down)
 			for i := range events {
 				if dupA[i] == dupB[events-1-i] {
 					t.Errorf("round %d: evt_%d accepted by both or neither", r, i)

@@ -33,6 +33,14 @@ type Event struct {
 	// route's dedupeWindow). Redis turns it into the TTL of the event's keys; the SQL stores
 	// sweep by the receiver's longest window instead. Zero: the store's retention.
 	DedupeWindow time.Duration
+	// ReplayKey, when set, is a second dedupe key of the subscription: the digest of the signed
+	// bytes, for schemes whose signature does not cover EventID (providers.Verified). A claim
+	// whose replay key is already held is a duplicate, whatever its event id; a claim that is
+	// a duplicate by its event id still records its replay key, so a retry's signed bytes
+	// cannot come back under another id either. Replay keys are remembered for the dedupe
+	// window from the receipt of the claim that brought them (Redis: a TTL; SQL: Sweep's
+	// cutoff), whatever became of the event.
+	ReplayKey string
 }
 
 // Job states.
@@ -126,7 +134,8 @@ var ErrLeaseLost = errors.New("job lease lost")
 type Store interface {
 	// ClaimBatch records events and enqueues one pending job per newly recorded event, all in
 	// one transaction. duplicate[i] is true when events[i] (subscription, event id) was already
-	// recorded, by an earlier claim or earlier in the same batch. On error the SQL stores have
+	// recorded, by an earlier claim or earlier in the same batch, or when its replay key was
+	// (see Event.ReplayKey): the batch is answered as if its events were claimed one by one. On error the SQL stores have
 	// recorded nothing; Redis records per subscription, so some events may have been recorded
 	// (a retry then finds them duplicates, which is still an acknowledgement of a stored event).
 	ClaimBatch(ctx context.Context, events []Event) (duplicate []bool, err error)

@@ -25,6 +25,8 @@ const (
 	MaxEventTypeBytes = 256
 	// MaxContentTypeBytes bounds the provider's Content-Type, passed on to the sink as it is.
 	MaxContentTypeBytes = 256
+	// MaxReplayKeyBytes bounds the replay key, a digest (64 hex digits from the verifiers).
+	MaxReplayKeyBytes = 128
 )
 
 // ErrInvalidEvent is the error of an event the ledger refuses to record (see CheckEvent). No
@@ -33,9 +35,9 @@ var ErrInvalidEvent = errors.New("event cannot be recorded")
 
 // CheckEvent returns an error wrapping ErrInvalidEvent when e cannot be both stored and
 // delivered: an empty subscription or event id, a text field that is not valid UTF-8 or holds
-// NUL (PostgreSQL's text type cannot store either, SQLite would), an event id, type or content
-// type over its limit, or a Content-Type that is not a valid HTTP header value (it goes to the
-// sink unchanged). Every other character, control characters included, is stored as it is:
+// NUL (PostgreSQL's text type cannot store either, SQLite would), an event id, type, content
+// type or replay key over its limit, or a Content-Type that is not a valid HTTP header value
+// (it goes to the sink unchanged). Every other character, control characters included, is stored as it is:
 // the sender percent-encodes the id and type into their headers. The message names the field
 // and the rule, never the value.
 func CheckEvent(e Event) error {
@@ -49,6 +51,7 @@ func CheckEvent(e Event) error {
 		{"event id", e.EventID, MaxEventIDBytes},
 		{"event type", e.EventType, MaxEventTypeBytes},
 		{"content type", e.ContentType, MaxContentTypeBytes},
+		{"replay key", e.ReplayKey, MaxReplayKeyBytes},
 		{"subscription", e.Subscription, 0},
 		{"subscription UID", e.SubscriptionUID, 0},
 	}
