@@ -79,6 +79,8 @@ type Reconciler struct {
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
 	Metrics *Metrics
+	// RouteSecrets, when set, copies signing material into the receiver's namespace.
+	RouteSecrets *RouteSecrets
 }
 
 // SetupWithManager registers the controller and its watches.

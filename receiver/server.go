@@ -32,6 +32,8 @@ type Handler struct {
 	Metrics      *Metrics
 	Log          logr.Logger
 	Now          func() time.Time
+	// Refresher, when set, re-reads a route whose delivery no secret verifies (refresh.go).
+	Refresher Refresher
 }
 
 // Results of one delivery request, as counted in metrics.
@@ -68,7 +70,11 @@ func (h *Handler) Mux() *http.ServeMux {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	result, status := h.serve(w, r)
-	h.Metrics.observeRequest(result, time.Since(start))
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if result == resultUnknownRoute {
+		ns, name = "", "" // not a route: the path is a stranger's
+	}
+	h.Metrics.observeRequest(ns, name, result, time.Since(start))
 	writeJSON(w, status, result)
 }
 
@@ -96,7 +102,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		return resultBadRequest, http.StatusBadRequest
 	}
 	now := h.Now()
-	v, err := verifier.Verify(providers.Delivery{Header: r.Header, Body: body, Now: now}, route.Secrets)
+	v, err := h.verify(r.Context(), route, verifier, providers.Delivery{Header: r.Header, Body: body, Now: now})
 	if err != nil {
 		result := resultBadSignature
 		switch {

@@ -5,8 +5,8 @@
 //	receiver replay --store DSN ID...     send dead letters to the sink again
 //	receiver --version                    print the version
 //
-// It learns routes and signing secrets by watching WebhookSubscriptions and the labelled
-// signing Secrets the manager writes, verifies each delivery with its provider's scheme,
+// It learns routes and signing secrets by watching WebhookSubscriptions and the route Secrets
+// the manager writes in the receiver's own namespace (the only Secrets it reads), verifies each delivery with its provider's scheme,
 // records it in the durable store (acknowledging only after the commit) and delivers each
 // event to spec.delivery.sink once.
 package main
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hookwarden/hookwarden/internal/version"
@@ -66,6 +67,8 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := defaultOptions()
 	o.bind(fs)
+	// --kubeconfig, as the manager (controller-runtime) takes it; else KUBECONFIG, in-cluster.
+	config.RegisterFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
