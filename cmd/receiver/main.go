@@ -3,6 +3,7 @@
 //	receiver [serve] [flags]              serve deliveries (the default)
 //	receiver dead-letters --store DSN     list dead-lettered deliveries
 //	receiver replay --store DSN ID...     send dead letters to the sink again
+//	receiver probe URL                    check that the receiver at URL serves deliveries (helm test)
 //	receiver --version                    print the version
 //
 // It learns routes and signing secrets by watching WebhookSubscriptions and the route Secrets
@@ -48,12 +49,14 @@ func main() {
 		err = deadLetters(args, os.Stdout)
 	case "replay":
 		err = replay(args, os.Stdout)
+	case "probe":
+		err = probe(args, os.Stdout)
 	case "version":
 		fmt.Println("receiver", version.Get())
 	case "help":
-		fmt.Fprintln(os.Stderr, "usage: receiver [serve|dead-letters|replay|version|help] [flags]; receiver <command> -h for flags")
+		fmt.Fprintln(os.Stderr, "usage: receiver [serve|dead-letters|replay|probe|version|help] [flags]; receiver <command> -h for flags")
 	default:
-		err = fmt.Errorf("unknown command %q (serve, dead-letters, replay, version, help)", cmd)
+		err = fmt.Errorf("unknown command %q (serve, dead-letters, replay, probe, version, help)", cmd)
 	}
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
