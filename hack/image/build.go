@@ -189,7 +189,7 @@ func layer(mtime time.Time, files []file) (v1.Layer, error) {
 	}
 	b := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-		tarball.WithMediaType(types.DockerLayer))
+		tarball.WithMediaType(types.OCILayer))
 }
 
 var goarchMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}

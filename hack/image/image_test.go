@@ -174,7 +174,7 @@ func TestImages(t *testing.T) {
 	local := "linux/" + runtime.GOARCH
 	for _, n := range []string{"manager", "receiver"} {
 		t.Run(n, func(t *testing.T) {
-			ref := "index.docker.io/hookwarden/" + n + ":" + testTag
+			ref := "hookwarden/" + n + ":" + testTag
 			h, ok := refs[ref]
 			if !ok {
 				t.Fatalf("no index tagged %s in the OCI layout (%v)", ref, refs)
@@ -414,7 +414,7 @@ func TestImageReproducibleAndPushable(t *testing.T) {
 	build := func(extra ...string) map[string]string {
 		return digests(imageTool(t, append([]string{"-version", testTag, "-platforms", strings.Join(platforms, ","), "-binaries", bin}, append(extra, "receiver")...)...))
 	}
-	key := "index index.docker.io/hookwarden/receiver:" + testTag
+	key := "index hookwarden/receiver:" + testTag
 	a := build("-out", t.TempDir())[key]
 	b := build("-out", t.TempDir())[key]
 	if a == "" || a != b {
