@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -163,6 +164,14 @@ func TestServiceAccountPermissions(t *testing.T) {
 		"webhooksubscriptions.hookwarden.io/finalizers [] [update]",
 		"webhooksubscriptions.hookwarden.io/status [] [get patch update]",
 	}
+	// In the release namespace of cluster mode: the ClusterRole's Secret verbs and the route
+	// Secrets' delete.
+	const mgrSecretsHere = "secrets [] [create get list patch update watch delete]"
+	managerRulesWith := func(secrets string) []string {
+		out := slices.Clone(managerRules)
+		out[slices.Index(out, mgrSecrets)] = secrets
+		return out
+	}
 	with := func(base []string, more ...string) []string {
 		out := append(append([]string(nil), base...), more...)
 		sort.Strings(out)
@@ -177,12 +186,13 @@ func TestServiceAccountPermissions(t *testing.T) {
 		{"chart receiver", "hw-system", "hw-hookwarden-receiver", "kube-system", with(nil, subs, tokens, sars)},
 		{"chart receiver", "hw-system", "hw-hookwarden-receiver", "hw-system", with(nil, subs, tokens, sars, routeRead)},
 		{"chart manager", "hw-system", "hw-hookwarden-manager", "shop", with(managerRules, clusterUID, tokens, sars)},
-		{"chart manager", "hw-system", "hw-hookwarden-manager", "hw-system", with(managerRules, clusterUID, tokens, sars, routeWrite, leases, coreEvents)},
+		// The API server merges the route-Secret Role's verbs into the ClusterRole's line.
+		{"chart manager", "hw-system", "hw-hookwarden-manager", "hw-system", with(managerRulesWith(mgrSecretsHere), clusterUID, tokens, sars, leases, coreEvents)},
 		// config/default (kustomize): the same grants.
 		{"kustomize receiver", "hookwarden-system", "hookwarden-receiver", "shop", with(nil, subs, tokens, sars)},
 		{"kustomize receiver", "hookwarden-system", "hookwarden-receiver", "hookwarden-system", with(nil, subs, tokens, sars, routeRead)},
 		{"kustomize manager", "hookwarden-system", "hookwarden-controller-manager", "shop", with(managerRules, clusterUID, tokens, sars)},
-		{"kustomize manager", "hookwarden-system", "hookwarden-controller-manager", "hookwarden-system", with(managerRules, clusterUID, tokens, sars, routeWrite, leases, coreEvents)},
+		{"kustomize manager", "hookwarden-system", "hookwarden-controller-manager", "hookwarden-system", with(managerRulesWith(mgrSecretsHere), clusterUID, tokens, sars, leases, coreEvents)},
 		// Namespaced mode: nothing cluster-wide; the watched namespace, and the route Secrets.
 		{"namespaced receiver", "team-system", "team-hookwarden-receiver", "team-a", with(nil, subs)},
 		{"namespaced receiver", "team-system", "team-hookwarden-receiver", "shop", nil},
@@ -309,8 +319,9 @@ func TestManagerSecretWritesPolicy(t *testing.T) {
 		if _, err := asManager.CoreV1().Secrets("shop").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Errorf("updating its signing Secret as %s: %v", who.sa, err)
 		}
-		if err := asManager.CoreV1().Secrets("shop").Delete(ctx, s.Name, metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "deletes only its route Secrets") {
-			t.Errorf("deleting a signing Secret as %s: %v, want a denial (owner references delete them)", who.sa, err)
+		// RBAC grants no delete outside the release namespace; owner references delete them.
+		if err := asManager.CoreV1().Secrets("shop").Delete(ctx, s.Name, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("deleting a signing Secret as %s: %v, want forbidden", who.sa, err)
 		}
 		// Its route Secrets in the release namespace: created, updated, deleted.
 		r, err := asManager.CoreV1().Secrets(who.ns).Create(ctx, mk(who.ns, "route-"+suffix, route), metav1.CreateOptions{})

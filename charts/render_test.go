@@ -327,7 +327,7 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 			"manager.envFrom[0].configMapRef.name=corp-proxy", "receiver.extraEnv[0].name=NO_PROXY", "receiver.extraEnv[0].value=.svc",
 			"manager.priorityClassName=platform-critical", "receiver.priorityClassName=platform-critical",
 			"manager.serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/hw",
-			"manager.podLabels.team=platform", "receiver.podLabels.team=platform", "receiver.podAnnotations.sidecar\\.istio\\.io/inject=false",
+			"manager.podLabels.team=platform", "receiver.podLabels.team=platform", "--set-string=receiver.podAnnotations.sidecar\\.istio\\.io/inject=false",
 			"manager.podSecurityContext.runAsUser=null", "manager.podSecurityContext.runAsGroup=null",
 			"receiver.podSecurityContext.runAsUser=null", "receiver.podSecurityContext.runAsGroup=null", "receiver.podSecurityContext.fsGroup=null",
 			"networkPolicy.managerEgressPorts={443,3128}", "networkPolicy.extraEgress[0].to[0].ipBlock.cidr=10.1.2.3/32", "networkPolicy.extraEgress[0].ports[0].port=3128",

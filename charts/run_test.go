@@ -313,9 +313,6 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 		t.Errorf("a delivery signed with a secret written just before: %d, want 202", code)
 	}
 
-	// helm test runs `receiver probe` against the receiver's Service: the same arguments here,
-	// the Service's address replaced by the receiver's.
-	checkHelmTestProbe(t, "http://"+rBind, "http://"+mProbe)
 	rURL := "https://" + rMetrics + "/metrics"
 	eventually(t, 20*time.Second, "receiver metrics without a token", wantStatus(rURL, "", http.StatusUnauthorized))
 	var receiverMetrics string
@@ -341,6 +338,10 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 	}
 
 	checkMetricNames(t, scrapedNames(managerMetrics+receiverMetrics), scrapedLabels(managerMetrics+receiverMetrics), managerMetrics)
+
+	// helm test runs `receiver probe` against the receiver's Service: the same arguments here,
+	// the Service's address replaced by the receiver's.
+	checkHelmTestProbe(t, "http://"+rBind, "http://"+mProbe)
 
 	// The store goes away: the receiver is no longer ready (its deliveries would all be 503).
 	dropDatabase(t, dsn)
