@@ -193,4 +193,3 @@ var _ = Describe("Route Secrets for the receiver", Ordered, ContinueOnFailure, f
 		}).Should(Succeed())
 	})
 })
-

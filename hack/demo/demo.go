@@ -29,10 +29,10 @@ const (
 	// receiverNamespace is the receiver's own, as a chart release's: the manager keeps its route
 	// Secrets there, the only Secrets the receiver reads.
 	receiverNamespace = "hookwarden-system"
-	clusterName    = "demo"
-	resyncInterval = "10s"
-	pollInterval   = 2 * time.Second
-	stopTimeout    = 15 * time.Second
+	clusterName       = "demo"
+	resyncInterval    = "10s"
+	pollInterval      = 2 * time.Second
+	stopTimeout       = 15 * time.Second
 )
 
 // demo is the state of one run, shared by its steps. It lives in run; nothing is global.
