@@ -208,7 +208,7 @@ func (p *githubProvider) checkPings(ctx context.Context, d *demo, s subRef, r re
 		}
 	}
 	lines := []string{
-		fmt.Sprintf("the manager asked for %d ping (POST …/hooks/%s/pings); the fake GitHub delivered %d to config.url (GitHub also pings after a create), signed: answered %s — the receiver verified them with the signing Secret",
+		fmt.Sprintf("the manager asked for %d ping (POST …/hooks/%s/pings); the fake GitHub delivered %d to config.url (GitHub also pings after a create), signed: answered %s — the receiver verified them with its route Secret, the first one (right after the create) included",
 			asked, r.id, len(pings), strings.Join(codes, ", ")),
 	}
 	ld := "none: GitHub reports last_response on repository hooks only"
