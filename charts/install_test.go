@@ -90,7 +90,7 @@ func (c *installCluster) must(t *testing.T, what, script string) string {
 
 // The README's install commands, as written, on a cluster of their own; then an upgrade to a
 // chart whose CRD changed (applied: the CRD is a template), an uninstall that keeps the CRD,
-// and the README's way out for subscriptions whose manager is gone. Last, the README's step
+// and the README's way out for subscriptions whose manager was uninstalled first. Last, the README's step
 // for a cluster that has the CRD from a release that shipped it in crds/ (not owned by Helm).
 func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	c := newInstallCluster(t)
@@ -143,13 +143,15 @@ func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("helm list after the upgrade: %s", got)
 	}
 
-	// The manager is gone before the subscriptions: they keep their finalizer. (No manager runs
-	// here; the finalizer is set as the manager sets it.)
-	c.must(t, "a subscription with the manager's finalizer", `kubectl patch whsub orders --type=merge -p '{"metadata":{"finalizers":["hookwarden.io/finalizer"]}}'`)
+	// No manager runs here, so the subscriptions have no finalizer and go at once.
 	c.must(t, "README uninstall", readmeBlock(t, "uninstall"))
 	if _, err := c.sh(t, "kubectl get "+crd); err != nil {
 		t.Errorf("helm uninstall deleted the CRD (and with it every subscription): %v", err)
 	}
+	// The manager was uninstalled before the subscriptions: they keep its finalizer (set here
+	// as the manager sets it).
+	c.must(t, "subscriptions left behind by an uninstalled manager", "kubectl apply -k config/samples/ && "+
+		`kubectl patch whsub orders --type=merge -p '{"metadata":{"finalizers":["hookwarden.io/finalizer"]}}'`)
 	c.must(t, "deleting the subscriptions without a manager", "kubectl delete whsub --all -A --wait=false")
 	if got := c.must(t, "subscriptions left", "kubectl get whsub -A -o name"); !strings.Contains(got, "orders") {
 		t.Fatalf("without a manager the finalizer should hold orders: %q", got)
