@@ -16,10 +16,17 @@ KUSTOMIZE_VERSION ?= v5.7.1
 HELM_VERSION ?= v3.22.0
 GEN_PATHS := ./api/...;./controllers/...
 TEST_TIMEOUT ?= 20m
-# The version --version prints and the images carry; overridable (make images VERSION=v0.3.0).
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# One version for the chart, the images and --version: the chart's appVersion, which its image
+# tags default to. VERSION=0.3.0 overrides it; a leading v is dropped (v0.3.0 tags 0.3.0, as
+# the chart expects).
+CHART_APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' charts/hookwarden/Chart.yaml)
+VERSION ?= $(CHART_APP_VERSION)
+override VERSION := $(shell echo '$(VERSION)' | sed 's/^v\([0-9]\)/\1/')
+# The commit, linked into both binaries (--version) and labelled on the images: the same value,
+# also where the build has no VCS stamp.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # Static, reproducible binaries: no cgo (the images have no libc), no local paths, no build id.
-GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid= -X github.com/hookwarden/hookwarden/internal/version.version=$(VERSION)"
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid= -X github.com/hookwarden/hookwarden/internal/version.version=$(VERSION) -X github.com/hookwarden/hookwarden/internal/version.revision=$(REVISION)"
 
 .PHONY: all
 all: build
@@ -57,13 +64,21 @@ verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
 
 .PHONY: chart-sync
 chart-sync: manifests ## Copy the generated CRD and manager rules into the Helm chart (make test fails when they differ).
-	@rm -f charts/hookwarden/crds/*.yaml
-	@cp config/crd/bases/*.yaml charts/hookwarden/crds/
+	@rm -f charts/hookwarden/files/crds/*.yaml
+	@cp config/crd/bases/*.yaml charts/hookwarden/files/crds/
 	@cp config/rbac/role.yaml charts/hookwarden/files/manager-role.yaml
+
+# As helm's own release build: the Kubernetes version `helm template` and `helm lint` assume
+# without a cluster is its client-go's (v0.37 → 1.37), not the bare default 1.20, which the
+# chart's kubeVersion (>= 1.30) refuses.
+HELM_K8S_MINOR ?= 37
+HELM_LDFLAGS := -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)
 
 .PHONY: helm
 helm: ## Build helm $(HELM_VERSION) from the module proxy into bin/ (cached).
-	@test -x $(BIN)/helm || { echo "== installing helm $(HELM_VERSION)"; GOBIN=$(BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	@test -x $(BIN)/helm && test -f $(BIN)/.helm-$(HELM_VERSION)-k8s1.$(HELM_K8S_MINOR) || { echo "== installing helm $(HELM_VERSION)"; \
+	  GOBIN=$(BIN) go install -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && touch $(BIN)/.helm-$(HELM_VERSION)-k8s1.$(HELM_K8S_MINOR); }
 
 .PHONY: promtool
 promtool: ## Make sure promtool is installed (Debian's prometheus package; installed with apt-get when root).
@@ -153,26 +168,35 @@ build: ## Build static binaries into bin/ (CGO_ENABLED=0, version from VERSION).
 	$(GO_BUILD) -o $(BIN)/fakegithub ./cmd/fakegithub
 
 # Images: built here without a container engine (hack/image, go-containerregistry) from the
-# static binaries; a docker-save tarball per image, or pushed with REGISTRY.
-PLATFORM ?= linux/$(shell go env GOARCH)
+# static binaries, cross-built for every platform in PLATFORMS: an OCI image index per image
+# (bin/images/oci, an OCI layout; or pushed with REGISTRY), and a docker-save tarball of this
+# machine's platform for docker load / kind load.
+PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE_REPO ?= hookwarden
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-IMAGE_BIN := $(BIN)/images/$(subst /,-,$(PLATFORM))
-IMAGE_ARGS = -version $(VERSION) -revision "$(REVISION)" -platform $(PLATFORM) -source-date-epoch $(SOURCE_DATE_EPOCH) \
-	manager=$(IMAGE_BIN)/manager receiver=$(IMAGE_BIN)/receiver
+IMAGE_BIN := $(BIN)/images
+comma := ,
+empty :=
+space := $(empty) $(empty)
+IMAGE_ARGS = -version $(VERSION) -revision "$(REVISION)" -platforms $(subst $(space),$(comma),$(strip $(PLATFORMS))) \
+	-source-date-epoch $(SOURCE_DATE_EPOCH) -binaries $(IMAGE_BIN) manager receiver
+
+.PHONY: version
+version: ## Print the version make build, make images and the chart use.
+	@echo $(VERSION)
 
 .PHONY: image-binaries
-image-binaries:
-	GOOS=$(word 1,$(subst /, ,$(PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(PLATFORM))) $(GO_BUILD) -o $(IMAGE_BIN)/manager ./cmd/manager
-	GOOS=$(word 1,$(subst /, ,$(PLATFORM))) GOARCH=$(word 2,$(subst /, ,$(PLATFORM))) $(GO_BUILD) -o $(IMAGE_BIN)/receiver ./cmd/receiver
+image-binaries: ## Cross-build the manager and receiver for PLATFORMS into bin/images/<os>-<arch>/ (CGO_ENABLED=0).
+	@for p in $(PLATFORMS); do os=$${p%%/*}; arch=$${p##*/}; \
+	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $(IMAGE_BIN)/$$os-$$arch/manager ./cmd/manager && \
+	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $(IMAGE_BIN)/$$os-$$arch/receiver ./cmd/receiver || exit 1; done
 
 .PHONY: images
-images: image-binaries ## Build the manager and receiver images into bin/images/{manager,receiver}.tar (docker load -i / kind load image-archive).
+images: image-binaries ## Build the images for PLATFORMS: bin/images/oci (OCI layout, one index per image) and bin/images/{manager,receiver}.tar (this platform; docker load -i / kind load image-archive).
 	go run ./hack/image -repository $(IMAGE_REPO) -out $(BIN)/images $(IMAGE_ARGS)
 
 .PHONY: images-push
-images-push: image-binaries ## Push the images to REGISTRY (e.g. make images-push REGISTRY=ghcr.io/me), credentials from ~/.docker/config.json.
+images-push: image-binaries ## Push <REGISTRY>/{manager,receiver}:<VERSION>, each an OCI index for PLATFORMS (e.g. make images-push REGISTRY=ghcr.io/me), credentials from ~/.docker/config.json.
 	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make images-push REGISTRY=ghcr.io/me"; exit 1; }
 	go run ./hack/image -push $(REGISTRY) $(IMAGE_ARGS)
 

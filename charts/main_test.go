@@ -33,7 +33,13 @@ var (
 	helmBin    string
 	binDir     string // make build output: manager, receiver
 	tmpDir     string
+	// kubeVersion is the API server's: helm template renders for it (the chart's kubeVersion
+	// refuses older ones).
+	kubeVersion string
 )
+
+// testRegistry stands for where a user pushed the images (image.registry is required).
+const testRegistry = "registry.example.com/hookwarden"
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -53,7 +59,7 @@ func run(m *testing.M) int {
 		return fail("helm not found at %s (make helm builds it): %v", helmBin, err)
 	}
 	// The binaries the images carry (make image-binaries: make build's static flags).
-	build := exec.Command("make", "-s", "image-binaries", "BIN="+filepath.Join(tmpDir, "bin"), "VERSION=v0.0.0-charttest", "PLATFORM=linux/"+runtime.GOARCH)
+	build := exec.Command("make", "-s", "image-binaries", "BIN="+filepath.Join(tmpDir, "bin"), "VERSION=v0.0.0-charttest", "PLATFORMS=linux/"+runtime.GOARCH)
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail("make image-binaries: %v\n%s", err, out)
@@ -74,6 +80,11 @@ func run(m *testing.M) int {
 	if kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return fail("%v", err)
 	}
+	v, err := kube.Discovery().ServerVersion()
+	if err != nil {
+		return fail("%v", err)
+	}
+	kubeVersion = v.GitVersion
 	return m.Run()
 }
 
@@ -101,10 +112,11 @@ func kubectl(t *testing.T, stdin []byte, args ...string) string {
 	return out
 }
 
-// helmTemplate renders the chart as release in namespace with --set values.
+// helmTemplate renders the chart as release in namespace with --set values, for the API
+// server's Kubernetes version and the test registry (later values override both).
 func helmTemplate(t *testing.T, release, namespace string, set ...string) ([]byte, error) {
 	t.Helper()
-	args := []string{"template", release, chartDir, "--namespace", namespace}
+	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion, "--set", "image.registry=" + testRegistry}
 	for _, s := range set {
 		if strings.HasPrefix(s, "--") { // a flag, e.g. --include-crds
 			args = append(args, s)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -262,4 +263,73 @@ func TestMetricNamesParser(t *testing.T) {
 			t.Errorf("queryLabels(%q) = %q, want %q", c.expr, got, c.want)
 		}
 	}
+}
+
+const runbookBase = "https://github.com/hookwarden/hookwarden/blob/main/README.md#"
+
+// githubAnchor is the fragment GitHub gives a Markdown heading: lower case, punctuation other
+// than '-' and '_' dropped, spaces as '-'.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Every alert links a runbook: a section of the README that exists, one per alert.
+func TestAlertRunbooks(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, l := range strings.Split(string(readme), "\n") {
+		if h := strings.TrimLeft(l, "#"); len(h) < len(l) && strings.HasPrefix(h, " ") {
+			anchors[githubAnchor(h)] = true
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir, "files", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				Annotations map[string]string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			url := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(url, runbookBase)
+			switch {
+			case !ok:
+				t.Errorf("%s: runbook_url %q does not point into the README (%s...)", r.Alert, url, runbookBase)
+			case anchor != strings.ToLower(r.Alert):
+				t.Errorf("%s: runbook_url anchor %q, want the alert's own section #%s", r.Alert, anchor, strings.ToLower(r.Alert))
+			case !anchors[anchor]:
+				t.Errorf("%s: the README has no heading for #%s", r.Alert, anchor)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alerts")
+	}
+	t.Logf("REPORT alerts: %d alerts, each with a runbook section in the README", n)
 }

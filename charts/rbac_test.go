@@ -3,11 +3,15 @@ package charts_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,7 +35,7 @@ var installed = sync.OnceValue(func() error {
 		set         []string
 	}{
 		{"hw", "hw-system", nil},
-		{"team", "team-system", []string{"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false"}},
+		{"team", "team-system", []string{"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false", "crds.enabled=false"}},
 	} {
 		out, err := helmTemplate(t, r.release, r.ns, r.set...)
 		if err != nil {
@@ -98,114 +102,172 @@ const (
 	hw  = "hookwarden.io"
 )
 
-// What each ServiceAccount may and may not do, asked of the API server's own authorizer.
+// grants returns what `kubectl auth can-i --list` says ServiceAccount ns/sa may do in namespace
+// in, one "resource [names] [verbs]" line per rule, without what any authenticated user may do
+// (what a ServiceAccount bound to nothing is listed) and without non-resource URLs.
+func grants(t *testing.T, ns, sa, in string) []string {
+	t.Helper()
+	list := func(ns, sa string) []string {
+		out := kubectl(t, nil, "auth", "can-i", "--list", "--as=system:serviceaccount:"+ns+":"+sa,
+			"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+ns, "--as-group=system:authenticated", "-n", in)
+		var lines []string
+		for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n")[1:] { // [0] is the header
+			f := columns.Split(strings.TrimSpace(l), -1)
+			if len(f) != 4 || f[0] == "" || f[1] != "[]" {
+				continue // a non-resource URL (discovery, /healthz, /metrics)
+			}
+			lines = append(lines, f[0]+" "+f[2]+" "+f[3])
+		}
+		return lines
+	}
+	base := map[string]bool{}
+	for _, l := range list("hw-system", "nobody") {
+		base[l] = true
+	}
+	var out []string
+	for _, l := range list(ns, sa) {
+		if !base[l] {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+var columns = regexp.MustCompile(`\s{2,}`)
+
+// What each ServiceAccount may do, exactly: the API server's own answer (SelfSubjectRulesReview,
+// as kubectl auth can-i --list asks it) for each account in each namespace it matters in, in
+// cluster and namespaced mode, against the README's "What each ServiceAccount can touch". A
+// grant wider than the README's fails here. Spot checks (SubjectAccessReview) follow.
 func TestServiceAccountPermissions(t *testing.T) {
 	install(t)
-	manager := []access{
-		{"get", "", sec, "shop", "", true},
-		{"create", "", sec, "shop", "", true},
-		{"delete", "", sec, "shop", "", false},
-		{"update", hw, sub, "shop", "", true},
-		{"create", hw, sub, "shop", "", false},
-		{"delete", hw, sub, "shop", "", false},
-		{"update", hw, sub + "/finalizers", "shop", "", true},
-		{"get", "", "namespaces", "", "kube-system", true},
-		{"get", "", "namespaces", "", "default", false},
-		{"list", "", "namespaces", "", "", false},
-		{"list", "", "pods", "shop", "", false},
-		// REST profiles may live in a ConfigMap in any subscription's namespace; the manager only reads them.
-		{"get", "", "configmaps", "shop", "", true},
-		{"update", "", "configmaps", "shop", "", false},
-		{"create", "", "configmaps", "shop", "", false},
-		{"create", "coordination.k8s.io", "leases", "", "", false},
-		{"create", "authentication.k8s.io", "tokenreviews", "", "", true},
-		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
-		{"create", "rbac.authorization.k8s.io", "rolebindings", "shop", "", false},
+	if _, err := kube.CoreV1().ServiceAccounts("hw-system").Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
-	receiver := []access{
-		{"list", "", sec, "shop", "", true}, // its cache asks for labelled signing Secrets only
-		{"create", "", sec, "shop", "", false},
-		{"update", "", sec, "shop", "", false},
-		{"watch", hw, sub, "shop", "", true},
-		{"update", hw, sub, "shop", "", false},
-		{"update", hw, sub + "/status", "shop", "", false},
-		{"get", "", "namespaces", "", "kube-system", false},
-		{"create", "events.k8s.io", "events", "shop", "", false},
-		{"create", "coordination.k8s.io", "leases", "hw-system", "", false},
+	const (
+		subs       = "webhooksubscriptions.hookwarden.io [] [get list watch]"
+		tokens     = "tokenreviews.authentication.k8s.io [] [create]"
+		sars       = "subjectaccessreviews.authorization.k8s.io [] [create]"
+		routeRead  = "secrets [] [get list watch]"
+		mgrSecrets = "secrets [] [create get list patch update watch]"
+		routeWrite = "secrets [] [get list create update delete]"
+		leases     = "leases.coordination.k8s.io [] [get create update]"
+		coreEvents = "events [] [create patch]"
+		clusterUID = "namespaces [kube-system] [get]"
+	)
+	managerRules := []string{
+		"configmaps [] [get list watch]",
+		mgrSecrets,
+		"events.events.k8s.io [] [create patch]",
+		"webhooksubscriptions.hookwarden.io [] [get list patch update watch]",
+		"webhooksubscriptions.hookwarden.io/finalizers [] [update]",
+		"webhooksubscriptions.hookwarden.io/status [] [get patch update]",
 	}
-	withLeases := func(ns string, list []access) []access {
-		return append(list, access{"update", "coordination.k8s.io", "leases", ns, "", true},
-			access{"update", "coordination.k8s.io", "leases", "shop", "", false})
+	// In the release namespace of cluster mode: the ClusterRole's Secret verbs and the route
+	// Secrets' delete.
+	const mgrSecretsHere = "secrets [] [create get list patch update watch delete]"
+	managerRulesWith := func(secrets string) []string {
+		out := slices.Clone(managerRules)
+		out[slices.Index(out, mgrSecrets)] = secrets
+		return out
+	}
+	with := func(base []string, more ...string) []string {
+		out := append(append([]string(nil), base...), more...)
+		sort.Strings(out)
+		return out
 	}
 	cases := []struct {
+		who, ns, sa, in string
+		want            []string
+	}{
+		// Cluster mode (the chart's defaults): the receiver reads Secrets in its own namespace only.
+		{"chart receiver", "hw-system", "hw-hookwarden-receiver", "shop", with(nil, subs, tokens, sars)},
+		{"chart receiver", "hw-system", "hw-hookwarden-receiver", "kube-system", with(nil, subs, tokens, sars)},
+		{"chart receiver", "hw-system", "hw-hookwarden-receiver", "hw-system", with(nil, subs, tokens, sars, routeRead)},
+		{"chart manager", "hw-system", "hw-hookwarden-manager", "shop", with(managerRules, clusterUID, tokens, sars)},
+		// The API server merges the route-Secret Role's verbs into the ClusterRole's line.
+		{"chart manager", "hw-system", "hw-hookwarden-manager", "hw-system", with(managerRulesWith(mgrSecretsHere), clusterUID, tokens, sars, leases, coreEvents)},
+		// config/default (kustomize): the same grants.
+		{"kustomize receiver", "hookwarden-system", "hookwarden-receiver", "shop", with(nil, subs, tokens, sars)},
+		{"kustomize receiver", "hookwarden-system", "hookwarden-receiver", "hookwarden-system", with(nil, subs, tokens, sars, routeRead)},
+		{"kustomize manager", "hookwarden-system", "hookwarden-controller-manager", "shop", with(managerRules, clusterUID, tokens, sars)},
+		{"kustomize manager", "hookwarden-system", "hookwarden-controller-manager", "hookwarden-system", with(managerRulesWith(mgrSecretsHere), clusterUID, tokens, sars, leases, coreEvents)},
+		// Namespaced mode: nothing cluster-wide; the watched namespace, and the route Secrets.
+		{"namespaced receiver", "team-system", "team-hookwarden-receiver", "team-a", with(nil, subs)},
+		{"namespaced receiver", "team-system", "team-hookwarden-receiver", "shop", nil},
+		{"namespaced receiver", "team-system", "team-hookwarden-receiver", "team-system", with(nil, routeRead)},
+		{"namespaced manager", "team-system", "team-hookwarden-manager", "team-a", with(managerRules)},
+		{"namespaced manager", "team-system", "team-hookwarden-manager", "shop", nil},
+		{"namespaced manager", "team-system", "team-hookwarden-manager", "team-system", with(nil, routeWrite, leases, coreEvents)},
+	}
+	for _, c := range cases {
+		got := grants(t, c.ns, c.sa, c.in)
+		for _, l := range got {
+			t.Logf("REPORT can-i --list %s:%s -n %s | %s", c.ns, c.sa, c.in, l)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s (%s/%s) in %s, kubectl auth can-i --list (-want +got)\n%s", c.who, c.ns, c.sa, c.in, diff)
+		}
+	}
+
+	// Spot checks of the same, as a SubjectAccessReview asks them.
+	for _, c := range []struct {
 		who, ns, sa string
 		checks      []access
 	}{
-		{"chart manager", "hw-system", "hw-hookwarden-manager", withLeases("hw-system", manager)},
-		{"chart receiver", "hw-system", "hw-hookwarden-receiver", receiver},
-		{"kustomize manager", "hookwarden-system", "hookwarden-controller-manager", withLeases("hookwarden-system", manager)},
-		{"kustomize receiver", "hookwarden-system", "hookwarden-receiver", receiver},
-		{"namespaced manager", "team-system", "team-hookwarden-manager", withLeases("team-system", []access{
-			{"get", "", sec, "team-a", "", true},
-			{"create", "", sec, "team-a", "", true},
-			{"watch", hw, sub, "team-a", "", true},
-			{"get", "", sec, "shop", "", false},
+		{"chart receiver", "hw-system", "hw-hookwarden-receiver", []access{
+			{"get", "", sec, "kube-system", "cloud-admin", false},
+			{"list", "", sec, "shop", "", false},
+			{"list", "", sec, "", "", false},
+			{"get", "", sec, "hw-system", "", true},
+			{"create", "", sec, "hw-system", "", false},
+			{"watch", hw, sub, "", "", true},
+			{"update", hw, sub + "/status", "shop", "", false},
+		}},
+		{"chart manager", "hw-system", "hw-hookwarden-manager", []access{
+			{"delete", "", sec, "shop", "", false},
+			{"delete", "", sec, "hw-system", "", true},
+			{"create", hw, sub, "shop", "", false},
+			{"delete", hw, sub, "shop", "", false},
+			{"get", "", "namespaces", "", "default", false},
+			{"delete", "coordination.k8s.io", "leases", "hw-system", "", false},
+			{"create", "rbac.authorization.k8s.io", "rolebindings", "shop", "", false},
+		}},
+		{"namespaced manager", "team-system", "team-hookwarden-manager", []access{
 			{"get", "", sec, "kube-system", "", false},
 			{"list", hw, sub, "", "", false},
 			{"get", "", "namespaces", "", "kube-system", false}, // clusterName is set
-			{"create", "authentication.k8s.io", "tokenreviews", "", "", false},
-		})},
-		{"namespaced receiver", "team-system", "team-hookwarden-receiver", []access{
-			{"list", "", sec, "team-a", "", true},
-			{"list", "", sec, "shop", "", false},
-			{"list", "", sec, "", "", false},
-			{"watch", hw, sub, "team-a", "", true},
-			{"watch", hw, sub, "", "", false},
 		}},
-	}
-	for _, c := range cases {
+	} {
 		for _, a := range c.checks {
 			if got := canSA(t, c.ns, c.sa, a); got != a.want {
 				t.Errorf("%s (%s/%s) may %s: %v, want %v", c.who, c.ns, c.sa, a, got, a.want)
 			}
 		}
 	}
-	// The lists a security review reads.
-	for _, c := range []struct{ ns, sa, in string }{
-		{"hw-system", "hw-hookwarden-manager", "shop"},
-		{"hw-system", "hw-hookwarden-manager", "kube-system"},
-		{"hw-system", "hw-hookwarden-receiver", "shop"},
-		{"team-system", "team-hookwarden-manager", "team-a"},
-		{"team-system", "team-hookwarden-manager", "shop"},
-		{"team-system", "team-hookwarden-receiver", "team-a"},
-	} {
-		out := kubectl(t, nil, "auth", "can-i", "--list", "--as=system:serviceaccount:"+c.ns+":"+c.sa,
-			"--as-group=system:serviceaccounts", "--as-group=system:serviceaccounts:"+c.ns, "--as-group=system:authenticated", "-n", c.in)
-		for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-			if strings.HasPrefix(l, " ") {
-				continue // non-resource URLs every authenticated user has (discovery, /healthz)
-			}
-			t.Logf("REPORT can-i --list %s:%s -n %s | %s", c.ns, c.sa, c.in, l)
-		}
-	}
 }
 
 // RBAC lets the manager write Secrets everywhere; the admission policy keeps it to its own
-// signing Secrets and out of kube-system. Checked with the manager's own token.
+// signing Secrets, its route Secrets in the release namespace (the only Secrets it may delete)
+// and out of kube-system. Checked with the manager's own token.
 func TestManagerSecretWritesPolicy(t *testing.T) {
 	install(t)
 	for _, who := range []struct{ ns, sa string }{{"hw-system", "hw-hookwarden-manager"}, {"hookwarden-system", "hookwarden-controller-manager"}} {
 		_, rc := saKubeconfig(t, who.ns, who.sa)
 		asManager := kubernetes.NewForConfigOrDie(rc)
 		signing := map[string]string{"hookwarden.io/signing-secret": "true"}
+		route := map[string]string{"hookwarden.io/route-secret": "true"}
 		ctx := context.Background()
 		mk := func(ns, name string, l map[string]string) *corev1.Secret {
 			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l}, StringData: map[string]string{"k": "v"}}
 		}
 		suffix := strings.ReplaceAll(who.ns, "-system", "")
 		// A plain Secret of a user, which the manager must not take over.
-		if _, err := kube.CoreV1().Secrets("shop").Create(ctx, mk("shop", "user-"+suffix, nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		for _, ns := range []string{"shop", who.ns} {
+			if _, err := kube.CoreV1().Secrets(ns).Create(ctx, mk(ns, "user-"+suffix, nil), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		denied := []struct {
 			reason string
@@ -229,6 +291,13 @@ func TestManagerSecretWritesPolicy(t *testing.T) {
 				_, err = asManager.CoreV1().Secrets("shop").Update(ctx, s, metav1.UpdateOptions{})
 				return err
 			}, "updates only Secrets that already are signing Secrets"},
+			{"a route Secret outside the release namespace", func() error {
+				_, err := asManager.CoreV1().Secrets("shop").Create(ctx, mk("shop", "route-"+suffix, route), metav1.CreateOptions{})
+				return err
+			}, "route Secrets (hookwarden.io/route-secret=true) in " + who.ns},
+			{"deleting a user's Secret in the release namespace", func() error {
+				return asManager.CoreV1().Secrets(who.ns).Delete(ctx, "user-"+suffix, metav1.DeleteOptions{})
+			}, "deletes only its route Secrets"},
 		}
 		for _, d := range denied {
 			// The policy is compiled asynchronously after it is created: wait for it to bite.
@@ -249,6 +318,22 @@ func TestManagerSecretWritesPolicy(t *testing.T) {
 		s.StringData = map[string]string{"k": "rotated"}
 		if _, err := asManager.CoreV1().Secrets("shop").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Errorf("updating its signing Secret as %s: %v", who.sa, err)
+		}
+		// RBAC grants no delete outside the release namespace; owner references delete them.
+		if err := asManager.CoreV1().Secrets("shop").Delete(ctx, s.Name, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("deleting a signing Secret as %s: %v, want forbidden", who.sa, err)
+		}
+		// Its route Secrets in the release namespace: created, updated, deleted.
+		r, err := asManager.CoreV1().Secrets(who.ns).Create(ctx, mk(who.ns, "route-"+suffix, route), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("a route Secret as %s: %v", who.sa, err)
+		}
+		r.StringData = map[string]string{"k": "rotated"}
+		if _, err := asManager.CoreV1().Secrets(who.ns).Update(ctx, r, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("updating its route Secret as %s: %v", who.sa, err)
+		}
+		if err := asManager.CoreV1().Secrets(who.ns).Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting its route Secret as %s: %v", who.sa, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,9 +22,9 @@ func TestChartFollowsGeneratedFiles(t *testing.T) {
 		t.Fatalf("no generated CRDs: %v", err)
 	}
 	for _, g := range gen {
-		pairs[g] = filepath.Join(chartDir, "crds", filepath.Base(g))
+		pairs[g] = filepath.Join(chartDir, "files", "crds", filepath.Base(g))
 	}
-	copies, _ := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+	copies, _ := filepath.Glob(filepath.Join(chartDir, "files", "crds", "*.yaml"))
 	if len(copies) != len(gen) {
 		t.Errorf("%d CRDs in the chart, %d generated: run make chart-sync", len(copies), len(gen))
 	}
@@ -41,6 +42,38 @@ func TestChartFollowsGeneratedFiles(t *testing.T) {
 			t.Errorf("%s differs from the generated %s: run make chart-sync", dst, src)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(chartDir, "crds")); err == nil {
+		t.Errorf("%s/crds exists: Helm installs it once and never upgrades it; the CRDs are templates (files/crds)", chartDir)
+	}
+	// The rendered CRD is the generated one, plus the release's labels and, with crds.keep,
+	// helm.sh/resource-policy: keep.
+	for _, c := range []struct {
+		set  []string
+		keep bool
+	}{{nil, true}, {[]string{"crds.keep=false"}, false}} {
+		r := render(t, "hw", "hw-system", c.set...)
+		for _, g := range gen {
+			b, _ := os.ReadFile(g)
+			var want map[string]any
+			if err := yaml.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			md := want["metadata"].(map[string]any)
+			got := r.find("CustomResourceDefinition", md["name"].(string))
+			if got == nil {
+				t.Fatalf("%v: the CRD %s is not rendered", c.set, md["name"])
+			}
+			if diff := cmp.Diff(want["spec"], got.Object["spec"]); diff != "" {
+				t.Errorf("%v: the rendered CRD spec differs from %s (-want +got)\n%s", c.set, g, diff)
+			}
+			if keep := got.GetAnnotations()["helm.sh/resource-policy"] == "keep"; keep != c.keep {
+				t.Errorf("%v: helm.sh/resource-policy keep: %v, want %v", c.set, keep, c.keep)
+			}
+		}
+	}
+	if r := render(t, "hw", "hw-system", "crds.enabled=false"); r.kinds()["CustomResourceDefinition"] != 0 {
+		t.Error("crds.enabled=false still renders a CRD")
+	}
 }
 
 func TestHelmLint(t *testing.T) {
@@ -50,7 +83,7 @@ func TestHelmLint(t *testing.T) {
 		{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.passwordSecret.name=rd-pw", "receiver.replicas=3"},
 		{"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false"},
 	} {
-		args := []string{"lint", "--strict", chartDir}
+		args := []string{"lint", "--strict", chartDir, "--kube-version", kubeVersion, "--set", "image.registry=" + testRegistry}
 		for _, s := range set {
 			args = append(args, "--set", s)
 		}
@@ -60,6 +93,9 @@ func TestHelmLint(t *testing.T) {
 	}
 }
 
+// Values that cannot work fail at render with a message naming the key and what it allows:
+// values.schema.json for types, enums, ranges and unknown keys (Helm prints the JSON pointer of
+// the key), the templates for what depends on several values.
 func TestBadValuesFailAtRender(t *testing.T) {
 	cases := []struct {
 		reason string
@@ -70,22 +106,40 @@ func TestBadValuesFailAtRender(t *testing.T) {
 			"receiver.replicas=2 with receiver.store.type=sqlite"},
 		{"PostgreSQL needs its DSN from a Secret", []string{"receiver.store.type=postgres"},
 			"receiver.store.type=postgres needs receiver.store.postgres.dsnSecret.name"},
-		{"an unknown store", []string{"receiver.store.type=mongodb"}, "receiver.store.type must be sqlite, postgres or redis"},
+		{"an unknown store", []string{"receiver.store.type=mongodb"}, "at '/receiver/store/type': value must be one of 'sqlite', 'postgres', 'redis'"},
 		{"Redis needs its DSN from a Secret", []string{"receiver.store.type=redis"},
 			"receiver.store.type=redis needs receiver.store.redis.dsnSecret.name"},
 		{"a promise the receiver does not know", []string{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.promise=eventually"},
-			`receiver.store.redis.promise must be strict, at-least-once or best-effort, not "eventually"`},
+			"at '/receiver/store/redis/promise': value must be one of 'strict', 'at-least-once', 'best-effort'"},
 		{"a password Secret without its key", []string{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.passwordSecret.name=pw", "receiver.store.redis.passwordSecret.key="},
 			"receiver.store.redis.passwordSecret.key must name the key"},
 		{"a NetworkPolicy that would shut Redis out", []string{"receiver.store.type=redis", "receiver.store.redis.dsnSecret.name=rd", "receiver.store.redis.ports=null"},
 			"receiver.store.redis.ports must list the ports"},
-		{"no receiver replica", []string{"receiver.replicas=0"}, "receiver.replicas must be at least 1"},
+		{"no receiver replica", []string{"receiver.replicas=0"}, "at '/receiver/replicas': minimum: got 0, want 1"},
 		{"kube-system is never watched", []string{"watchNamespaces={shop,kube-system}"}, "watchNamespaces must not include kube-system"},
+		// The issue's cases: a string where a boolean belongs would have rendered port 8443 and
+		// an https ServiceMonitor while the binary got --metrics-secure=false.
+		{"metrics.secure as a string", []string{"--set-string=metrics.secure=false"}, "at '/metrics/secure': got string, want boolean"},
+		{"a replica count that is not a number", []string{"manager.replicas=two"}, "at '/manager/replicas': got string, want integer"},
+		{"resources that are not resources", []string{"manager.resources=big"}, "at '/manager/resources': got string, want object"},
+		{"a quantity that is not one", []string{"receiver.resources.limits.memory=lots"}, "at '/receiver/resources/limits/memory'"},
+		{"an unknown key (a typo)", []string{"manager.replica=2"}, "at '/manager': additional properties 'replica' not allowed"},
+		{"an unknown top-level key", []string{"recevier.enabled=false"}, "at '': additional properties 'recevier' not allowed"},
+		{"a pull policy Kubernetes does not know", []string{"image.receiver.pullPolicy=Sometimes"}, "at '/image/receiver/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
+		{"a port out of range", []string{"networkPolicy.managerEgressPorts={443,70000}"}, "at '/networkPolicy/managerEgressPorts/1': maximum: got 70,000, want 65,535"},
+		{"no image registry: nothing publishes hookwarden/manager", []string{"image.registry="}, "image.registry is empty: set it to where you pushed the images"},
+		{"an existing ServiceAccount without its name", []string{"manager.serviceAccount.create=false"}, "manager.serviceAccount.create=false needs manager.serviceAccount.name"},
+		// The ValidatingAdmissionPolicy is admissionregistration.k8s.io/v1 from 1.30.
+		{"a Kubernetes version below the chart's", []string{"--kube-version=1.28.0"}, "chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.28.0"},
 	}
 	for _, c := range cases {
 		_, err := helmTemplate(t, "hw", "hw-system", c.set...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: helm template %v: %v, want an error containing %q", c.reason, c.set, err, c.want)
+			continue
+		}
+		if strings.HasPrefix(c.want, "at '") {
+			t.Logf("REPORT schema refusal (%s): %s", c.reason, c.want)
 		}
 	}
 }
@@ -154,8 +208,27 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 		set               []string
 		check             func(t *testing.T, r rendered)
 	}{
-		{"defaults: cluster mode, SQLite receiver", "hw", "hw-system", []string{"--include-crds"}, func(t *testing.T, r rendered) {
+		{"defaults: cluster mode, SQLite receiver", "hw", "hw-system", nil, func(t *testing.T, r rendered) {
 			d := r.find("Deployment", "hw-hookwarden-receiver")
+			if r.find("CustomResourceDefinition", "webhooksubscriptions.hookwarden.io") == nil {
+				t.Error("no CRD rendered: crds.enabled is the default")
+			}
+			for _, c := range []struct{ d, want string }{{"hw-hookwarden-manager", "manager"}, {"hw-hookwarden-receiver", "receiver"}} {
+				if got := podField(r.find("Deployment", c.d), "containers", 0, "image"); got != testRegistry+"/"+c.want+":0.1.0" {
+					t.Errorf("%s image %v, want %s/%s:<appVersion>", c.d, got, testRegistry, c.want)
+				}
+			}
+			for _, a := range []struct {
+				d    *unstructured.Unstructured
+				want string
+			}{{d, "--receiver-namespace=hw-system"}, {r.find("Deployment", "hw-hookwarden-manager"), "--receiver-namespace=hw-system"}} {
+				if !slices.Contains(containerArgs(t, a.d), a.want) {
+					t.Errorf("%s args %v lack %s", a.d.GetName(), containerArgs(t, a.d), a.want)
+				}
+			}
+			if p := r.find("Pod", "hw-hookwarden-test-receiver"); p == nil || p.GetAnnotations()["helm.sh/hook"] != "test" {
+				t.Errorf("no helm test pod: %v", p)
+			}
 			if s, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type"); s != "Recreate" {
 				t.Errorf("SQLite receiver strategy %q, want Recreate", s)
 			}
@@ -249,8 +322,49 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 				}
 			}
 		}},
+		{"a corporate cluster: proxy, priority, IRSA-style annotations, pod labels, OpenShift's UIDs, a pinned digest", "hw", "hw-system", []string{
+			"manager.extraEnv[0].name=HTTPS_PROXY", "manager.extraEnv[0].value=http://proxy.corp:3128",
+			"manager.envFrom[0].configMapRef.name=corp-proxy", "receiver.extraEnv[0].name=NO_PROXY", "receiver.extraEnv[0].value=.svc",
+			"manager.priorityClassName=platform-critical", "receiver.priorityClassName=platform-critical",
+			"manager.serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/hw",
+			"manager.podLabels.team=platform", "receiver.podLabels.team=platform", "--set-string=receiver.podAnnotations.sidecar\\.istio\\.io/inject=false",
+			"manager.podSecurityContext.runAsUser=null", "manager.podSecurityContext.runAsGroup=null",
+			"receiver.podSecurityContext.runAsUser=null", "receiver.podSecurityContext.runAsGroup=null", "receiver.podSecurityContext.fsGroup=null",
+			"networkPolicy.managerEgressPorts={443,3128}", "networkPolicy.extraEgress[0].to[0].ipBlock.cidr=10.1.2.3/32", "networkPolicy.extraEgress[0].ports[0].port=3128",
+			"image.manager.digest=sha256:" + strings.Repeat("ab", 32), "image.receiver.repository=mirror.corp/hw/receiver", "image.receiver.tag=0.1.0-corp",
+		}, func(t *testing.T, r rendered) {
+			m, rc := r.find("Deployment", "hw-hookwarden-manager"), r.find("Deployment", "hw-hookwarden-receiver")
+			for _, c := range []struct {
+				what string
+				got  any
+				want any
+			}{
+				{"manager env", podField(m, "containers", 0, "env"), []any{map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy.corp:3128"}}},
+				{"manager envFrom", podField(m, "containers", 0, "envFrom"), []any{map[string]any{"configMapRef": map[string]any{"name": "corp-proxy"}}}},
+				{"receiver env", podField(rc, "containers", 0, "env"), []any{map[string]any{"name": "NO_PROXY", "value": ".svc"}}},
+				{"manager priorityClassName", podField(m, "priorityClassName"), "platform-critical"},
+				{"receiver priorityClassName", podField(rc, "priorityClassName"), "platform-critical"},
+				{"manager pod securityContext (OpenShift assigns the UID)", podField(m, "securityContext"), map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}}},
+				{"receiver pod securityContext", podField(rc, "securityContext"), map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}}},
+				{"manager image", podField(m, "containers", 0, "image"), testRegistry + "/manager@sha256:" + strings.Repeat("ab", 32)},
+				{"receiver image", podField(rc, "containers", 0, "image"), "mirror.corp/hw/receiver:0.1.0-corp"},
+				{"manager pod label", podMeta(m, "labels")["team"], "platform"},
+				{"receiver pod annotation", podMeta(rc, "annotations")["sidecar.istio.io/inject"], "false"},
+				{"manager ServiceAccount annotation", r.find("ServiceAccount", "hw-hookwarden-manager").GetAnnotations()["eks.amazonaws.com/role-arn"], "arn:aws:iam::1:role/hw"},
+			} {
+				if diff := cmp.Diff(c.want, c.got); diff != "" {
+					t.Errorf("%s (-want +got)\n%s", c.what, diff)
+				}
+			}
+			np, _ := yaml.Marshal(r.find("NetworkPolicy", "hw-hookwarden-manager").Object)
+			for _, want := range []string{"port: 3128", "cidr: 10.1.2.3/32"} {
+				if !strings.Contains(string(np), want) {
+					t.Errorf("the manager's NetworkPolicy lacks %s:\n%s", want, np)
+				}
+			}
+		}},
 		{"namespaced: one team namespace, no cluster rights", "team", "team-system", []string{
-			"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false",
+			"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false", "crds.enabled=false",
 		}, func(t *testing.T, r rendered) {
 			for _, o := range r.objs {
 				if o.GetNamespace() == "" {
@@ -279,6 +393,31 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// podField returns a field of a Deployment's pod spec; ints index lists.
+func podField(d *unstructured.Unstructured, path ...any) any {
+	var cur any = d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"]
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := cur.(map[string]any)
+			cur = m[k]
+		case int:
+			l, _ := cur.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			cur = l[k]
+		}
+	}
+	return cur
+}
+
+// podMeta returns the labels or annotations of a Deployment's pod template.
+func podMeta(d *unstructured.Unstructured, field string) map[string]string {
+	m, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", field)
+	return m
 }
 
 func containerArgs(t *testing.T, d *unstructured.Unstructured) []string {

@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -8,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,7 +27,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
@@ -246,7 +253,7 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 
 	mgrKC, _ := saKubeconfig(t, "hw-system", "hw-hookwarden-manager")
 	mMetrics, mProbe := freeAddr(t), freeAddr(t)
-	mgr := start(t, "manager", nil, "--kubeconfig", mgrKC, "--leader-elect=true", "--leader-election-namespace=hw-system",
+	mgr := start(t, "manager", nil, "--kubeconfig", mgrKC, "--leader-elect=true", "--leader-election-namespace=hw-system", "--receiver-namespace=hw-system",
 		"--metrics-bind-address="+mMetrics, "--metrics-secure", "--health-probe-bind-address="+mProbe)
 	eventually(t, 60*time.Second, "manager /readyz", wantStatus("http://"+mProbe+"/readyz", "", http.StatusOK))
 	waitReady(t, "shop", "orders")
@@ -269,14 +276,43 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The manager (as its ServiceAccount, through the admission policy) keeps the receiver's
+	// copy of the signing material in the release namespace.
+	routeKey := routesecret.Name("shop", "orders")
+	var route *corev1.Secret
+	eventually(t, 30*time.Second, "the route Secret of shop/orders in hw-system", func() error {
+		var err error
+		route, err = kube.CoreV1().Secrets("hw-system").Get(ctx, routeKey, metav1.GetOptions{})
+		if err == nil && len(route.Data[hookv1.SecretKeyCurrent]) == 0 {
+			err = fmt.Errorf("no current secret yet in %v", slices.Collect(maps.Keys(route.Data)))
+		}
+		return err
+	})
+
 	// The receiver on PostgreSQL (the several-replica store), its DSN from the environment as
-	// the chart passes it.
+	// the chart passes it, its cluster from --kubeconfig as the manager's.
 	dsn := storetest.PostgresDSN(t)
 	recvKC, _ := saKubeconfig(t, "hw-system", "hw-hookwarden-receiver")
 	rBind, rMetrics, rProbe := freeAddr(t), freeAddr(t), freeAddr(t)
-	start(t, "receiver", []string{"HOOKWARDEN_STORE=" + dsn, "KUBECONFIG=" + recvKC}, "--bind-address="+rBind,
+	start(t, "receiver", []string{"HOOKWARDEN_STORE=" + dsn}, "--kubeconfig", recvKC, "--receiver-namespace=hw-system", "--bind-address="+rBind,
 		"--metrics-bind-address="+rMetrics, "--metrics-secure", "--health-probe-bind-address="+rProbe)
 	eventually(t, 60*time.Second, "receiver /readyz", wantStatus("http://"+rProbe+"/readyz", "", http.StatusOK))
+
+	// A delivery signed with the secret the manager stored verifies: the receiver read it
+	// from the route Secret, the only Secrets it may read.
+	if code := stripeDelivery(t, rBind, "shop", "orders", string(route.Data[hookv1.SecretKeyCurrent]), "evt_charts_1"); code != http.StatusAccepted {
+		t.Errorf("a delivery signed with the stored secret: %d, want 202", code)
+	}
+	// A secret written and at once used (GitHub's ping right after a create): the receiver's
+	// watch may not have shown it yet; it reads the route Secret again instead of answering 401.
+	route.Data[hookv1.SecretKeyPrefix+"we_new"] = []byte("whsec_new_" + randHex())
+	if route, err = kube.CoreV1().Secrets("hw-system").Update(ctx, route, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := stripeDelivery(t, rBind, "shop", "orders", string(route.Data[hookv1.SecretKeyPrefix+"we_new"]), "evt_charts_2"); code != http.StatusAccepted {
+		t.Errorf("a delivery signed with a secret written just before: %d, want 202", code)
+	}
+
 	rURL := "https://" + rMetrics + "/metrics"
 	eventually(t, 20*time.Second, "receiver metrics without a token", wantStatus(rURL, "", http.StatusUnauthorized))
 	var receiverMetrics string
@@ -288,13 +324,24 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 		receiverMetrics = body
 		return err
 	})
+	if series := `hookwarden_receiver_requests_total{name="",namespace="",result="unknown_route"} 0`; !strings.Contains(receiverMetrics, series) {
+		t.Errorf("the receiver does not serve %s from the start", series)
+	}
 	for _, r := range receiver.Results() {
-		if series := `hookwarden_receiver_requests_total{result="` + r + `"} 0`; !strings.Contains(receiverMetrics, series) {
-			t.Errorf("the receiver does not serve %s from the start", series)
+		series := `hookwarden_receiver_requests_total{name="orders",namespace="shop",result="` + r + `"} `
+		if !strings.Contains(receiverMetrics, series) {
+			t.Errorf("the receiver does not serve %s… for its route", series)
 		}
+	}
+	if series := `hookwarden_receiver_requests_total{name="orders",namespace="shop",result="accepted"} 2`; !strings.Contains(receiverMetrics, series) {
+		t.Errorf("the receiver does not count its two deliveries as %s", series)
 	}
 
 	checkMetricNames(t, scrapedNames(managerMetrics+receiverMetrics), scrapedLabels(managerMetrics+receiverMetrics), managerMetrics)
+
+	// helm test runs `receiver probe` against the receiver's Service: the same arguments here,
+	// the Service's address replaced by the receiver's.
+	checkHelmTestProbe(t, "http://"+rBind, "http://"+mProbe)
 
 	// The store goes away: the receiver is no longer ready (its deliveries would all be 503).
 	dropDatabase(t, dsn)
@@ -308,7 +355,64 @@ func TestBinariesAsServiceAccounts(t *testing.T) {
 		}
 		return nil
 	})
+	// Deleting the subscription deletes its route Secret (the manager's only Secret deletes).
+	kubectl(t, nil, "-n", "shop", "delete", "whsub", "orders", "--wait=false")
+	eventually(t, 60*time.Second, "the route Secret of a deleted subscription gone", func() error {
+		_, err := kube.CoreV1().Secrets("hw-system").Get(ctx, routeKey, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
 	mgr.stop()
+}
+
+// stripeDelivery posts a Stripe-signed event to the receiver at addr and returns the status.
+func stripeDelivery(t *testing.T, addr, ns, name, secret, id string) int {
+	t.Helper()
+	body := []byte(`{"id":"` + id + `","object":"event","type":"invoice.paid"}`)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/hooks/"+ns+"/"+name, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(stripe.SignatureHeader, stripe.SignHeader(secret, time.Now(), body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// checkHelmTestProbe runs the chart's helm test pod's command (the receiver binary with the
+// rendered arguments) against the receiver, and against something that is not one.
+func checkHelmTestProbe(t *testing.T, receiverURL, notReceiverURL string) {
+	t.Helper()
+	pod := render(t, "hw", "hw-system").find("Pod", "hw-hookwarden-test-receiver")
+	if pod == nil {
+		t.Fatal("no helm test pod rendered")
+	}
+	cs, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+	service := "http://hw-hookwarden-receiver.hw-system.svc:80"
+	if len(args) == 0 || args[len(args)-1] != service {
+		t.Fatalf("helm test pod args %v, want them to end with the receiver Service %s", args, service)
+	}
+	run := func(url string, timeout string) (string, error) {
+		a := append(append([]string(nil), args[:len(args)-1]...), url)
+		for i, x := range a {
+			if strings.HasPrefix(x, "--timeout=") {
+				a[i] = "--timeout=" + timeout
+			}
+		}
+		return runCmd(t, nil, filepath.Join(binDir, "receiver"), a...)
+	}
+	out, err := run(receiverURL, "30s")
+	if err != nil {
+		t.Errorf("helm test's probe against the receiver: %v", err)
+	}
+	t.Logf("REPORT helm test probe: %s", strings.TrimSpace(out))
+	if _, err := run(notReceiverURL, "1s"); err == nil {
+		t.Errorf("helm test's probe passed against %s, which is not a receiver", notReceiverURL)
+	}
 }
 
 func dropDatabase(t *testing.T, dsn string) {
@@ -345,7 +449,7 @@ func TestWatchNamespaceIgnoresOthers(t *testing.T) {
 		kubectl(t, subscriptionYAML(ns, "payments", apiURL), "apply", "-f", "-")
 	}
 	kc, _ := saKubeconfig(t, "team-system", "team-hookwarden-manager")
-	start(t, "manager", nil, "--kubeconfig", kc, "--watch-namespace=team-a", "--cluster-name=team",
+	start(t, "manager", nil, "--kubeconfig", kc, "--watch-namespace=team-a", "--cluster-name=team", "--receiver-namespace=team-system",
 		"--leader-elect=true", "--leader-election-namespace=team-system", "--metrics-bind-address=0",
 		"--health-probe-bind-address="+freeAddr(t))
 	waitReady(t, "team-a", "payments")
@@ -356,5 +460,13 @@ func TestWatchNamespaceIgnoresOthers(t *testing.T) {
 	}
 	if eps := stripe.Endpoints(apiKey); len(eps) != 1 || !strings.Contains(eps[0].URL, "/hooks/team-a/") {
 		t.Errorf("endpoints at the provider %+v, want only team-a's", eps)
+	}
+	// Its route Secret is in the release namespace (a Role there), none for the other.
+	eventually(t, 30*time.Second, "team-a/payments' route Secret in team-system", func() error {
+		_, err := kube.CoreV1().Secrets("team-system").Get(context.Background(), routesecret.Name("team-a", "payments"), metav1.GetOptions{})
+		return err
+	})
+	if _, err := kube.CoreV1().Secrets("team-system").Get(context.Background(), routesecret.Name("shop-2", "payments"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a route Secret for an ignored subscription: %v", err)
 	}
 }

@@ -86,6 +86,9 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
 	r.Metrics.forget(sub.Namespace, sub.Name)
 	r.Accounts.Release(subscriptionKey(sub))
+	if err := r.RouteSecrets.remove(ctx, sub.Namespace, sub.Name, string(sub.UID)); err != nil {
+		return err
+	}
 	patch := client.MergeFrom(sub.DeepCopy())
 	controllerutil.RemoveFinalizer(sub, hookv1.Finalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, sub, patch))

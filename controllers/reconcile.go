@@ -76,6 +76,8 @@ type Reconciler struct {
 	Metrics *Metrics
 	// ownWrites keeps the manager's own signing-Secret writes from waking the subscription.
 	ownWrites *ownWrites
+	// RouteSecrets, when set, copies signing material into the receiver's namespace.
+	RouteSecrets *RouteSecrets
 }
 
 // SetupWithManager registers the controller and its watches.

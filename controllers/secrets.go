@@ -42,6 +42,10 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 	if !metav1.IsControlledBy(sec, sub) {
 		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
 	}
+	// The receiver's copy follows each version read, before anything is acted on.
+	if err := r.RouteSecrets.ensure(ctx, sub, sec); err != nil {
+		return nil, err
+	}
 	return sec, nil
 }
 
@@ -127,7 +131,8 @@ func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.Webhoo
 		return fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
 	}
 	r.ownWrites.record(sec)
-	return nil
+	// In the same step, the receiver's copy: a pending secret is there before the provider hears of it.
+	return r.RouteSecrets.ensure(ctx, sub, sec)
 }
 
 // storeSecret records the signing secret of registration id.

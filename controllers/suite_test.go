@@ -135,6 +135,10 @@ type managerOptions struct {
 	metrics prometheus.Registerer
 	// logger, when set, is the manager's logger instead of the suite's.
 	logger logr.Logger
+	// receiverNamespace, when set, has the manager keep route Secrets there (as
+	// --receiver-namespace), swept every routeSweep.
+	receiverNamespace string
+	routeSweep        time.Duration
 }
 
 // runningManager is one manager process, as far as the cluster and the provider can tell:
@@ -198,6 +202,11 @@ func startManager(o managerOptions) *runningManager {
 		AfterCreate: o.afterCreate,
 		// The bundled receiver's public URL, for spec.endpoint.receiver.
 		ReceiverBaseURL: receiverBase,
+	}
+	if o.receiverNamespace != "" {
+		r.RouteSecrets = &controllers.RouteSecrets{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(),
+			Namespace: o.receiverNamespace, Interval: o.routeSweep, Log: logf.Log.WithName("route-secrets")}
+		Expect(mgr.Add(r.RouteSecrets)).To(Succeed())
 	}
 	ctx, cancel := context.WithCancel(suiteCtx)
 	Expect(r.SetupWithManager(ctx, mgr)).To(Succeed())

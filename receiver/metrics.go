@@ -19,8 +19,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_receiver_requests_total",
-			Help: "Incoming deliveries by result: accepted, duplicate, ping (a provider's authentic test delivery: answered, never delivered), bad_signature, too_old, too_new, unknown_route, too_large, no_event_id, invalid_event (authentic, but its event id, type or content type cannot be recorded, or its id or type is ambiguous), bad_request (body unreadable), store_error.",
-		}, []string{"result"}),
+			Help: "Incoming deliveries by subscription (namespace, name; both empty for an unknown route) and result: accepted, duplicate, ping (a provider's authentic test delivery: answered, never delivered), bad_signature, too_old, too_new, unknown_route, too_large, no_event_id, invalid_event (authentic, but its event id, type or content type cannot be recorded, or its id or type is ambiguous), bad_request (body unreadable), store_error.",
+		}, []string{"namespace", "name", "result"}),
 		ackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookwarden_receiver_ack_seconds",
 			Help:    "Time from request to acknowledgement (including the durable commit).",
@@ -38,20 +38,39 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"store", "promise"}),
 	}
 	reg.MustRegister(m.requests, m.ackSeconds, m.depth, m.promise)
-	// Every result exists from the start at 0: an alert on rate() or absent() of a result
-	// that has not happened yet would otherwise see no series at all.
-	for _, r := range Results() {
-		m.requests.WithLabelValues(r)
-	}
+	// Every result exists at 0 from the start (a route's, from when the route is known): an
+	// alert on rate() or absent() of a result that has not happened yet would otherwise see no
+	// series at all. A request for an unknown route is counted without its path: those labels
+	// would be whatever a stranger sends.
+	m.requests.WithLabelValues("", "", resultUnknownRoute)
 	return m
 }
 
-func (m *Metrics) observeRequest(result string, d time.Duration) {
+// observeRequest counts one request for route namespace/name ("", "" for an unknown route).
+func (m *Metrics) observeRequest(namespace, name, result string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(result).Inc()
+	m.requests.WithLabelValues(namespace, name, result).Inc()
 	m.ackSeconds.Observe(d.Seconds())
+}
+
+// addRoute creates every result's series of a route at 0 (as many series as subscriptions
+// times results: bounded by the subscriptions, never by what is sent).
+func (m *Metrics) addRoute(namespace, name string) {
+	if m == nil {
+		return
+	}
+	for _, r := range Results() {
+		m.requests.WithLabelValues(namespace, name, r)
+	}
+}
+
+// forgetRoute drops the series of a route that is gone.
+func (m *Metrics) forgetRoute(namespace, name string) {
+	if m != nil {
+		m.requests.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	}
 }
 
 // SetDepth records the queue depth (polled from the store).

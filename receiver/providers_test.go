@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/github"
 	"github.com/hookwarden/hookwarden/providers/rest"
@@ -27,8 +28,9 @@ import (
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
-// routeFrom builds a route the way the receiver does: from a subscription and its signing
-// Secret, through the RouteReconciler.
+// routeFrom builds a route the way the receiver does: from a subscription and its route
+// Secret (the manager's copy of the signing Secret's data in the receiver's namespace), through
+// the RouteReconciler.
 func routeFrom(t *testing.T, provider hookv1.ProviderType, data map[string][]byte) receiver.Route {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -41,9 +43,9 @@ func routeFrom(t *testing.T, provider hookv1.ProviderType, data map[string][]byt
 	sub := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-1"},
 		Spec: hookv1.WebhookSubscriptionSpec{Provider: hookv1.ProviderSpec{Type: provider}, SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"},
 			Delivery: &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "http://sink.invalid/"}}}}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-signing"}, Data: data}
+	sec := routesecret.New("hookwarden-system", routesecret.Source{Namespace: "shop", Name: "orders", UID: "uid-1"}, data)
 	routes := receiver.NewRoutes()
-	r := &receiver.RouteReconciler{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(sub, sec).Build(), Routes: routes,
+	r := &receiver.RouteReconciler{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(sub, sec).Build(), Routes: routes, Namespace: "hookwarden-system",
 		Schemes: map[string]func([]byte) (providers.Verifier, error){"rest": rest.NewVerifierFromSpec}}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}); err != nil {
 		t.Fatal(err)
@@ -176,26 +178,10 @@ func TestRESTRoutes(t *testing.T) {
 	}
 }
 
-// requests reads hookwarden_receiver_requests_total{result} from reg.
+// requests reads sum by (result) (hookwarden_receiver_requests_total) from reg.
 func requests(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "hookwarden_receiver_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return requestsByResult(t, reg)[result]
 }
 
 // Issue 4, for REST profiles: an event id header outside the signature (PagerDuty's

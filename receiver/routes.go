@@ -13,13 +13,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -37,6 +40,8 @@ type Route struct {
 	Sink         string
 	MaxAttempts  int
 	DedupeWindow time.Duration
+	// verifierSpec is the description Verifier was built from (Refresh compares it).
+	verifierSpec []byte
 }
 
 // Key is "namespace/name", the route's id and the ledger's subscription key.
@@ -97,30 +102,69 @@ func (t *Routes) Len() int {
 	return len(t.m)
 }
 
-// RouteReconciler keeps Routes in step with WebhookSubscriptions and their labelled signing
-// Secrets. It only reads; the manager owns both objects.
+// RouteReconciler keeps Routes in step with WebhookSubscriptions and their route Secrets: the
+// manager's copies of the signing Secrets, in the receiver's own namespace (package
+// routesecret). It only reads, and reads Secrets in that one namespace only.
 type RouteReconciler struct {
+	// Reader is the cache: subscriptions (every watched namespace) and route Secrets
+	// (Namespace only).
 	client.Reader
-	Routes *Routes
+	// APIReader reads one route Secret from the API server when a delivery fails verification
+	// (Refresh): the watch may not have shown a secret the manager has just written.
+	APIReader client.Reader
+	// Namespace is the receiver's own namespace, where the manager writes the route Secrets.
+	Namespace string
+	Routes    *Routes
 	// Schemes build, by provider type, the verifier a signing Secret describes
 	// (hookv1.SecretKeyVerifier) for providers whose scheme is not known from the type alone.
 	Schemes map[string]func(spec []byte) (providers.Verifier, error)
+	// Metrics gets a series set per route (nil: none).
+	Metrics *Metrics
+	// RefreshInterval is the shortest time between two reads of one route's Secret by Refresh
+	// (default DefaultRefreshInterval), so forged deliveries cannot turn into API requests.
+	RefreshInterval time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
+	mu        sync.Mutex
+	inflight  map[string]*refreshCall
+	refreshed map[string]time.Time
 }
 
-// SetupWithManager watches subscriptions and the signing Secrets (the manager's cache must be
-// restricted to Secrets labelled hookwarden.io/signing-secret, see CacheOptions).
+// SetupWithManager watches subscriptions and the route Secrets (the manager's cache must be
+// restricted to Secrets labelled hookwarden.io/route-secret in the receiver's namespace, see
+// CacheOptions).
 func (r *RouteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hookv1.WebhookSubscription{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			name := o.GetLabels()[hookv1.LabelSubscription]
-			if name == "" {
+			src, ok := routesecret.SourceOf(o)
+			if !ok || o.GetNamespace() != r.Namespace {
 				return nil
 			}
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: src.Namespace, Name: src.Name}}}
 		})).
 		Named("receiver-routes").
 		Complete(r)
+}
+
+// CacheOptions are the cache settings the RouteReconciler is written for: subscriptions in
+// watchNamespaces (all when empty), and Secrets only in the receiver's namespace and only the
+// route Secrets there. The receiver's RBAC grants Secrets in that namespace alone.
+func CacheOptions(receiverNamespace string, watchNamespaces []string) cache.Options {
+	o := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {
+			Namespaces: map[string]cache.Config{receiverNamespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{routesecret.Label: "true"}),
+		},
+	}}
+	if len(watchNamespaces) > 0 {
+		o.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range watchNamespaces {
+			o.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return o
 }
 
 // Reconcile rebuilds one subscription's route.
@@ -129,13 +173,13 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var sub hookv1.WebhookSubscription
 	if err := r.Get(ctx, req.NamespacedName, &sub); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Routes.Delete(key)
+			r.drop(key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if !sub.DeletionTimestamp.IsZero() {
-		r.Routes.Delete(key)
+		r.drop(key)
 		return ctrl.Result{}, nil
 	}
 	route := Route{Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID), Provider: string(sub.Spec.Provider.Type),
@@ -150,20 +194,49 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 	}
 	var sec corev1.Secret
-	err := r.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}, &sec)
+	err := r.Get(ctx, r.secretKey(sub.Namespace, sub.Name), &sec)
 	switch {
 	case apierrors.IsNotFound(err):
 		// No secret yet: every delivery fails verification (401) until the manager writes it.
+		r.withSecret(&route, nil)
 	case err != nil:
 		return ctrl.Result{}, err
 	default:
-		route.Secrets = signingSecrets(&sec)
-	}
-	if build, ok := r.Schemes[route.Provider]; ok {
-		route.Verifier = describedVerifier(build, sec.Data[hookv1.SecretKeyVerifier])
+		r.withSecret(&route, &sec)
 	}
 	r.Routes.Set(route)
+	r.Metrics.addRoute(route.Namespace, route.Name)
 	return ctrl.Result{}, nil
+}
+
+func (r *RouteReconciler) secretKey(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: r.Namespace, Name: routesecret.Name(namespace, name)}
+}
+
+// withSecret sets the route's secrets and described verifier from its route Secret (nil: none).
+// A copy written for another subscription of the same name (another UID) counts as none.
+func (r *RouteReconciler) withSecret(route *Route, sec *corev1.Secret) {
+	route.Secrets, route.verifierSpec = nil, nil
+	if sec != nil {
+		if src, ok := routesecret.SourceOf(sec); ok && src.Namespace == route.Namespace && src.Name == route.Name && src.UID == route.UID {
+			route.Secrets = signingSecrets(sec)
+			route.verifierSpec = sec.Data[hookv1.SecretKeyVerifier]
+		}
+	}
+	route.Verifier = nil
+	if build, ok := r.Schemes[route.Provider]; ok {
+		route.Verifier = describedVerifier(build, route.verifierSpec)
+	}
+}
+
+func (r *RouteReconciler) drop(key string) {
+	r.Routes.Delete(key)
+	if ns, name, ok := strings.Cut(key, "/"); ok {
+		r.Metrics.forgetRoute(ns, name)
+	}
+	r.mu.Lock()
+	delete(r.refreshed, key)
+	r.mu.Unlock()
 }
 
 // WaitRouted blocks until the route table holds a route for every subscription the Reader
@@ -228,7 +301,7 @@ func (r refusing) Verify(providers.Delivery, [][]byte) (providers.Verified, erro
 	return providers.Verified{}, providers.VerifyError("receiver", providers.ErrBadSignature, "%s", string(r))
 }
 
-// signingSecrets returns every distinct secret in a signing Secret, in a stable order: the
+// signingSecrets returns every distinct secret in a route Secret, in a stable order: the
 // current one, one per live registration, and a pending client-chosen one (the provider may
 // already sign with it: GitHub pings a hook as soon as it is created).
 func signingSecrets(sec *corev1.Secret) [][]byte {

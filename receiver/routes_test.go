@@ -5,11 +5,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/receiver"
 )
 
@@ -54,5 +59,37 @@ func TestWaitRoutedWaitsForEverySubscription(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("WaitRouted did not return once every live subscription had a route")
+	}
+}
+
+// A route's secrets come from its route Secret in the receiver's namespace only, and only when
+// that copy was written for this very subscription (its UID): a copy left by an earlier
+// subscription of the same name, or a signing Secret beside the subscription, verifies nothing.
+func TestRouteSecretsComeFromTheReceiversNamespace(t *testing.T) {
+	sub := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-2"},
+		Spec: hookv1.WebhookSubscriptionSpec{Provider: hookv1.ProviderSpec{Type: hookv1.ProviderStripe}, SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"}}}
+	data := map[string][]byte{hookv1.SecretKeyCurrent: []byte("s")}
+	signing := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-signing", Labels: map[string]string{hookv1.LabelSigningSecret: "true"}}, Data: data}
+	cases := []struct {
+		reason  string
+		objects []client.Object
+		want    int
+	}{
+		{"the copy for this subscription", []client.Object{routesecret.New("hookwarden-system", routesecret.Source{Namespace: "shop", Name: "orders", UID: "uid-2"}, data)}, 1},
+		{"a copy for an earlier subscription of the same name", []client.Object{routesecret.New("hookwarden-system", routesecret.Source{Namespace: "shop", Name: "orders", UID: "uid-1"}, data)}, 0},
+		{"the copy in another namespace", []client.Object{routesecret.New("elsewhere", routesecret.Source{Namespace: "shop", Name: "orders", UID: "uid-2"}, data)}, 0},
+		{"only the signing Secret beside the subscription", []client.Object{signing}, 0},
+	}
+	for _, c := range cases {
+		routes := receiver.NewRoutes()
+		r := &receiver.RouteReconciler{Reader: fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(c.objects, sub.DeepCopy())...).Build(),
+			Routes: routes, Namespace: "hookwarden-system"}
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}); err != nil {
+			t.Fatal(err)
+		}
+		route, ok := routes.Lookup("shop", "orders")
+		if !ok || len(route.Secrets) != c.want {
+			t.Errorf("%s: route %v with %d secrets, want %d", c.reason, ok, len(route.Secrets), c.want)
+		}
 	}
 }

@@ -34,6 +34,8 @@ type Handler struct {
 	Metrics      *Metrics
 	Log          logr.Logger
 	Now          func() time.Time
+	// Refresher, when set, re-reads a route whose delivery no secret verifies (refresh.go).
+	Refresher Refresher
 }
 
 // Results of one delivery request, as counted in metrics.
@@ -69,7 +71,7 @@ func (h *Handler) Mux() http.Handler {
 	mux.Handle("POST /hooks/{namespace}/{name}", h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if start := time.Now(); !canonicalPath(requestPath(r)) {
-			h.Metrics.observeRequest(resultUnknownRoute, time.Since(start))
+			h.Metrics.observeRequest("", "", resultUnknownRoute, time.Since(start))
 			writeJSON(w, http.StatusNotFound, resultUnknownRoute)
 			return
 		}
@@ -96,7 +98,11 @@ func canonicalPath(p string) bool {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	result, status := h.serve(w, r)
-	h.Metrics.observeRequest(result, time.Since(start))
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if result == resultUnknownRoute {
+		ns, name = "", "" // not a route: the path is a stranger's
+	}
+	h.Metrics.observeRequest(ns, name, result, time.Since(start))
 	writeJSON(w, status, result)
 }
 
@@ -124,7 +130,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		return resultBadRequest, http.StatusBadRequest
 	}
 	now := h.Now()
-	v, err := verifier.Verify(providers.Delivery{Header: r.Header, Body: body, Now: now}, route.Secrets)
+	v, err := h.verify(r.Context(), route, verifier, providers.Delivery{Header: r.Header, Body: body, Now: now})
 	if errors.Is(err, providers.ErrAmbiguous) {
 		// Authentic, but deduping on one reading of the id would be a guess: refused like an
 		// event the ledger cannot record, and a retry is refused alike.

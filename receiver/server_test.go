@@ -279,7 +279,11 @@ func requestsByResult(t *testing.T, reg *prometheus.Registry) map[string]float64
 		}
 		for _, m := range mf.GetMetric() {
 			if v := m.GetCounter().GetValue(); v != 0 { // every result's series exists from the start
-				got[m.GetLabel()[0].GetValue()] = v
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "result" {
+						got[l.GetValue()] += v
+					}
+				}
 			}
 		}
 	}

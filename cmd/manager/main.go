@@ -31,6 +31,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 	"github.com/hookwarden/hookwarden/providers/rest"
@@ -56,6 +57,7 @@ type options struct {
 	concurrency     int
 	outageGrace     time.Duration
 	receiverBase    string
+	receiverNS      string
 }
 
 func main() {
@@ -84,6 +86,7 @@ func main() {
 	flag.IntVar(&o.providerBurst, "provider-burst", 0, "burst of requests made with one credential; 0: the provider's documented burst (Stripe 5 test, 10 live; GitHub 8), 5 where none is documented")
 	flag.DurationVar(&o.requestTimeout, "provider-timeout", 20*time.Second, "timeout of one provider request")
 	flag.StringVar(&o.receiverBase, "receiver-base-url", "", "public base URL of the bundled receiver (e.g. https://hooks.example.com); subscriptions with spec.endpoint.receiver register <base>/hooks/<namespace>/<name>")
+	flag.StringVar(&o.receiverNS, "receiver-namespace", routesecret.PodNamespace(), "namespace of the bundled receiver, where the manager keeps its copy of each subscription's signing material (the receiver reads Secrets there only); default: the manager's own namespace in a cluster, none outside one (no copies)")
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "subscriptions reconciled in parallel (one account is always serialized)")
 	flag.DurationVar(&o.outageGrace, "provider-outage-grace", controllers.DefaultOutageGrace, "how long a registration last found matching its spec stays Ready while the provider keeps failing (5xx, timeouts, rate limits); Reconciling says a retry is pending meanwhile")
 	zapOpts := zap.Options{}
@@ -214,6 +217,15 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		MaxConcurrentReconciles: o.concurrency,
 		OutageGrace:             o.outageGrace,
 	}
+	if o.receiverNS != "" {
+		r.RouteSecrets = &controllers.RouteSecrets{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(),
+			Namespace: o.receiverNS, Log: ctrl.Log.WithName("route-secrets")}
+		if err := mgr.Add(r.RouteSecrets); err != nil {
+			return err
+		}
+	} else {
+		ctrl.Log.Info("--receiver-namespace is empty: no route Secrets are written, so a bundled receiver verifies nothing (fine when there is none)")
+	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the controller: %w", err)
 	}
@@ -224,7 +236,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		return err
 	}
 	ctrl.Log.Info("starting manager", "version", version.Get().Version, "cluster", clusterName,
-		"leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces)
+		"leaderElection", o.leaderElect, "watchNamespaces", o.watchNamespaces, "receiverNamespace", o.receiverNS)
 	return mgr.Start(ctx)
 }
 

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/receiver/store" // also registers the "pgx" driver
 )
@@ -118,22 +119,12 @@ type subscription struct {
 func (s subscription) path() string   { return "/hooks/" + s.Namespace + "/" + s.Name }
 func (s subscription) source() string { return "hookwarden/" + s.Namespace + "/" + s.Name }
 
-// createSubscription writes the signing Secret (labelled as the manager labels it) and then the
-// subscription delivering to sinkURL.
+// createSubscription writes the subscription delivering to sinkURL and then, as the manager
+// does, its route Secret in the receiver's namespace (here the subscription's own).
 func createSubscription(t testing.TB, ns, name, sinkURL string, maxAttempts int32) subscription {
 	t.Helper()
 	ctx := context.Background()
 	s := subscription{Namespace: ns, Name: name, SecretName: name + "-signing", Secret: newSecret()}
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.SecretName, Labels: map[string]string{
-			hookv1.LabelSigningSecret: "true",
-			hookv1.LabelSubscription:  name,
-		}},
-		Data: signingData(s.Secret, map[string]string{"we_test": s.Secret}),
-	}
-	if err := k8s.Create(ctx, sec); err != nil {
-		t.Fatalf("creating signing Secret: %v", err)
-	}
 	sub := &hookv1.WebhookSubscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: hookv1.WebhookSubscriptionSpec{
@@ -149,20 +140,25 @@ func createSubscription(t testing.TB, ns, name, sinkURL string, maxAttempts int3
 		t.Fatalf("creating subscription: %v", err)
 	}
 	s.UID = string(sub.UID)
+	sec := routesecret.New(ns, routesecret.Source{Namespace: ns, Name: name, UID: s.UID}, signingData(s.Secret, map[string]string{"we_test": s.Secret}))
+	if err := k8s.Create(ctx, sec); err != nil {
+		t.Fatalf("creating the route Secret: %v", err)
+	}
 	return s
 }
 
-// setSigningSecret replaces the data of a subscription's signing Secret.
+// setSigningSecret replaces the data of a subscription's route Secret, as the manager does
+// with each write of the signing Secret.
 func setSigningSecret(t testing.TB, s subscription, data map[string][]byte) {
 	t.Helper()
 	ctx := context.Background()
 	var sec corev1.Secret
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.SecretName}, &sec); err != nil {
-		t.Fatalf("reading signing Secret: %v", err)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: routesecret.Name(s.Namespace, s.Name)}, &sec); err != nil {
+		t.Fatalf("reading the route Secret: %v", err)
 	}
 	sec.Data = data
 	if err := k8s.Update(ctx, &sec); err != nil {
-		t.Fatalf("updating signing Secret: %v", err)
+		t.Fatalf("updating the route Secret: %v", err)
 	}
 }
 
@@ -202,6 +198,7 @@ func newReceiver(t testing.TB, name string, c receiverConfig) *receiverProc {
 		"--health-probe-bind-address", r.Probe,
 		"--store", c.Store,
 		"--namespace", c.Namespace,
+		"--receiver-namespace", c.Namespace,
 		"--retry-base", "50ms",
 		"--retry-max", "500ms",
 		"--lease", "3s",

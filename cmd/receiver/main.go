@@ -3,10 +3,11 @@
 //	receiver [serve] [flags]              serve deliveries (the default)
 //	receiver dead-letters --store DSN     list dead-lettered deliveries
 //	receiver replay --store DSN ID...     send dead letters to the sink again
+//	receiver probe URL                    check that the receiver at URL serves deliveries (helm test)
 //	receiver --version                    print the version
 //
-// It learns routes and signing secrets by watching WebhookSubscriptions and the labelled
-// signing Secrets the manager writes, verifies each delivery with its provider's scheme,
+// It learns routes and signing secrets by watching WebhookSubscriptions and the route Secrets
+// the manager writes in the receiver's own namespace (the only Secrets it reads), verifies each delivery with its provider's scheme,
 // records it in the durable store (acknowledging only after the commit) and delivers each
 // event to spec.delivery.sink once.
 package main
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/hookwarden/hookwarden/internal/version"
@@ -47,12 +49,14 @@ func main() {
 		err = deadLetters(args, os.Stdout)
 	case "replay":
 		err = replay(args, os.Stdout)
+	case "probe":
+		err = probe(args, os.Stdout)
 	case "version":
 		fmt.Println("receiver", version.Get())
 	case "help":
-		fmt.Fprintln(os.Stderr, "usage: receiver [serve|dead-letters|replay|version|help] [flags]; receiver <command> -h for flags")
+		fmt.Fprintln(os.Stderr, "usage: receiver [serve|dead-letters|replay|probe|version|help] [flags]; receiver <command> -h for flags")
 	default:
-		err = fmt.Errorf("unknown command %q (serve, dead-letters, replay, version, help)", cmd)
+		err = fmt.Errorf("unknown command %q (serve, dead-letters, replay, probe, version, help)", cmd)
 	}
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -66,6 +70,8 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := defaultOptions()
 	o.bind(fs)
+	// --kubeconfig, as the manager (controller-runtime) takes it; else KUBECONFIG, in-cluster.
+	config.RegisterFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -11,13 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -25,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
@@ -43,6 +40,7 @@ type options struct {
 	storePromise                     string
 	storePasswordFile                string
 	namespaces                       []string
+	receiverNS                       string
 	maxBody                          int64
 	claimTimeout                     time.Duration
 	committers                       int
@@ -68,7 +66,7 @@ func defaultOptions() options {
 		maxBody: 5 << 20, claimTimeout: 10 * time.Second, workers: deliver.DefaultWorkers,
 		lease: deliver.DefaultLease, pollInterval: deliver.DefaultPollInterval, deliveryTimeout: deliver.DefaultTimeout,
 		retryBase: deliver.DefaultBackoffBase, retryMax: deliver.DefaultBackoffMax, retention: receiver.DefaultDedupeWindow,
-		sweepInterval: 10 * time.Minute, shutdownGrace: deliver.DefaultGrace,
+		sweepInterval: 10 * time.Minute, shutdownGrace: deliver.DefaultGrace, receiverNS: routesecret.PodNamespace(),
 	}
 }
 
@@ -93,6 +91,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	}
 	fs.Func("watch-namespace", "route subscriptions in these namespaces only (comma-separated; default: all), as the manager's flag of the same name", watch)
 	fs.Func("namespace", "old name of --watch-namespace", watch)
+	fs.StringVar(&o.receiverNS, "receiver-namespace", o.receiverNS, "the receiver's own namespace, where the manager writes the route Secrets it verifies with (the manager's --receiver-namespace); the only namespace whose Secrets it reads. Default: the pod's namespace in a cluster; required outside one")
 	fs.Int64Var(&o.maxBody, "max-body-bytes", o.maxBody, "largest delivery body accepted (413 above)")
 	fs.IntVar(&o.committers, "store-committers", o.committers, "group commits in flight at once (0: 1 for SQLite, 2 for PostgreSQL; raise it for a remote database)")
 	fs.DurationVar(&o.claimTimeout, "claim-timeout", o.claimTimeout, "longest wait for the durable commit before answering 503")
@@ -115,6 +114,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--lease (%s) must exceed --delivery-timeout (%s), or a slow delivery would be taken over mid-flight", o.lease, o.deliveryTimeout)
 	case o.retention < time.Minute:
 		return errors.New("--retention must be at least 1m")
+	case o.receiverNS == "":
+		return errors.New("--receiver-namespace is empty and this is not a pod: give the namespace where the manager writes route Secrets (its --receiver-namespace)")
 	}
 	return nil
 }
@@ -166,16 +167,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("finding the cluster: %w", err)
 	}
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		// Only the Secrets the manager writes; the receiver never reads others.
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{hookv1.LabelSigningSecret: "true"})},
-	}}
-	if len(o.namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
+	// Secrets only in the receiver's namespace, and only the route Secrets there.
+	cacheOpts := receiver.CacheOptions(o.receiverNS, o.namespaces)
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr}
 	if o.metricsSecure {
 		metricsOpts.SecureServing = true
@@ -194,9 +187,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	routes := receiver.NewRoutes()
+	rmetrics := receiver.NewMetrics(metrics.Registry)
 	// REST profiles describe their scheme in the signing Secret.
 	fixed, schemes := verifiers(builtin.Registry())
-	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), Routes: routes, Schemes: schemes}
+	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: o.receiverNS,
+		Routes: routes, Schemes: schemes, Metrics: rmetrics}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -214,7 +209,6 @@ func run(ctx context.Context, o options) error {
 
 	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout, Committers: o.committers})
 	defer batcher.Close()
-	rmetrics := receiver.NewMetrics(metrics.Registry)
 	rmetrics.SetStorePromise(storeKind(o.storeDSN), promise.String())
 	dmetrics, err := deliver.NewMetrics(metrics.Registry)
 	if err != nil {
@@ -222,7 +216,7 @@ func run(ctx context.Context, o options) error {
 	}
 	handler := &receiver.Handler{
 		Routes: routes, Verifiers: fixed, Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
-		Metrics: rmetrics, Log: log, Now: time.Now,
+		Metrics: rmetrics, Log: log, Now: time.Now, Refresher: reconciler,
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), sinkResolver(routes), deliver.Options{
 		Workers: o.workers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(), Grace: o.shutdownGrace,
@@ -277,7 +271,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	log.Info("starting receiver", "version", version.Get().Version, "bind", o.bindAddr, "store", store.Redact(o.storeDSN),
-		"promise", promise.String(), "watchNamespaces", o.namespaces)
+		"promise", promise.String(), "watchNamespaces", o.namespaces, "receiverNamespace", o.receiverNS)
 	return mgr.Start(ctx)
 }
 

@@ -25,11 +25,14 @@ import (
 )
 
 const (
-	namespace      = "default"
-	clusterName    = "demo"
-	resyncInterval = "10s"
-	pollInterval   = 2 * time.Second
-	stopTimeout    = 15 * time.Second
+	namespace = "default"
+	// receiverNamespace is the receiver's own, as a chart release's: the manager keeps its route
+	// Secrets there, the only Secrets the receiver reads.
+	receiverNamespace = "hookwarden-system"
+	clusterName       = "demo"
+	resyncInterval    = "10s"
+	pollInterval      = 2 * time.Second
+	stopTimeout       = 15 * time.Second
 )
 
 // demo is the state of one run, shared by its steps. It lives in run; nothing is global.
@@ -115,6 +118,9 @@ func (d *demo) startControlPlane(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := d.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: receiverNamespace}}); err != nil {
+		return fmt.Errorf("creating the receiver's namespace: %w", err)
+	}
 	d.info("API server %s ready in %s; CRDs from %s installed", env.Config.Host, time.Since(started).Round(100*time.Millisecond), d.opts.crds)
 	d.info("kubeconfig: %s", d.kubeconfig)
 	d.info("while the demo runs: KUBECONFIG=%s %s get whsub", d.kubeconfig, filepath.Join(d.opts.assets, "kubectl"))
@@ -152,7 +158,7 @@ func (d *demo) startManager(ctx context.Context) error {
 	env := append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
 	d.mgr, err = startProc("manager", d.managerLog, env, filepath.Join(d.opts.binDir, "manager"),
 		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address="+addr, "--cluster-name="+clusterName,
-		"--receiver-base-url="+d.receiverBase)
+		"--receiver-base-url="+d.receiverBase, "--receiver-namespace="+receiverNamespace)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,8 @@ func (p *githubProvider) createdName(ctx context.Context, r registration) (strin
 
 // checkPings waits until the fake's latest ping of hook r was answered 200 by the receiver
 // (which answers 200 only to a ping signed with a secret it holds), status.ping records the
-// request and, for a repository hook, status.lastDelivery shows the answer.
+// request and, for a repository hook, status.lastDelivery shows the answer. The first ping, sent
+// right after the create, must have been answered 200 too.
 func (p *githubProvider) checkPings(ctx context.Context, d *demo, s subRef, r registration) ([]string, error) {
 	var pings []ghfake.Delivery
 	var sub *hookv1.WebhookSubscription
@@ -172,6 +173,10 @@ func (p *githubProvider) checkPings(ctx context.Context, d *demo, s subRef, r re
 		switch last := len(pings) - 1; {
 		case last < 0:
 			return false, errors.New("no ping delivered yet")
+		case pings[0].Code != http.StatusOK:
+			// GitHub pings a hook right after its create, with the secret the manager chose:
+			// the receiver must accept it already (GitHub shows a failed first delivery).
+			return false, fatal(fmt.Errorf("GitHub's first ping of hook %s, right after the create, was answered %d %s, want 200", r.id, pings[0].Code, pings[0].Message))
 		case pings[last].URL != r.url || !pings[last].Signed:
 			return false, fatal(fmt.Errorf("the latest ping went to %s (signed: %t), want a signed ping to %s", pings[last].URL, pings[last].Signed, r.url))
 		case pings[last].Code != http.StatusOK:
@@ -203,7 +208,7 @@ func (p *githubProvider) checkPings(ctx context.Context, d *demo, s subRef, r re
 		}
 	}
 	lines := []string{
-		fmt.Sprintf("the manager asked for %d ping (POST …/hooks/%s/pings); the fake GitHub delivered %d to config.url (GitHub also pings after a create), signed: answered %s — the receiver verified them with the signing Secret",
+		fmt.Sprintf("the manager asked for %d ping (POST …/hooks/%s/pings); the fake GitHub delivered %d to config.url (GitHub also pings after a create), signed: answered %s — the receiver verified them with its route Secret, the first one (right after the create) included",
 			asked, r.id, len(pings), strings.Join(codes, ", ")),
 	}
 	ld := "none: GitHub reports last_response on repository hooks only"

@@ -32,7 +32,7 @@ func (d *demo) startSinkStep(context.Context) error {
 }
 
 // startReceiver starts bin/receiver with an SQLite store in the temp folder and waits for its
-// /readyz (subscriptions and signing Secrets synced).
+// /readyz (subscriptions and their route Secrets synced).
 func (d *demo) startReceiver(ctx context.Context) error {
 	bin := filepath.Join(d.opts.binDir, "receiver")
 	d.step("starting the receiver (%s)", bin)
@@ -52,7 +52,7 @@ func (d *demo) startReceiver(ctx context.Context) error {
 	var err error
 	d.rcv, err = startProc("receiver", d.receiverLog, env, bin,
 		"--bind-address", bind, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe,
-		"--store", "sqlite://"+store, "--retry-base", "200ms")
+		"--store", "sqlite://"+store, "--retry-base", "200ms", "--receiver-namespace", receiverNamespace)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (d *demo) metricLines(ctx context.Context, name string) ([]string, map[stri
 	return lines, values, sc.Err()
 }
 
-// requestCounts returns hookwarden_receiver_requests_total by result.
+// requestCounts returns sum by (result) (hookwarden_receiver_requests_total).
 func (d *demo) requestCounts(ctx context.Context) (map[string]int, []string, error) {
 	lines, values, err := d.metricLines(ctx, requestsMetric)
 	if err != nil {
@@ -108,7 +108,7 @@ func (d *demo) requestCounts(ctx context.Context) (map[string]int, []string, err
 			continue
 		}
 		result, _, _ = strings.Cut(result, `"`)
-		out[result] = int(v)
+		out[result] += int(v) // one series per route and result
 	}
 	return out, lines, nil
 }

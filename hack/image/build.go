@@ -65,7 +65,8 @@ func Build(s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.DockerManifestSchema2), base, app)
+	// OCI media types throughout: the images go into an OCI image index (one per platform).
+	img, err := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), base, app)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +91,7 @@ func Build(s Spec) (v1.Image, error) {
 	return mutate.CreatedAt(img, v1.Time{Time: s.Created})
 }
 
-// Labels are the OCI annotations the images carry.
+// Labels are the OCI annotations the images carry (and their index: see Index).
 func Labels(s Spec) map[string]string {
 	l := map[string]string{
 		"org.opencontainers.image.title":       "hookwarden-" + s.Name,
@@ -98,11 +99,35 @@ func Labels(s Spec) map[string]string {
 		"org.opencontainers.image.version":     s.Version,
 		"org.opencontainers.image.source":      "https://github.com/hookwarden/hookwarden",
 		"org.opencontainers.image.licenses":    "Apache-2.0",
+		// SOURCE_DATE_EPOCH (the commit time): reproducible, unlike the time of the build.
+		"org.opencontainers.image.created": s.Created.UTC().Format(time.RFC3339),
 	}
 	if s.Revision != "" {
 		l["org.opencontainers.image.revision"] = s.Revision
 	}
 	return l
+}
+
+// Index builds the image of s for each platform (s.Platform and s.Binary set per platform by
+// binary) into an OCI image index, annotated like the images.
+func Index(s Spec, platforms []string, binary func(platform string) string) (v1.ImageIndex, error) {
+	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range platforms {
+		ps := s
+		ps.Platform, ps.Binary = p, binary(p)
+		img, err := Build(ps)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		osName, arch, _ := strings.Cut(p, "/")
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: osName, Architecture: arch}}})
+	}
+	annotated, ok := mutate.Annotations(idx, Labels(s)).(v1.ImageIndex)
+	if !ok {
+		return nil, errors.New("annotating the index")
+	}
+	return annotated, nil
 }
 
 // tagChars is what a tag may hold; a git describe "v1.2.3+dirty" would not be one.
@@ -164,7 +189,7 @@ func layer(mtime time.Time, files []file) (v1.Layer, error) {
 	}
 	b := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-		tarball.WithMediaType(types.DockerLayer))
+		tarball.WithMediaType(types.OCILayer))
 }
 
 var goarchMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}

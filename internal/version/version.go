@@ -7,10 +7,12 @@ import (
 	"runtime/debug"
 )
 
-// version is set at link time (make build: -ldflags "-X <this package>.version=v1.2.3"); empty
-// means "ask the build info", which knows the module version of a `go install m@v` build and
-// the VCS revision of a build from a checkout.
-var version string
+// version and revision are set at link time (make build: -ldflags "-X <this
+// package>.version=0.3.0 -X <this package>.revision=<commit>", the same values the image
+// labels carry); empty means "ask the build info", which knows the module version of a `go
+// install m@v` build and the VCS revision of a build from a checkout (not of a build without
+// .git, -buildvcs=false, or a cross build in some setups).
+var version, revision string
 
 // Info is what --version prints.
 type Info struct {
@@ -23,12 +25,14 @@ type Info struct {
 // Get returns the running binary's version.
 func Get() Info {
 	bi, _ := debug.ReadBuildInfo()
-	return fromBuild(version, bi)
+	return fromBuild(version, revision, bi)
 }
 
-// fromBuild prefers the linked version, then the module version, then "devel".
-func fromBuild(linked string, bi *debug.BuildInfo) Info {
-	info := Info{Version: linked, GoVersion: runtime.Version()}
+// fromBuild prefers the linked version, then the module version, then "devel"; and the linked
+// revision, then the build info's. The build info's dirty flag counts only for its own
+// revision.
+func fromBuild(linked, linkedRevision string, bi *debug.BuildInfo) Info {
+	info := Info{Version: linked, Revision: linkedRevision, GoVersion: runtime.Version()}
 	if bi == nil {
 		if info.Version == "" {
 			info.Version = "devel"
@@ -36,14 +40,20 @@ func fromBuild(linked string, bi *debug.BuildInfo) Info {
 		return info
 	}
 	info.GoVersion = bi.GoVersion
+	var vcsRevision string
+	var modified bool
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			info.Revision = s.Value
+			vcsRevision = s.Value
 		case "vcs.modified":
-			info.Modified = s.Value == "true"
+			modified = s.Value == "true"
 		}
 	}
+	if info.Revision == "" {
+		info.Revision = vcsRevision
+	}
+	info.Modified = modified && vcsRevision != "" && vcsRevision == info.Revision
 	if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		info.Version = bi.Main.Version
 	}
@@ -54,7 +64,7 @@ func fromBuild(linked string, bi *debug.BuildInfo) Info {
 }
 
 // String is the one line --version prints, e.g.
-// "manager v0.3.0 (commit 1a2b3c4d5e6f, go1.26.8)".
+// "manager 0.3.0 (commit 1a2b3c4d5e6f, go1.26.8)".
 func (i Info) String() string {
 	rev := i.Revision
 	if len(rev) > 12 {

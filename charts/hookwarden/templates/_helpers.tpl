@@ -20,11 +20,36 @@ app.kubernetes.io/name: hookwarden-receiver
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{- define "hookwarden.managerSA" -}}{{ include "hookwarden.fullname" . }}-manager{{- end -}}
-{{- define "hookwarden.receiverSA" -}}{{ include "hookwarden.fullname" . }}-receiver{{- end -}}
+{{- define "hookwarden.managerSA" -}}{{ .Values.manager.serviceAccount.name | default (printf "%s-manager" (include "hookwarden.fullname" .)) }}{{- end -}}
+{{- define "hookwarden.receiverSA" -}}{{ .Values.receiver.serviceAccount.name | default (printf "%s-receiver" (include "hookwarden.fullname" .)) }}{{- end -}}
+
+{{/* The image of component c (manager, receiver): repository or <registry>/<c>, then @digest or
+     :tag (default appVersion, the version make images tags). */}}
+{{- define "hookwarden.image" -}}
+{{- $i := index .root.Values.image .c -}}
+{{- $repo := $i.repository -}}
+{{- if not $repo -}}
+{{- if not .root.Values.image.registry -}}
+{{- fail (printf "image.registry is empty: set it to where you pushed the images (make images-push REGISTRY=<registry>, see the README section Images), e.g. --set image.registry=ghcr.io/you; or set image.%s.repository" .c) -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .root.Values.image.registry) .c -}}
+{{- end -}}
+{{- if $i.digest -}}{{ $repo }}@{{ $i.digest }}{{- else -}}{{ $repo }}:{{ $i.tag | default .root.Chart.AppVersion }}{{- end -}}
+{{- end -}}
 
 {{- define "hookwarden.metricsPort" -}}{{ if .Values.metrics.secure }}8443{{ else }}9090{{ end }}{{- end -}}
 {{- define "hookwarden.metricsScheme" -}}{{ if .Values.metrics.secure }}https{{ else }}http{{ end }}{{- end -}}
+
+{{/* NetworkPolicy TCP ports, each once (values files give float64, --set int64: compared as ints). */}}
+{{- define "hookwarden.tcpPorts" -}}
+{{- $seen := list -}}
+{{- range . -}}
+{{- if not (has (int .) $seen) }}
+- {protocol: TCP, port: {{ int . }}}
+{{- $seen = append $seen (int .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 
 {{/* Refuses values that cannot work, at render time, with a message. */}}
 {{- define "hookwarden.validate" -}}
@@ -59,6 +84,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- if lt (int .Values.manager.replicas) 1 -}}
 {{- fail "manager.replicas must be at least 1" -}}
+{{- end -}}
+{{- if and (not .Values.manager.serviceAccount.create) (not .Values.manager.serviceAccount.name) -}}
+{{- fail "manager.serviceAccount.create=false needs manager.serviceAccount.name: the existing ServiceAccount to run as" -}}
+{{- end -}}
+{{- if and .Values.receiver.enabled (not .Values.receiver.serviceAccount.create) (not .Values.receiver.serviceAccount.name) -}}
+{{- fail "receiver.serviceAccount.create=false needs receiver.serviceAccount.name: the existing ServiceAccount to run as" -}}
 {{- end -}}
 {{- if has "kube-system" .Values.watchNamespaces -}}
 {{- fail "watchNamespaces must not include kube-system: Hookwarden needs no access to Secrets there" -}}
