@@ -2,6 +2,7 @@ package providers
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -162,4 +163,12 @@ type HealthReporter interface {
 // (Stripe's disabled) need not implement it: drift repair enables them.
 type Reenabler interface {
 	Reenable(ctx context.Context, reg Registration) error
+}
+
+// DeliverySigner is implemented by RecoveryFetch providers: it returns the headers the provider
+// itself sends with a delivery of payload (its signature over payload made with secret at now,
+// its content type and user agent), so that a recovered event reaches the receiver's public
+// route exactly as a live delivery would and passes the same verify, dedupe, deliver path.
+type DeliverySigner interface {
+	SignDelivery(payload []byte, secret string, now time.Time) (http.Header, error)
 }
