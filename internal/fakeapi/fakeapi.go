@@ -42,26 +42,37 @@ func Label(prefix, credential string) string {
 // Clock is a replaceable time source, so tests can move a fake's notion of now (creation
 // times, expiry windows, rate-limit resets) without sleeping.
 type Clock struct {
-	mu  sync.Mutex
-	now func() time.Time
+	mu     sync.Mutex
+	now    func() time.Time
+	offset time.Duration
 }
 
-// Now returns the current time of the clock (time.Now until Set).
+// Now returns the current time of the clock (time.Now until Set), moved by Advance.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.now == nil {
-		return time.Now()
+		return time.Now().Add(c.offset)
 	}
-	return c.now()
+	return c.now().Add(c.offset)
 }
 
-// Set replaces the time source; nil restores time.Now. now is called with the clock's lock
-// held, and by fakes with their own lock held, so it must not call back into the fake.
+// Set replaces the time source and forgets any Advance; nil restores time.Now. now is called
+// with the clock's lock held, and by fakes with their own lock held, so it must not call back
+// into the fake.
 func (c *Clock) Set(now func() time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = now
+	c.offset = 0
+}
+
+// Advance moves the clock d ahead of its source (time.Now, or what Set gave), so a fake binary
+// driven from a shell can say "four days later" without a source of its own.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
 }
 
 // Rule says which requests a fault applies to, how often, and how.

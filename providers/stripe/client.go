@@ -42,13 +42,16 @@ type Client struct {
 var _ providers.Client = (*Client)(nil)
 
 // capabilities: Stripe keeps an ownership marker in metadata, generates the secret and returns
-// it only in the create response, and replays a create by Idempotency-Key for 24 hours.
+// it only in the create response, replays a create by Idempotency-Key for 24 hours, and keeps
+// events (the missed ones among them) for 30 days.
 var capabilities = providers.Capabilities{
 	Markers:          true,
 	Secret:           providers.SecretReturnedOnCreate,
 	ReplayableCreate: true,
 	Fields:           providers.FieldDescription | providers.FieldDisabled | providers.FieldMarker,
 	RateLimitBackoff: rateLimitBackoff,
+	// Events are fetched from /v1/events, which goes back 30 days.
+	Recovery: providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: EventRetention},
 }
 
 // rateLimitBackoff fits Stripe's limiters, which count per second (PROVIDERS.md §1.3) and
@@ -349,6 +352,7 @@ func registration(we *stripego.WebhookEndpoint) providers.Registration {
 		Events:      slices.Clone(we.EnabledEvents),
 		Description: we.Description,
 		Disabled:    we.Status == "disabled",
+		Health:      health(we.Status),
 		Owner:       owner,
 		CreateKey:   createKey,
 		Secret:      we.Secret,

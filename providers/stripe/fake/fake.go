@@ -1,5 +1,6 @@
 // Package fake is a stateful, in-process stand-in for Stripe's webhook-endpoint API
-// (/v1/webhook_endpoints).
+// (/v1/webhook_endpoints) and its event log (/v1/events), with deliveries to the endpoints
+// (see events.go).
 //
 // It speaks Stripe's wire format (form-encoded requests, JSON responses, Stripe's error
 // envelope, list pagination, Idempotency-Key replay) closely enough that an unmodified
@@ -15,6 +16,7 @@ package fake
 import (
 	"crypto/rand"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"sort"
@@ -38,6 +40,11 @@ type Server struct {
 	chaos    *fakeapi.Chaos
 	meter    *fakeapi.Meter
 	requests *fakeapi.Log[Request]
+	attempts *fakeapi.Log[Attempt]
+
+	deliveryClient *http.Client
+	apiVersion     string
+	autoDisable    bool
 
 	mu           sync.Mutex
 	pageSize     int
@@ -66,13 +73,16 @@ func WithIdempotencyTTL(d time.Duration) Option { return func(s *Server) { s.ide
 // fakeapi.Meter): a key beyond its rate gets Stripe's 429 with code rate_limit.
 func WithMeter(m *fakeapi.Meter) Option { return func(s *Server) { s.meter = m } }
 
-// WithClock sets the clock used for "created" and idempotency expiry; see SetClock.
+// WithClock sets the clock used for "created", idempotency expiry, event retention and
+// retries; see SetClock.
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock.Set(now) } }
 
 // New returns an empty Server.
 func New(opts ...Option) *Server {
 	s := &Server{
 		requests:     fakeapi.NewLog(Request.clone),
+		attempts:     fakeapi.NewLog[Attempt](nil),
+		apiVersion:   DefaultAPIVersion,
 		maxEndpoints: DefaultMaxEndpoints,
 		idemTTL:      DefaultIdempotencyTTL,
 		rejected:     map[string]bool{},
@@ -80,6 +90,9 @@ func New(opts ...Option) *Server {
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.deliveryClient == nil {
+		s.deliveryClient = defaultDeliveryClient()
 	}
 	return s
 }
@@ -125,6 +138,9 @@ func (e Endpoint) clone() Endpoint {
 type account struct {
 	endpoints []*entry
 	idem      map[string]idemEntry
+	events    []*eventEntry
+	// lastOK is when a delivery to an endpoint last succeeded (WithAutoDisable).
+	lastOK map[string]time.Time
 }
 
 type entry struct {
@@ -177,8 +193,8 @@ func (a *account) find(id string) (int, *entry) {
 
 func (s *Server) now() time.Time { return s.clock.Now() }
 
-// SetClock replaces the clock used for "created" and idempotency expiry (nil restores
-// time.Now). now is called with the Server's lock held, so it must not call back into s.
+// SetClock replaces the clock used for "created", idempotency expiry, event retention and
+// delivery retries (nil restores time.Now), and forgets AdvanceClock. now is called with the Server's lock held, so it must not call back into s.
 func (s *Server) SetClock(now func() time.Time) { s.clock.Set(now) }
 
 // RejectKey makes requests with apiKey fail with 401 "Invalid API Key", as after a key is

@@ -180,6 +180,12 @@ func (s *Server) route(a *account, method, path string, p url.Values, now time.T
 			return del(a, id, p)
 		}
 	}
+	if path == eventsPath && method == http.MethodGet {
+		return listEvents(a, p, now, s.pageSize)
+	}
+	if id, ok := strings.CutPrefix(path, eventsPath+"/"); ok && id != "" && !strings.Contains(id, "/") && method == http.MethodGet {
+		return retrieveEvent(a, id, p, now)
+	}
 	return invalid(http.StatusNotFound, "", "", "Unrecognized request URL (%s: %s). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.", method, path).result()
 }
 
@@ -235,23 +241,9 @@ func (s *Server) list(a *account, p url.Values) result {
 	if err := allowOnly(p, "limit", "starting_after", "ending_before", "expand"); err != nil {
 		return err.result()
 	}
-	limit := 10
-	if v, ok, err := scalar(p, "limit"); err != nil {
-		return err.result()
-	} else if ok && v != "" {
-		n, convErr := strconv.Atoi(v)
-		switch {
-		case convErr != nil:
-			return invalid(http.StatusBadRequest, "parameter_invalid_integer", "limit", "Invalid integer: %s", v).result()
-		case n < 1:
-			return invalid(http.StatusBadRequest, "", "limit", "This value must be greater than or equal to 1.").result()
-		case n > 100:
-			return invalid(http.StatusBadRequest, "", "limit", "This value must be less than or equal to 100.").result()
-		}
-		limit = n
-	}
-	if s.pageSize > 0 && s.pageSize < limit {
-		limit = s.pageSize
+	limit, lerr := limitParam(p, s.pageSize)
+	if lerr != nil {
+		return lerr.result()
 	}
 	after, _, err := scalar(p, "starting_after")
 	if err != nil {
@@ -302,6 +294,29 @@ func (s *Server) list(a *account, p url.Values) result {
 		HasMore bool              `json:"has_more"`
 		URL     string            `json:"url"`
 	}{"list", data, hasMore, basePath})
+}
+
+// limitParam reads limit (1-100, default 10), capped at pageSize when that is positive.
+func limitParam(p url.Values, pageSize int) (int, *apiError) {
+	limit := 10
+	if v, ok, err := scalar(p, "limit"); err != nil {
+		return 0, err
+	} else if ok && v != "" {
+		n, convErr := strconv.Atoi(v)
+		switch {
+		case convErr != nil:
+			return 0, invalid(http.StatusBadRequest, "parameter_invalid_integer", "limit", "Invalid integer: %s", v)
+		case n < 1:
+			return 0, invalid(http.StatusBadRequest, "", "limit", "This value must be greater than or equal to 1.")
+		case n > 100:
+			return 0, invalid(http.StatusBadRequest, "", "limit", "This value must be less than or equal to 100.")
+		}
+		limit = n
+	}
+	if pageSize > 0 && pageSize < limit {
+		limit = pageSize
+	}
+	return limit, nil
 }
 
 func retrieve(a *account, id string, p url.Values) result {
@@ -464,10 +479,13 @@ func nullable(s string) *string {
 	return &s
 }
 
-// meterRoute names a request for the meter's counters: the endpoint collection or one endpoint.
+// meterRoute names a request for the meter's counters: a collection (endpoints, events) or
+// one of its objects.
 func meterRoute(method, path string) fakeapi.Route {
-	if path != basePath && strings.HasPrefix(path, basePath+"/") {
-		path = basePath + "/{id}"
+	for _, collection := range []string{basePath, eventsPath} {
+		if path != collection && strings.HasPrefix(path, collection+"/") {
+			path = collection + "/{id}"
+		}
 	}
 	return fakeapi.Route{Method: method, Pattern: path}
 }

@@ -1,0 +1,196 @@
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/form"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Recovery on Stripe (PROVIDERS.md §1.6): Stripe keeps events for 30 days and lists those not
+// delivered to every endpoint (delivery_success=false), so missed events are fetched and handed
+// to the receiver signed as Stripe signs them; there is nothing to ask Stripe to redeliver.
+//
+// Two things the listing does not do, and the reconciler must know:
+//   - delivery_success is account-wide: an event pending for another endpoint of the account is
+//     listed too (the receiver's ledger answers it as a duplicate if it had arrived).
+//   - an event created while our endpoint was disabled never counted our endpoint as pending,
+//     so unless another endpoint is pending it is not listed at all.
+//
+// Events older than EventRetention are never listed: nothing comes back from beyond it.
+
+// EventRetention is how long Stripe keeps events ("List events, going back up to 30 days").
+const EventRetention = 30 * 24 * time.Hour
+
+// maxTypesPerList is how many names one types[] filter may hold.
+const maxTypesPerList = 20
+
+// Headers Stripe sends with a delivery besides Stripe-Signature.
+const (
+	DeliveryContentType = "application/json; charset=utf-8"
+	DeliveryUserAgent   = "Stripe/1.0 (+https://stripe.com/docs/webhooks)"
+)
+
+var (
+	_ providers.Recoverer      = (*Client)(nil)
+	_ providers.DeliverySigner = (*Client)(nil)
+)
+
+// Missed lists, oldest first, the account's events of the given types (any type when events
+// holds "*" or is empty) created at or after since that Stripe reports as not delivered to
+// every endpoint (delivery_success=false). reg is not consulted: the listing is account-wide.
+// More than 20 types are split into several listings of at most 20 (Stripe's limit) and merged.
+// Every listing is read to its end, because Stripe lists newest first and the oldest come last;
+// at most limit events are returned (0: all), More set when some were cut. An event without an
+// evt_ id or a numeric created is skipped and counted as Malformed. Payload is the event's JSON
+// exactly as the listing returned it.
+func (c *Client) Missed(ctx context.Context, _ providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	var out providers.MissedPage
+	seen := map[string]bool{}
+	for _, types := range typeBatches(events) {
+		batch, malformed, err := c.listUndelivered(ctx, types, since)
+		if err != nil {
+			return providers.MissedPage{}, err
+		}
+		out.Malformed += malformed
+		for _, m := range batch {
+			if !seen[m.ID] { // an event has one type, but a server might list it twice
+				seen[m.ID] = true
+				out.Missed = append(out.Missed, m)
+			}
+		}
+	}
+	// Each listing arrived oldest first; a stable sort keeps that order within a second.
+	slices.SortStableFunc(out.Missed, func(a, b providers.Missed) int { return a.At.Compare(b.At) })
+	if limit > 0 && len(out.Missed) > limit {
+		out.Missed, out.More = out.Missed[:limit], true
+	}
+	return out, nil
+}
+
+// typeBatches splits the event types into types[] filters of at most 20 names, sorted and
+// without repeats; one nil filter (no type filter) when any type is wanted.
+func typeBatches(events []string) [][]string {
+	if len(events) == 0 || slices.Contains(events, "*") {
+		return [][]string{nil}
+	}
+	return slices.Collect(slices.Chunk(canonicalEvents(events), maxTypesPerList))
+}
+
+// listUndelivered reads one listing to its end (starting_after the last event of each page) and
+// returns its events oldest first.
+func (c *Client) listUndelivered(ctx context.Context, types []string, since time.Time) ([]providers.Missed, int, error) {
+	params := &stripego.EventListParams{
+		ListParams:      stripego.ListParams{Limit: stripego.Int64(pageSize)},
+		DeliverySuccess: stripego.Bool(false),
+	}
+	if len(types) > 0 {
+		params.Types = stripego.StringSlice(types)
+	}
+	if !since.IsZero() {
+		params.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}
+	}
+	var newestFirst []providers.Missed
+	malformed := 0
+	seen := map[string]bool{}
+	after := ""
+	for {
+		params.StartingAfter = nil
+		if after != "" {
+			params.StartingAfter = stripego.String(after)
+		}
+		q := &form.Values{}
+		form.AppendTo(q, params)
+		var page rawPage
+		if err := c.api.Events.B.CallRaw(http.MethodGet, "/v1/events", c.key, q, &stripego.Params{Context: ctx}, &page); err != nil {
+			return nil, 0, c.classify(err)
+		}
+		last := ""
+		for _, raw := range page.Data {
+			m, id, ok := decodeEvent(raw)
+			if id != "" {
+				last = id
+			}
+			if !ok {
+				malformed++
+				continue
+			}
+			if seen[m.ID] {
+				// A server that keeps returning the same page would otherwise loop forever.
+				return nil, 0, &providers.Error{Kind: providers.Transient, Message: "event list pagination did not advance past " + m.ID}
+			}
+			seen[m.ID] = true
+			newestFirst = append(newestFirst, m)
+		}
+		if !page.HasMore {
+			break
+		}
+		if last == "" {
+			return nil, 0, &providers.Error{Kind: providers.Transient, Message: "event list page says more follow, but its last event has no id to continue from"}
+		}
+		after = last
+	}
+	slices.Reverse(newestFirst)
+	return newestFirst, malformed, nil
+}
+
+// decodeEvent reads what Missed needs from one listed event. id is the event's id when it is a
+// string at all (a cursor to page on), ok whether the event is fit to be recovered.
+func decodeEvent(raw json.RawMessage) (m providers.Missed, id string, ok bool) {
+	var ev struct {
+		ID      *string `json:"id"`
+		Created *int64  `json:"created"`
+		Type    string  `json:"type"`
+	}
+	if json.Unmarshal(raw, &ev) != nil {
+		// A field of another type spoils the whole event: read the id alone, for the cursor.
+		var idOnly struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &idOnly)
+		return m, idOnly.ID, false
+	}
+	if ev.ID != nil {
+		id = *ev.ID
+	}
+	if !strings.HasPrefix(id, "evt_") || ev.Created == nil {
+		return m, id, false
+	}
+	return providers.Missed{ID: id, At: time.Unix(*ev.Created, 0).UTC(), Type: ev.Type, Payload: slices.Clone(raw)}, id, true
+}
+
+// Redeliver always fails: Stripe has no API that sends an event again. Recovered events are
+// fetched by Missed and handed to the receiver signed with SignDelivery (RecoveryFetch).
+func (c *Client) Redeliver(context.Context, providers.Registration, providers.Missed) error {
+	return &providers.Error{Kind: providers.Permanent, Message: "Stripe has no redelivery API: missed events are fetched from /v1/events and signed with the endpoint's secret"}
+}
+
+// SignDelivery returns the headers Stripe sends with a delivery of payload: Stripe-Signature
+// (t=now, v1 = hex HMAC-SHA256 keyed with secret over "t.payload"), Content-Type and User-Agent.
+func (c *Client) SignDelivery(payload []byte, secret string, now time.Time) (http.Header, error) {
+	if secret == "" {
+		return nil, invalid("signing secret is empty")
+	}
+	h := http.Header{}
+	h.Set(SignatureHeader, SignHeader(secret, now, payload))
+	h.Set("Content-Type", DeliveryContentType)
+	h.Set("User-Agent", DeliveryUserAgent)
+	return h, nil
+}
+
+// health is what an endpoint's status says about deliveries to it: Stripe disables an endpoint
+// that keeps failing (or a user does, in the dashboard); an enabled one tells nothing, as
+// Stripe's API shows no delivery attempts per endpoint.
+func health(status string) *providers.DeliveryHealth {
+	if status != "disabled" {
+		return nil
+	}
+	return &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "the endpoint's status is disabled: Stripe sends it no events (disabled after failing deliveries, or in the dashboard)"}
+}
