@@ -27,7 +27,8 @@ import (
 //   - A failed attempt (no answer, or not 2xx) is retried on retrySchedule, measured on the
 //     fake's clock, but only when a test calls RetryDue: no background goroutine, no real
 //     timer. Retries stop once the next one would fall more than RetryWindow (3 days, Stripe's
-//     live-mode window) after the event was created: the delivery is then "failed" and the
+//     live-mode window) after the event was created, and a retry found due only after the
+//     window (the clock was moved past it) is not made: the delivery is then "failed" and the
 //     event stays pending for good, which is what delivery_success=false lists ("still pending
 //     or have failed all delivery attempts").
 //   - An endpoint disabled or deleted while a retry is due gets no more retries for that event
@@ -207,7 +208,8 @@ func (s *Server) RetryDue() []Attempt {
 	return s.send(jobs)
 }
 
-// due snapshots the attempts of e that are due at now, marking them in flight; a delivery to
+// due snapshots the attempts of e that are due at now, marking them in flight (the body shows
+// pending_webhooks as it stands now, before any of these attempts); a delivery to
 // an endpoint that is no longer enabled is stopped. Callers hold s.mu.
 func (s *Server) due(key string, a *account, e *eventEntry, now time.Time) []job {
 	var jobs []job
@@ -218,6 +220,11 @@ func (s *Server) due(key string, a *account, e *eventEntry, now time.Time) []job
 		_, ep := a.find(d.endpoint)
 		if ep == nil || ep.Status != statusEnabled {
 			d.state, d.next = DeliveryStopped, time.Time{}
+			continue
+		}
+		if now.After(e.Created.Add(RetryWindow)) {
+			// The clock jumped past the window: Stripe would have made its last attempt by now.
+			s.giveUp(a, e, d)
 			continue
 		}
 		d.inflight = true
@@ -252,10 +259,7 @@ func (s *Server) send(jobs []job) []Attempt {
 			}
 			a.lastOK[j.d.endpoint] = at
 		case next.After(j.ev.Created.Add(RetryWindow)):
-			j.d.state, j.d.next = DeliveryFailed, time.Time{}
-			if _, ep := a.find(j.d.endpoint); s.autoDisable && ep != nil && a.lastOK[j.d.endpoint].Before(j.ev.Created) {
-				ep.Status = statusDisabled
-			}
+			s.giveUp(a, j.ev, j.d)
 		default:
 			j.d.next = next
 		}
@@ -264,6 +268,15 @@ func (s *Server) send(jobs []job) []Attempt {
 		out = append(out, att)
 	}
 	return out
+}
+
+// giveUp ends the retries of d: failed for good, and with WithAutoDisable its endpoint disabled
+// when nothing was delivered to it since e was created. Callers hold s.mu.
+func (s *Server) giveUp(a *account, e *eventEntry, d *delivery) {
+	d.state, d.next = DeliveryFailed, time.Time{}
+	if _, ep := a.find(d.endpoint); s.autoDisable && ep != nil && a.lastOK[d.endpoint].Before(e.Created) {
+		ep.Status = statusDisabled
+	}
 }
 
 // post sends one delivery as Stripe does and returns the status answered.
