@@ -3,6 +3,7 @@ package stripe_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -81,6 +82,61 @@ func TestContractStripeMock(t *testing.T) {
 
 	if err := c.Delete(ctx, enabled.ID); err != nil {
 		t.Errorf("Delete: %v", err)
+	}
+}
+
+// TestContractStripeMockEvents sends Missed's /v1/events requests (types[] in batches of 20,
+// created[gte], delivery_success, limit) to stripe-mock, which checks them against the 2023-10-16
+// spec, and reads its fixture event as Stripe renders one.
+func TestContractStripeMockEvents(t *testing.T) {
+	apiURL := startStripeMock(t)
+	c, err := stripe.New(providers.Config{APIURL: apiURL, Credential: "sk_test_123", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+
+	// Negative controls: stripe-mock does validate /v1/events parameters, so a wrong encoding of
+	// types or delivery_success would fail below.
+	for _, q := range []string{"types=invoice.paid", "delivery_success=maybe"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, apiURL+"/v1/events?"+q, nil)
+		req.SetBasicAuth("sk_test_123", "")
+		req.Header.Set("Stripe-Version", "2023-10-16")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("GET /v1/events?%s = %d, want stripe-mock's 400", q, res.StatusCode)
+		}
+	}
+
+	var types []string
+	for _, e := range []string{"charge", "invoice", "customer", "payout", "transfer"} {
+		for _, v := range []string{"created", "updated", "deleted", "failed", "paid"} {
+			types = append(types, e+"."+v) // 25: two listings; stripe-mock checks the shape, not the names
+		}
+	}
+	page, err := c.Missed(t.Context(), providers.Registration{}, types, time.Now().Add(-72*time.Hour), 0)
+	if err != nil {
+		t.Fatalf("Missed: %v", err)
+	}
+	// Both listings answer stripe-mock's one fixture event; the merge keeps it once.
+	if len(page.Missed) != 1 || page.Malformed != 0 || page.More {
+		t.Fatalf("Missed = %+v, want stripe-mock's fixture event once", page)
+	}
+	m := page.Missed[0]
+	var fixture struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+	}
+	if err := json.Unmarshal(m.Payload, &fixture); err != nil || fixture.ID != m.ID || fixture.Object != "event" || fixture.Created != m.At.Unix() ||
+		!strings.HasPrefix(m.ID, "evt_") || m.Type == "" {
+		t.Errorf("missed event = %s at %v type %q, payload %.80s...; want the fixture's id, created, type and JSON", m.ID, m.At, m.Type, m.Payload)
+	}
+	if _, err := c.Missed(t.Context(), providers.Registration{}, []string{"*"}, time.Time{}, 0); err != nil {
+		t.Errorf("Missed(*) without since: %v", err)
 	}
 }
 
