@@ -10,6 +10,18 @@
 //	POST /_fake/endpoints?key=K  store the JSON endpoint in the body on account K out of band
 //	                             (no request logged, no fault); answers what was stored
 //	GET /_fake/chaos             what --fault-rate injected so far, by kind
+//
+// and the event log, its deliveries and the fake's clock (Stripe's retries happen only when
+// asked, on that clock):
+//
+//	POST /_fake/events?key=K     {"type":"invoice.paid","object":{...}}: create an event on
+//	                             account K and deliver it to K's subscribed enabled endpoints;
+//	                             answers the event with its deliveries
+//	GET  /_fake/events?key=K     account K's event log, oldest first, deliveries included
+//	GET  /_fake/attempts         every delivery attempt (event, endpoint, attempt, code)
+//	POST /_fake/retry            make every retry due on the fake's clock; answers the attempts
+//	GET  /_fake/clock            {"now": the fake's time}
+//	POST /_fake/clock            {"advance":"96h"}: move the fake's clock ahead; answers the time
 package main
 
 import (
@@ -18,6 +30,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -35,6 +48,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	maxEndpoints := fs.Int("max-endpoints", fake.DefaultMaxEndpoints, "webhook endpoints allowed per API key")
 	meter := fakeapi.MeterFlags(fs)      // Stripe test mode: -rate 25 -latency 20ms
 	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is Stripe's 429 rate_limit
+	apiVersion := fs.String("api-version", fake.DefaultAPIVersion, "the API version events are created in (the account's default)")
+	autoDisable := fs.Bool("auto-disable", false, "disable an endpoint whose deliveries failed for Stripe's whole 3-day retry window")
 	if help, err := fakeapi.ParseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -44,7 +59,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := fake.New(fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints), fake.WithChaos(chaos), fake.WithMeter(m))
+	opts := []fake.Option{fake.WithPageSize(*pageSize), fake.WithMaxEndpoints(*maxEndpoints), fake.WithChaos(chaos), fake.WithMeter(m), fake.WithAPIVersion(*apiVersion)}
+	if *autoDisable {
+		opts = append(opts, fake.WithAutoDisable())
+	}
+	srv := fake.New(opts...)
 	return fakeapi.Run(ctx, "fakestripe", *addr, handler(srv, m), stderr, nil)
 }
 
@@ -72,6 +91,72 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Seed(key, ep))
 	})
+	mux.HandleFunc("POST /_fake/events", func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		var e emitRequest
+		if err := decode(r, &e); err != nil || key == "" || e.Type == "" {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `query parameter key (the API key) and a body {"type":T,"object":{...}} are required`})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, srv.Emit(key, e.Type, e.Object))
+	})
+	mux.HandleFunc("GET /_fake/events", func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("key")
+		if key == "" {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) is required"})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Events(key)))
+	})
+	mux.HandleFunc("GET /_fake/attempts", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Attempts()))
+	})
+	mux.HandleFunc("POST /_fake/retry", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.RetryDue()))
+	})
+	mux.HandleFunc("GET /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: srv.Now()})
+	})
+	mux.HandleFunc("POST /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
+		var c clockRequest
+		err := decode(r, &c)
+		var d time.Duration
+		if err == nil {
+			d, err = time.ParseDuration(c.Advance)
+		}
+		if err != nil || d < 0 {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"advance":"96h"} (a Go duration, not negative)`})
+			return
+		}
+		srv.AdvanceClock(d)
+		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: srv.Now()})
+	})
 	mux.Handle("/", srv)
 	return mux
+}
+
+type emitRequest struct {
+	Type   string         `json:"type"`
+	Object map[string]any `json:"object"`
+}
+
+type clockRequest struct {
+	Advance string `json:"advance"`
+}
+
+type clockAnswer struct {
+	Now time.Time `json:"now"`
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }

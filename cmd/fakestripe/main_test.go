@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +103,100 @@ func TestRunFaultRate(t *testing.T) {
 	fakeapitest.GetJSON(t, base+"/_fake/endpoints?key=sk_test_f", &eps)
 	if len(eps) != 1 || eps[0].URL != "https://example.com/seeded" || eps[0].ID == "" || eps[0].Secret == "" {
 		t.Errorf("after seeding: %+v, want the seeded endpoint with an id and a secret", eps)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+// TestRunEventsAndClock drives the event log from a shell's point of view: emit an event
+// to a failing endpoint, move the clock, make the due retry, and see the event leave the API
+// after 30 days.
+func TestRunEventsAndClock(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := fakeapitest.Start(ctx, t, "fakestripe", run)
+	var status atomic.Int64
+	status.Store(http.StatusServiceUnavailable)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(int(status.Load())) }))
+	defer hook.Close()
+
+	post := func(path, body string, into any) int {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if into != nil && resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	if code := post("/_fake/endpoints?key=sk_test_ev", `{"url":"`+hook.URL+`","enabled_events":["invoice.paid"]}`, nil); code != 200 {
+		t.Fatalf("seeding: %d", code)
+	}
+	var ev fake.Event
+	if code := post("/_fake/events?key=sk_test_ev", `{"type":"invoice.paid","object":{"id":"in_1"}}`, &ev); code != 200 {
+		t.Fatalf("emit: %d", code)
+	}
+	if len(ev.Deliveries) != 1 || ev.Deliveries[0].State != fake.DeliveryPending || ev.PendingWebhooks != 1 {
+		t.Errorf("emitted event = %+v, want one pending delivery", ev)
+	}
+	for _, bad := range []string{`{"type":""}`, `{"kind":"invoice.paid"}`} {
+		if code := post("/_fake/events?key=sk_test_ev", bad, nil); code != http.StatusBadRequest {
+			t.Errorf("emit %s = %d, want 400", bad, code)
+		}
+	}
+
+	var retried []fake.Attempt
+	if post("/_fake/retry", "", &retried); len(retried) != 0 {
+		t.Errorf("retry before the clock moved = %+v, want none", retried)
+	}
+	var before, after struct{ Now time.Time }
+	fakeapitest.GetJSON(t, base+"/_fake/clock", &before)
+	if code := post("/_fake/clock", `{"advance":"2m"}`, &after); code != 200 || after.Now.Sub(before.Now) < 2*time.Minute {
+		t.Errorf("advance 2m: %d, clock %v -> %v", code, before.Now, after.Now)
+	}
+	if code := post("/_fake/clock", `{"advance":"-1h"}`, nil); code != http.StatusBadRequest {
+		t.Errorf("advance -1h = %d, want 400", code)
+	}
+	status.Store(http.StatusOK)
+	if post("/_fake/retry", "", &retried); len(retried) != 1 || !retried[0].OK || retried[0].N != 2 {
+		t.Errorf("retry after 2m = %+v, want attempt 2, OK", retried)
+	}
+	var attempts []fake.Attempt
+	fakeapitest.GetJSON(t, base+"/_fake/attempts", &attempts)
+	if len(attempts) != 2 || attempts[0].Code != 503 || attempts[1].Code != 200 || attempts[0].Event != ev.ID {
+		t.Errorf("/_fake/attempts = %+v", attempts)
+	}
+	var log []fake.Event
+	fakeapitest.GetJSON(t, base+"/_fake/events?key=sk_test_ev", &log)
+	if len(log) != 1 || log[0].PendingWebhooks != 0 || log[0].Deliveries[0].State != fake.DeliverySucceeded {
+		t.Errorf("/_fake/events = %+v, want the event delivered", log)
+	}
+
+	listed := func() int {
+		req, _ := http.NewRequest("GET", base+"/v1/events", nil)
+		req.SetBasicAuth("sk_test_ev", "")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var l struct{ Data []json.RawMessage }
+		_ = json.NewDecoder(resp.Body).Decode(&l)
+		return len(l.Data)
+	}
+	if n := listed(); n != 1 {
+		t.Errorf("GET /v1/events lists %d, want 1", n)
+	}
+	post("/_fake/clock", `{"advance":"721h"}`, nil)
+	if n := listed(); n != 0 {
+		t.Errorf("GET /v1/events 30 days later lists %d, want 0", n)
 	}
 	cancel()
 	if err := <-done; err != nil {

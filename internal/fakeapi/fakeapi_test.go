@@ -184,3 +184,23 @@ func TestFaultLimitedToACredential(t *testing.T) {
 		t.Errorf("the credential's own request did not get the fault: %+v", got)
 	}
 }
+
+func TestClockAdvance(t *testing.T) {
+	var c Clock
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.Set(func() time.Time { return base })
+	c.Advance(96 * time.Hour)
+	c.Advance(time.Minute)
+	if got, want := c.Now(), base.Add(96*time.Hour+time.Minute); !got.Equal(want) {
+		t.Errorf("after Advance: %v, want %v", got, want)
+	}
+	c.Set(func() time.Time { return base })
+	if got := c.Now(); !got.Equal(base) {
+		t.Errorf("Set keeps the advance: %v, want %v", got, base)
+	}
+	var real Clock
+	real.Advance(24 * time.Hour)
+	if d := time.Until(real.Now()); d < 23*time.Hour || d > 25*time.Hour {
+		t.Errorf("advancing time.Now by a day is %v ahead", d)
+	}
+}
