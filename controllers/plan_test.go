@@ -75,6 +75,9 @@ func withDescription(d string) func(*providers.Registration) {
 }
 
 func withDisabled(r *providers.Registration) { r.Disabled = true }
+func withHealthDisabled(r *providers.Registration) {
+	r.Health = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled by the provider"}
+}
 
 // unmarked is a registration with no ownership marker (made by hand, or by another tool).
 func unmarked(r *providers.Registration) { r.Owner = providers.Owner{}; r.CreateKey = "" }
@@ -245,6 +248,13 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			want:     keeps(reg("we_1", 0, withDescription("edited by hand")), updateStep(reg("we_1", 0, withDescription("edited by hand")), "description")),
+		},
+		{
+			reason:   "disabled by the provider after failing deliveries (Stripe: status disabled, Health disabled) while the spec says enabled: drift repair enables it",
+			observed: []providers.Registration{reg("we_1", 0, withDisabled, withHealthDisabled)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     keeps(reg("we_1", 0, withDisabled, withHealthDisabled), updateStep(reg("we_1", 0, withDisabled, withHealthDisabled), "disabled")),
 		},
 		{
 			reason:   "disabled in the dashboard while the spec says enabled: update disabled",
