@@ -407,3 +407,35 @@ func TestDisabledEndpointHealthAndReenableByUpdate(t *testing.T) {
 		t.Errorf("after re-enabling: %+v, want one delivery that succeeded", ev.Deliveries)
 	}
 }
+
+// Stripe sends nothing to a disabled endpoint, so an event created while ours was disabled
+// never counted it as pending: delivery_success=false does not list it (unless another
+// endpoint of the account failed it too). Here the fake disables the endpoint after three days
+// of failures (WithAutoDisable); the events of the fourth day are not missed as far as the
+// listing can tell. The reconciler must cover that stretch otherwise (see the report).
+func TestMissedDoesNotListEventsCreatedWhileTheEndpointWasDisabled(t *testing.T) {
+	s := newRecoverySetup(t, fake.WithAutoDisable())
+	since := s.clk.Now()
+	var beforeDisable, whileDisabled []string
+	for range 32 { // every 3 hours for 4 days
+		ev := s.srv.Emit(recoverKey, "invoice.paid", nil)
+		if len(ev.Deliveries) == 0 {
+			whileDisabled = append(whileDisabled, ev.ID)
+		} else {
+			beforeDisable = append(beforeDisable, ev.ID)
+		}
+		s.clk.Add(3 * time.Hour)
+		s.srv.RetryDue()
+	}
+	if s.srv.Endpoints(recoverKey)[0].Status != "disabled" || len(whileDisabled) == 0 || len(beforeDisable) == 0 {
+		t.Fatalf("scenario: status %s, %d events before and %d while disabled; want the endpoint disabled on day 3",
+			s.srv.Endpoints(recoverKey)[0].Status, len(beforeDisable), len(whileDisabled))
+	}
+	page, err := s.c.Missed(t.Context(), providers.Registration{ID: s.ep.ID, Disabled: true}, []string{"invoice.paid"}, since, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(beforeDisable, missedIDs(page.Missed)); diff != "" {
+		t.Errorf("Missed (-want +got):\n%s\nreason: only events created before the disable count the endpoint as pending", diff)
+	}
+}
