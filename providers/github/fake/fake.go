@@ -141,6 +141,8 @@ func New(opts ...Option) *Server {
 		tokens:      map[string]*token{},
 		nextHookID:  500000000,
 		nextTarget:  1000,
+		// GitHub's delivery ids outgrew 32 bits long ago.
+		nextDeliveryID: 40000000000,
 	}
 	s.faults.FoldCase = true
 	for _, o := range opts {
