@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	rateLimit := fs.Int("rate-limit", fake.DefaultRateLimit, "requests per token and hour")
 	limitStatus := fs.Int("rate-limit-status", http.StatusForbidden, "status of a primary rate-limit refusal (403 or 429)")
 	meter := fakeapi.MeterFlags(fs) // -rate: the secondary limit per token, on top of -rate-limit per hour
+	window := fs.Duration("redelivery-window", fake.RedeliveryWindow, "how long after its first delivery an event can be redelivered (GitHub Enterprise Server, which a client reaches at /api/v3, keeps 168h)")
 	deliveries := fs.Bool("deliveries", true, "ping config.url after a create and on POST .../pings, as GitHub does")
 	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is GitHub's secondary limit: 429, retry-after 1
 	if help, err := fakeapi.ParseFlags(fs, args); help || err != nil {
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	clock := &offsetClock{}
-	opts := []fake.Option{fake.WithClock(clock.Now), fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus), fake.WithChaos(chaos)}
+	opts := []fake.Option{fake.WithClock(clock.Now), fake.WithRedeliveryWindow(*window), fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus), fake.WithChaos(chaos)}
 	if *deliveries {
 		opts = append(opts, fake.WithDeliveries(nil))
 	}
