@@ -12,9 +12,10 @@
 //	                         request logged, no fault, no rule enforced); answers what was stored
 //	GET  /_fake/chaos        what --fault-rate injected so far, by kind
 //	POST /_fake/deliver      {"target":"repos/o/r","hook_id":N,"event":"push","payload":{...}}
-//	POST /_fake/emit         {"target":"repos/o/r","event":"push","payload":{...}}: the event
-//	                         happens on the target, one guid delivered to every active hook
-//	                         subscribed to it; answers the deliveries
+//	POST /_fake/emit         {"target":"repos/o/r","event":"push","payload":{...},"ago":"80h"}:
+//	                         the event happens on the target, one guid delivered to every
+//	                         active hook subscribed to it, logged as delivered "ago" before the
+//	                         fake's now (optional); answers the deliveries
 //	GET  /_fake/deliveries   every delivery attempted (?target=T&hook_id=N: that hook's delivery
 //	                         log, newest first, as GET .../deliveries lists it)
 //	GET  /_fake/clock        the fake's time
@@ -108,6 +109,8 @@ type emitRequest struct {
 	Target  string          `json:"target"`
 	Event   string          `json:"event"`
 	Payload json.RawMessage `json:"payload"`
+	// Ago backdates the deliveries (a Go duration), for a manager whose clock is the wall clock.
+	Ago string `json:"ago"`
 }
 
 type clockRequest struct {
@@ -187,7 +190,16 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":"repos/<owner>/<repo>" or "orgs/<org>","event":E,"payload":{...}}`})
 			return
 		}
-		out, err := srv.Emit(e.Target, e.Event, e.Payload)
+		var at time.Time
+		if e.Ago != "" {
+			ago, err := time.ParseDuration(e.Ago)
+			if err != nil || ago < 0 {
+				fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `"ago" is a Go duration, not negative ("80h")`})
+				return
+			}
+			at = clock.Now().Add(-ago)
+		}
+		out, err := srv.EmitAt(at, e.Target, e.Event, e.Payload)
 		if err != nil {
 			fakeapi.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return

@@ -160,4 +160,19 @@ func TestEmitAndClock(t *testing.T) {
 	if st := post(t, base+"/orgs/octo/hooks/"+jsonInt(hooks[0].ID)+"/deliveries/"+jsonInt(log[0].ID)+"/attempts", "", tok); st != http.StatusUnprocessableEntity {
 		t.Errorf("redelivery after 4 days: %d, want 422", st)
 	}
+
+	// A backdated event: delivered "two hours ago" by the fake's clock, still redeliverable.
+	if st := post(t, base+"/_fake/emit", `{"target":"orgs/octo","event":"push","ago":"2h"}`, ""); st != http.StatusOK {
+		t.Fatalf("emit with ago: %d", st)
+	}
+	if st := post(t, base+"/_fake/emit", `{"target":"orgs/octo","event":"push","ago":"yesterday"}`, ""); st != http.StatusBadRequest {
+		t.Errorf("emit with an unreadable ago: %d, want 400", st)
+	}
+	fakeapitest.GetJSON(t, base+"/_fake/deliveries?target=orgs/octo&hook_id="+jsonInt(hooks[0].ID), &log)
+	if d := after.Now.Add(-2 * time.Hour).Sub(log[0].Time); len(log) != 2 || d < -time.Minute || d > time.Minute {
+		t.Fatalf("delivery log = %+v, want the backdated push first, about 2h before %v", log, after.Now)
+	}
+	if st := post(t, base+"/orgs/octo/hooks/"+jsonInt(hooks[0].ID)+"/deliveries/"+jsonInt(log[0].ID)+"/attempts", "", tok); st != http.StatusAccepted {
+		t.Errorf("redelivery of a 2-hour-old delivery: %d, want 202", st)
+	}
 }

@@ -91,6 +91,7 @@ type job struct {
 	payload    []byte
 	guid       string
 	redelivery bool
+	at         time.Time // delivered_at; zero: now
 }
 
 // userAgent is the shape of GitHub's ("GitHub-Hookshot/<short sha>").
@@ -166,6 +167,13 @@ func (s *Server) Deliver(target string, hookID int64, event string, payload []by
 // logged; it works whether or not WithDeliveries is set. payload nil is "{}". An unknown
 // target is an error.
 func (s *Server) Emit(target, event string, payload []byte) ([]Delivery, error) {
+	return s.EmitAt(time.Time{}, target, event, payload)
+}
+
+// EmitAt is Emit with the deliveries logged as made at at (zero: now), for a process whose clock
+// the test cannot move (a manager in a demo): "this happened 80 hours ago" without moving the
+// fake's clock. The requests are sent now.
+func (s *Server) EmitAt(at time.Time, target, event string, payload []byte) ([]Delivery, error) {
 	if payload == nil {
 		payload = []byte("{}")
 	}
@@ -180,7 +188,7 @@ func (s *Server) Emit(target, event string, payload []byte) ([]Delivery, error) 
 	for _, h := range tg.hooks {
 		if h.Active && (slices.Contains(h.Events, "*") || slices.Contains(h.Events, event)) {
 			jobs = append(jobs, job{key: targetKey(tg.kind, tg.owner, tg.repo), kind: tg.kind, targetID: tg.id, hook: h.clone(),
-				event: event, payload: slices.Clone(payload), guid: guid})
+				event: event, payload: slices.Clone(payload), guid: guid, at: at.UTC().Truncate(time.Second)})
 		}
 	}
 	s.mu.Unlock()
@@ -229,8 +237,11 @@ func (s *Server) send(j job) Delivery {
 	s.nextDeliveryID++
 	id := s.nextDeliveryID
 	s.mu.Unlock()
-	d := Delivery{ID: id, GUID: j.guid, Target: j.key, HookID: j.hook.ID, Event: j.event, URL: j.hook.Config.URL, Time: s.now(),
+	d := Delivery{ID: id, GUID: j.guid, Target: j.key, HookID: j.hook.ID, Event: j.event, URL: j.hook.Config.URL, Time: j.at,
 		Redelivery: j.redelivery, Request: DeliveryRequest{Payload: slices.Clone(j.payload)}}
+	if d.Time.IsZero() {
+		d.Time = s.now()
+	}
 	d.Action, d.RepositoryID = payloadFacts(j.payload)
 	if d.RepositoryID == 0 && j.kind == KindRepository {
 		d.RepositoryID = j.targetID

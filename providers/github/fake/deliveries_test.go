@@ -342,3 +342,27 @@ func TestDeliveryRoutesRefuse(t *testing.T) {
 		t.Error("a removed hook's delivery log is still there")
 	}
 }
+
+// TestEmitAtBackdates: an event logged as delivered 80 hours ago, by a clock nobody moved, is
+// listed with that delivered_at and is past the redelivery window; one from 70 hours ago is not.
+func TestEmitAtBackdates(t *testing.T) {
+	clk := newClock()
+	c := serve(t, fake.WithClock(clk.Now))
+	h := c.srv.Seed(repo, fake.Hook{Active: true, Events: []string{"push"}, Config: fake.Config{URL: closedURL(t), ContentType: "json"}})
+	for _, tc := range []struct {
+		ago    time.Duration
+		status int
+	}{{80 * time.Hour, http.StatusUnprocessableEntity}, {70 * time.Hour, http.StatusAccepted}} {
+		ds, err := c.srv.EmitAt(clk.Now().Add(-tc.ago), repo, "push", nil)
+		if err != nil || len(ds) != 1 || !ds[0].Time.Equal(clk.Now().Add(-tc.ago)) {
+			t.Fatalf("EmitAt = %+v, %v", ds, err)
+		}
+		items, _ := c.pages(hookPath(repo, h.ID) + "/deliveries")
+		if items[0].GUID != ds[0].GUID || items[0].DeliveredAt != ds[0].Time.Format(time.RFC3339) {
+			t.Errorf("newest listed %+v, want %s delivered at %s", items[0], ds[0].GUID, ds[0].Time)
+		}
+		if a := c.do("POST", hookPath(repo, h.ID)+"/deliveries/"+strconv.FormatInt(ds[0].ID, 10)+"/attempts", tok, ""); a.status != tc.status {
+			t.Errorf("attempts of a delivery %v old: %d %s, want %d", tc.ago, a.status, a.body, tc.status)
+		}
+	}
+}
