@@ -12,7 +12,15 @@
 //	                         request logged, no fault, no rule enforced); answers what was stored
 //	GET  /_fake/chaos        what --fault-rate injected so far, by kind
 //	POST /_fake/deliver      {"target":"repos/o/r","hook_id":N,"event":"push","payload":{...}}
-//	GET  /_fake/deliveries   every delivery attempted
+//	POST /_fake/emit         {"target":"repos/o/r","event":"push","payload":{...},"ago":"80h"}:
+//	                         the event happens on the target, one guid delivered to every
+//	                         active hook subscribed to it, logged as delivered "ago" before the
+//	                         fake's now (optional); answers the deliveries
+//	GET  /_fake/deliveries   every delivery attempted (?target=T&hook_id=N: that hook's delivery
+//	                         log, newest first, as GET .../deliveries lists it)
+//	GET  /_fake/clock        the fake's time
+//	POST /_fake/clock        {"advance":"96h"}: move the fake's clock forward (delivered_at,
+//	                         the 3-day redelivery window, rate-limit resets)
 //	GET  /_fake/requests     the request log
 //	GET  /_fake/meter        requests per route, and how many -rate refused
 //	GET  /_fake/stats        the request log summed up (lists, 304s, creates, ...)
@@ -27,6 +35,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/github/fake"
@@ -45,6 +55,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	rateLimit := fs.Int("rate-limit", fake.DefaultRateLimit, "requests per token and hour")
 	limitStatus := fs.Int("rate-limit-status", http.StatusForbidden, "status of a primary rate-limit refusal (403 or 429)")
 	meter := fakeapi.MeterFlags(fs) // -rate: the secondary limit per token, on top of -rate-limit per hour
+	window := fs.Duration("redelivery-window", fake.RedeliveryWindow, "how long after its first delivery an event can be redelivered (GitHub Enterprise Server, which a client reaches at /api/v3, keeps 168h)")
 	deliveries := fs.Bool("deliveries", true, "ping config.url after a create and on POST .../pings, as GitHub does")
 	chaosFlags := fakeapi.ChaosFlags(fs) // a rate limit is GitHub's secondary limit: 429, retry-after 1
 	if help, err := fakeapi.ParseFlags(fs, args); help || err != nil {
@@ -58,19 +69,56 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := []fake.Option{fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus), fake.WithChaos(chaos)}
+	clock := &offsetClock{}
+	opts := []fake.Option{fake.WithClock(clock.Now), fake.WithRedeliveryWindow(*window), fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus), fake.WithChaos(chaos)}
 	if *deliveries {
 		opts = append(opts, fake.WithDeliveries(nil))
 	}
 	m := meter()
 	srv := fake.New(append(opts, fake.WithMeter(m))...)
-	return fakeapi.Run(ctx, "fakegithub", *addr, handler(srv, m), stderr, srv.WaitDeliveries)
+	return fakeapi.Run(ctx, "fakegithub", *addr, handler(srv, m, clock), stderr, srv.WaitDeliveries)
+}
+
+// offsetClock is the wall clock moved forward by what POST /_fake/clock asked, so a script can
+// say "four days later".
+type offsetClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *offsetClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+	return c.Now()
 }
 
 type grantRequest struct {
 	Token    string   `json:"token"`
 	Targets  []string `json:"targets"`
 	ReadOnly bool     `json:"read_only"`
+}
+
+type emitRequest struct {
+	Target  string          `json:"target"`
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload"`
+	// Ago backdates the deliveries (a Go duration), for a manager whose clock is the wall clock.
+	Ago string `json:"ago"`
+}
+
+type clockRequest struct {
+	Advance string `json:"advance"`
+}
+
+type clockAnswer struct {
+	Now time.Time `json:"now"`
 }
 
 type deliverRequest struct {
@@ -80,7 +128,7 @@ type deliverRequest struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
+func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handler {
 	mux := http.NewServeMux()
 	fakeapi.HandleDebug(mux, m, srv.Requests, srv.Chaos)
 	mux.HandleFunc("POST /_fake/grant", func(w http.ResponseWriter, r *http.Request) {
@@ -136,8 +184,60 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, out)
 	})
+	mux.HandleFunc("POST /_fake/emit", func(w http.ResponseWriter, r *http.Request) {
+		var e emitRequest
+		if err := decode(r, &e); err != nil || e.Event == "" || !fake.ValidTarget(e.Target) {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":"repos/<owner>/<repo>" or "orgs/<org>","event":E,"payload":{...}}`})
+			return
+		}
+		var at time.Time
+		if e.Ago != "" {
+			ago, err := time.ParseDuration(e.Ago)
+			if err != nil || ago < 0 {
+				fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `"ago" is a Go duration, not negative ("80h")`})
+				return
+			}
+			at = clock.Now().Add(-ago)
+		}
+		out, err := srv.EmitAt(at, e.Target, e.Event, e.Payload)
+		if err != nil {
+			fakeapi.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, nonNil(out))
+	})
 	mux.HandleFunc("GET /_fake/deliveries", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
+		q := r.URL.Query()
+		if q.Get("target") == "" && q.Get("hook_id") == "" {
+			fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
+			return
+		}
+		id, err := strconv.ParseInt(q.Get("hook_id"), 10, 64)
+		if err != nil || !fake.ValidTarget(q.Get("target")) {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameters target (repos/<owner>/<repo> or orgs/<org>) and hook_id go together"})
+			return
+		}
+		log := srv.DeliveryLog(q.Get("target"), id)
+		if log == nil {
+			fakeapi.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such hook"})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, log)
+	})
+	mux.HandleFunc("GET /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
+		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: clock.Now().UTC()})
+	})
+	mux.HandleFunc("POST /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
+		var c clockRequest
+		d, err := time.Duration(0), decode(r, &c)
+		if err == nil {
+			d, err = time.ParseDuration(c.Advance)
+		}
+		if err != nil || d < 0 {
+			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"advance":"96h"} (a Go duration, not negative)`})
+			return
+		}
+		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: clock.Advance(d).UTC()})
 	})
 	mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Stats())

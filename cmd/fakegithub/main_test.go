@@ -105,3 +105,74 @@ func post(t *testing.T, u, body, tok string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestEmitAndClock drives the recovery story from a shell's point of view: events emitted to a
+// hook nobody answers, the clock moved four days on, and the delivery log and redelivery
+// window as the API then reports them.
+func TestEmitAndClock(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := fakeapitest.Start(ctx, t, "fakegithub", run, "-deliveries=false")
+	defer func() { cancel(); <-done }()
+
+	const tok = "ghp_cmdclock"
+	if st := post(t, base+"/_fake/grant", `{"token":"`+tok+`","targets":["orgs/octo"]}`, ""); st != http.StatusNoContent {
+		t.Fatalf("grant: %d", st)
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	if st := post(t, base+"/orgs/octo/hooks", `{"name":"web","events":["push"],"config":{"url":"`+downURL+`","content_type":"json"}}`, tok); st != http.StatusCreated {
+		t.Fatalf("create: %d", st)
+	}
+	var hooks []fake.Hook
+	fakeapitest.GetJSON(t, base+"/_fake/hooks?target=orgs/octo", &hooks)
+
+	var before struct{ Now time.Time }
+	fakeapitest.GetJSON(t, base+"/_fake/clock", &before)
+	if st := post(t, base+"/_fake/emit", `{"target":"orgs/octo","event":"push","payload":{"ref":"a"}}`, ""); st != http.StatusOK {
+		t.Fatalf("emit: %d", st)
+	}
+	if st := post(t, base+"/_fake/emit", `{"target":"orgs/octo","event":"issues"}`, ""); st != http.StatusOK {
+		t.Fatalf("emit of an event no hook wants: %d", st)
+	}
+	if st := post(t, base+"/_fake/emit", `{"target":"users/octo","event":"push"}`, ""); st != http.StatusBadRequest {
+		t.Errorf("emit to a bad target: %d, want 400", st)
+	}
+	if st := post(t, base+"/_fake/clock", `{"advance":"-1h"}`, ""); st != http.StatusBadRequest {
+		t.Errorf("clock moved back: %d, want 400", st)
+	}
+	if st := post(t, base+"/_fake/clock", `{"advance":"96h"}`, ""); st != http.StatusOK {
+		t.Fatalf("clock: %d", st)
+	}
+	var after struct{ Now time.Time }
+	fakeapitest.GetJSON(t, base+"/_fake/clock", &after)
+	if d := after.Now.Sub(before.Now); d < 96*time.Hour || d > 97*time.Hour {
+		t.Errorf("the clock moved %v, want 96h", d)
+	}
+
+	var log []fake.Delivery
+	fakeapitest.GetJSON(t, base+"/_fake/deliveries?target=orgs/octo&hook_id="+jsonInt(hooks[0].ID), &log)
+	if len(log) != 1 || log[0].Event != "push" || log[0].Code != 0 {
+		t.Fatalf("delivery log = %+v, want the one push, unanswered", log)
+	}
+	// Four days later GitHub will not redeliver it.
+	if st := post(t, base+"/orgs/octo/hooks/"+jsonInt(hooks[0].ID)+"/deliveries/"+jsonInt(log[0].ID)+"/attempts", "", tok); st != http.StatusUnprocessableEntity {
+		t.Errorf("redelivery after 4 days: %d, want 422", st)
+	}
+
+	// A backdated event: delivered "two hours ago" by the fake's clock, still redeliverable.
+	if st := post(t, base+"/_fake/emit", `{"target":"orgs/octo","event":"push","ago":"2h"}`, ""); st != http.StatusOK {
+		t.Fatalf("emit with ago: %d", st)
+	}
+	if st := post(t, base+"/_fake/emit", `{"target":"orgs/octo","event":"push","ago":"yesterday"}`, ""); st != http.StatusBadRequest {
+		t.Errorf("emit with an unreadable ago: %d, want 400", st)
+	}
+	fakeapitest.GetJSON(t, base+"/_fake/deliveries?target=orgs/octo&hook_id="+jsonInt(hooks[0].ID), &log)
+	if d := after.Now.Add(-2 * time.Hour).Sub(log[0].Time); len(log) != 2 || d < -time.Minute || d > time.Minute {
+		t.Fatalf("delivery log = %+v, want the backdated push first, about 2h before %v", log, after.Now)
+	}
+	if st := post(t, base+"/orgs/octo/hooks/"+jsonInt(hooks[0].ID)+"/deliveries/"+jsonInt(log[0].ID)+"/attempts", "", tok); st != http.StatusAccepted {
+		t.Errorf("redelivery of a 2-hour-old delivery: %d, want 202", st)
+	}
+}

@@ -42,6 +42,7 @@ type Client struct {
 	org    bool
 	token  string
 	now    func() time.Time
+	caps   providers.Capabilities
 
 	mu sync.Mutex
 	// pages remembers each list page's ETag and decoded hooks from the last complete List, by
@@ -89,8 +90,9 @@ var secondaryBackoff = providers.Backoff{First: time.Minute, Factor: 2, Max: 15 
 // GitHub answers with retry-after and the manager waits out.
 var documentedRate = providers.Rate{PerSecond: 1.2, Burst: 8}
 
-// Capabilities says what GitHub can promise.
-func (c *Client) Capabilities() providers.Capabilities { return capabilities }
+// Capabilities says what GitHub can promise; Recovery's window depends on the API URL (github.com
+// 3 days, GitHub Enterprise Server 7).
+func (c *Client) Capabilities() providers.Capabilities { return c.caps }
 
 // Factory returns a providers.Factory that builds GitHub clients with New.
 func Factory() providers.Factory {
@@ -143,7 +145,9 @@ func New(cfg providers.Config) (*Client, error) {
 	if cfg.Pace != nil {
 		rc.SetTransport(providers.PacedTransport(cfg.Pace, nil))
 	}
-	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: cfg.Clock(), pages: map[string]cachedPage{}}, nil
+	caps := capabilities
+	caps.Recovery = recovery(base.Path)
+	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: cfg.Clock(), caps: caps, pages: map[string]cachedPage{}}, nil
 }
 
 // parseTarget validates "repos/<owner>/<repository>" or "orgs/<organization>".
@@ -281,6 +285,7 @@ func decodeHook(raw json.RawMessage) (providers.Registration, []string) {
 		}
 		r.LastDelivery = d
 	}
+	r.Health = listHealth(r.LastDelivery)
 	return r, problems
 }
 
@@ -396,6 +401,10 @@ func cloneRegistration(r providers.Registration) providers.Registration {
 	if r.LastDelivery != nil {
 		d := *r.LastDelivery
 		r.LastDelivery = &d
+	}
+	if r.Health != nil {
+		h := *r.Health
+		r.Health = &h
 	}
 	return r
 }

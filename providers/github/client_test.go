@@ -59,11 +59,28 @@ func TestCapabilities(t *testing.T) {
 	c := newClient(t, "", repo, 0)
 	want := providers.Capabilities{Secret: providers.SecretClientChosen, UpdateNeedsSecret: true, Fields: providers.FieldDisabled, Rate: providers.Rate{PerSecond: 1.2, Burst: 8},
 		// GitHub's secondary limit without retry-after: at least a minute, then exponentially.
-		RateLimitBackoff: providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute}}
+		RateLimitBackoff: providers.Backoff{First: time.Minute, Factor: 2, Max: 15 * time.Minute},
+		// Deliveries can be redelivered for 3 days on github.com.
+		Recovery: providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: 72 * time.Hour}}
 	if d := cmp.Diff(want, c.Capabilities()); d != "" {
 		t.Errorf("Capabilities (-want +got):\n%s", d)
 	}
 	var _ providers.Pinger = c
+	var _ providers.Recoverer = c
+	var _ providers.HealthReporter = c
+
+	// GitHub Enterprise Server keeps them for 7 days; it serves the API under /api/v3.
+	for apiURL, window := range map[string]time.Duration{
+		"https://ghe.example.com/api/v3":  7 * 24 * time.Hour,
+		"https://ghe.example.com/api/v3/": 7 * 24 * time.Hour,
+		"https://api.github.com":          72 * time.Hour,
+		"http://127.0.0.1:8080":           72 * time.Hour,
+	} {
+		got := newClient(t, apiURL, repo, 0).Capabilities().Recovery
+		if want := (providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: window}); got != want {
+			t.Errorf("Recovery for %s = %+v, want %+v", apiURL, got, want)
+		}
+	}
 }
 
 func TestListFollowsLinkToTheEnd(t *testing.T) {
@@ -148,10 +165,12 @@ func TestListMapsHooks(t *testing.T) {
 	for _, tc := range []struct {
 		target string
 		want   *providers.DeliveryReport
+		health *providers.DeliveryHealth
 	}{
-		{repo, &providers.DeliveryReport{Code: 502, Status: "failed", Message: "Invalid HTTP Response: 502"}},
+		{repo, &providers.DeliveryReport{Code: 502, Status: "failed", Message: "Invalid HTTP Response: 502"},
+			&providers.DeliveryHealth{State: providers.HealthFailing, Message: "last response 502: Invalid HTTP Response: 502"}},
 		// GitHub's description has no last_response on organization hooks: no report.
-		{org, nil},
+		{org, nil, nil},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			e := newEnv(t, tc.target)
@@ -166,7 +185,7 @@ func TestListMapsHooks(t *testing.T) {
 			}
 			want := []providers.Registration{{
 				ID: fmt.Sprint(h.ID), URL: "https://example.com/hook", Events: []string{"push", "issues"},
-				Disabled: true, Created: created, Misconfigured: []string{"content_type", "insecure_ssl"}, LastDelivery: tc.want,
+				Disabled: true, Created: created, Misconfigured: []string{"content_type", "insecure_ssl"}, LastDelivery: tc.want, Health: tc.health,
 			}}
 			if d := cmp.Diff(want, regs); d != "" {
 				t.Errorf("List (-want +got):\n%s", d)

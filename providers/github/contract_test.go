@@ -2,6 +2,7 @@ package github_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -188,4 +189,82 @@ func asErrorResponse(err error, target **gogithub.ErrorResponse) bool {
 	er, ok := err.(*gogithub.ErrorResponse)
 	*target = er
 	return ok
+}
+
+// TestGoGitHubReadsTheDeliveryLog points go-github's delivery API at the fake (through the
+// validator): the cursor paging it reads from Link, one delivery with its request, and a
+// redelivery answered 202, on a repository and an organization hook.
+func TestGoGitHubReadsTheDeliveryLog(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, repo)
+	e.srv.Grant(token, org)
+	gh := gogithub.NewClient(nil).WithAuthToken(token)
+	base, _ := url.Parse(e.url + "/")
+	gh.BaseURL = base
+	down := "http://" + freeAddr(t) + "/down"
+
+	for _, target := range []string{repo, org} {
+		t.Run(target, func(t *testing.T) {
+			h := e.srv.Seed(target, fake.Hook{Active: true, Events: []string{"push"}, Config: fake.Config{URL: down, ContentType: "json", Secret: "s"}})
+			var want []string
+			for i := range 5 {
+				ds, err := e.srv.Emit(target, "push", []byte(fmt.Sprintf(`{"n":%d}`, i)))
+				if err != nil || len(ds) != 1 {
+					t.Fatal(ds, err)
+				}
+				want = append([]string{ds[0].GUID}, want...)
+			}
+			list := func(c string) ([]*gogithub.HookDelivery, *gogithub.Response, error) {
+				opts := &gogithub.ListCursorOptions{PerPage: 2, Cursor: c}
+				if target == org {
+					return gh.Organizations.ListHookDeliveries(ctx, "octo-org", h.ID, opts)
+				}
+				return gh.Repositories.ListHookDeliveries(ctx, "octo-org", "hello-world", h.ID, opts)
+			}
+			var got []string
+			var first *gogithub.HookDelivery
+			pages := 0
+			for c := ""; ; {
+				ds, resp, err := list(c)
+				pages++
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range ds {
+					got = append(got, d.GetGUID())
+					if first == nil {
+						first = d
+					}
+				}
+				if c = resp.Cursor; c == "" {
+					break
+				}
+			}
+			if !slices.Equal(got, want) || pages != 3 || first.GetStatusCode() != 0 || first.GetEvent() != "push" {
+				t.Errorf("listed %v in %d pages (newest %+v), want %v in 3", got, pages, first, want)
+			}
+			if target == repo {
+				d, _, err := gh.Repositories.GetHookDelivery(ctx, "octo-org", "hello-world", h.ID, first.GetID())
+				if err != nil || d.GetGUID() != want[0] || d.Request.GetHeader("X-Github-Delivery") != want[0] {
+					t.Errorf("GetHookDelivery = %+v, %v", d, err)
+				}
+			}
+			var resp *gogithub.Response
+			var err error
+			if target == org {
+				_, resp, err = gh.Organizations.RedeliverHookDelivery(ctx, "octo-org", h.ID, first.GetID())
+			} else {
+				_, resp, err = gh.Repositories.RedeliverHookDelivery(ctx, "octo-org", "hello-world", h.ID, first.GetID())
+			}
+			// go-github reports a 202 as *AcceptedError ("job scheduled on GitHub side").
+			var accepted *gogithub.AcceptedError
+			if !errors.As(err, &accepted) || resp.StatusCode != http.StatusAccepted {
+				t.Errorf("RedeliverHookDelivery = %v, want go-github's AcceptedError for the 202", err)
+			}
+			e.srv.WaitDeliveries()
+			if log := e.srv.DeliveryLog(target, h.ID); len(log) != 6 || !log[0].Redelivery || log[0].GUID != want[0] {
+				t.Errorf("log after the redelivery: %+v", log[0])
+			}
+		})
+	}
 }

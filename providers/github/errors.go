@@ -23,6 +23,8 @@ const (
 	opUpdate
 	opDelete
 	opPing
+	opDeliveries
+	opRedeliver
 )
 
 // errorBody is GitHub's error envelope (basic-error and validation-error).
@@ -105,9 +107,16 @@ func (c *Client) classify(resp *resty.Response, op operation) error {
 	case status == http.StatusNotFound && (op == opList || op == opCreate):
 		out.Kind = providers.NotFound
 		out.Message = c.redact(c.targetNotFound(h))
+	case status == http.StatusNotFound && op == opRedeliver:
+		out.Kind = providers.NotFound
+		out.Message = c.redact("the delivery or its hook is not found on " + c.target + " (" + msg + "): GitHub no longer keeps it")
 	case status == http.StatusNotFound:
 		out.Kind = providers.NotFound
 		out.Message = c.redact("hook not found on " + c.target + " (" + msg + ")")
+	case status == http.StatusUnprocessableEntity && op == opRedeliver:
+		// GitHub refuses to redeliver (past its window, or a delivery it cannot send again).
+		out.Kind = providers.Permanent
+		out.Message = c.redact("GitHub refused the redelivery: " + msg)
 	case status == http.StatusUnprocessableEntity && strings.Contains(strings.ToLower(msg), "already exists"):
 		out.Kind = providers.AlreadyExists
 		out.Message = c.redact(msg)

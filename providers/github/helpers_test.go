@@ -35,6 +35,7 @@ type envConfig struct {
 	validate bool
 	prefix   string
 	timeout  time.Duration
+	now      func() time.Time
 }
 
 func withFake(o ...fake.Option) envOption {
@@ -48,6 +49,11 @@ func unvalidated() envOption { return func(c *envConfig) { c.validate = false } 
 func withPrefix(p string) envOption { return func(c *envConfig) { c.prefix = p } }
 
 func withTimeout(d time.Duration) envOption { return func(c *envConfig) { c.timeout = d } }
+
+// withNow gives the fake and the client one clock (delivered_at, the redelivery window).
+func withNow(now func() time.Time) envOption {
+	return func(c *envConfig) { c.now = now; c.fake = append(c.fake, fake.WithClock(now)) }
+}
 
 // newEnv serves a fake GitHub (through the OpenAPI validator unless unvalidated) where token
 // administers target, and a client for target. Violations fail the test at its end.
@@ -78,7 +84,11 @@ func newEnv(t *testing.T, target string, opts ...envOption) *env {
 	})
 	e.url = hs.URL
 	e.srv.Grant(token, target)
-	e.client = newClient(t, hs.URL+cfg.prefix, target, cfg.timeout)
+	c, err := github.New(providers.Config{APIURL: hs.URL + cfg.prefix, Target: target, Credential: token, Timeout: cfg.timeout, Now: cfg.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.client = c
 	return e
 }
 

@@ -15,7 +15,11 @@
 //
 // With WithDeliveries the fake also delivers like GitHub: a signed ping to config.url after a
 // create and on POST .../pings, recording the outcome as the hook's last_response. Deliver
-// sends any event on demand.
+// sends any event to one hook on demand, Emit to every hook of a target subscribed to it. Every
+// delivery is kept in its hook's delivery log, which GET .../deliveries lists (newest first,
+// cursor-paged), GET .../deliveries/{delivery_id} shows with its request and response, and POST
+// .../deliveries/{delivery_id}/attempts redelivers (same guid, fresh signature) within the
+// redelivery window of the fake's clock (3 days, WithRedeliveryWindow).
 package fake
 
 import (
@@ -69,6 +73,10 @@ type Server struct {
 	tokens     map[string]*token
 	nextHookID int64
 	nextTarget int64
+	// logs are the hooks' delivery logs, by hook id (ids are unique across targets).
+	logs           map[int64][]Delivery
+	nextDeliveryID int64
+	window         time.Duration
 }
 
 // Option configures a Server at construction.
@@ -101,6 +109,16 @@ func WithDeliveries(client *http.Client) Option {
 	}
 }
 
+// RedeliveryWindow is how long after its first delivery an event can be redelivered on
+// github.com (docs.github.com "Redelivering webhooks": "deliveries from the past 3 days"; 7 days
+// on GitHub Enterprise Server, see WithRedeliveryWindow).
+const RedeliveryWindow = 72 * time.Hour
+
+// WithRedeliveryWindow sets how long after its first delivery an event can be redelivered
+// (default RedeliveryWindow; GitHub Enterprise Server: 7 days). The delivery log itself keeps
+// every delivery: older ones are listed, and POST .../attempts refuses them with 422.
+func WithRedeliveryWindow(d time.Duration) Option { return func(s *Server) { s.window = d } }
+
 // WithMeter paces and counts the fake's requests (see fakeapi.Meter): a token beyond the
 // meter's rate gets GitHub's secondary rate-limit answer (the primary status, 403 unless
 // WithRateLimitStatus, with retry-after), on top of the hourly primary limit.
@@ -113,7 +131,9 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.clock.S
 func New(opts ...Option) *Server {
 	s := &Server{
 		requests:    fakeapi.NewLog(Request.clone),
-		sent:        fakeapi.NewLog[Delivery](nil),
+		sent:        fakeapi.NewLog(Delivery.clone),
+		logs:        map[int64][]Delivery{},
+		window:      RedeliveryWindow,
 		hookCap:     DefaultHookCap,
 		rateLimit:   DefaultRateLimit,
 		limitStatus: http.StatusForbidden,
@@ -121,6 +141,8 @@ func New(opts ...Option) *Server {
 		tokens:      map[string]*token{},
 		nextHookID:  500000000,
 		nextTarget:  1000,
+		// GitHub's delivery ids outgrew 32 bits long ago.
+		nextDeliveryID: 40000000000,
 	}
 	s.faults.FoldCase = true
 	for _, o := range opts {
@@ -465,6 +487,7 @@ func (s *Server) Remove(target string, id int64) bool {
 		return false
 	}
 	tg.hooks = slices.Delete(tg.hooks, i, i+1)
+	delete(s.logs, id)
 	return true
 }
 
@@ -493,6 +516,11 @@ const (
 	OpUpdate = "update"
 	OpDelete = "delete"
 	OpPing   = "ping"
+	// The delivery log: GET .../hooks/{id}/deliveries, GET .../deliveries/{delivery_id} and
+	// POST .../deliveries/{delivery_id}/attempts.
+	OpDeliveries = "deliveries"
+	OpDelivery   = "delivery"
+	OpRedeliver  = "redeliver"
 )
 
 // Request is one logged API request. Token is TokenLabel of the credential, never the
@@ -555,7 +583,10 @@ type Stats struct {
 	// GETs, which cost no rate limit.
 	ListPages, Lists, NotModified          int
 	Creates, Gets, Updates, Deletes, Pings int
-	RateLimited                            int
+	// DeliveryLists counts pages of GET .../deliveries, DeliveryGets single deliveries, and
+	// Redeliveries POST .../attempts requests (whatever their answer).
+	DeliveryLists, DeliveryGets, Redeliveries int
+	RateLimited                               int
 }
 
 // Stats counts the logged requests by operation.
@@ -578,6 +609,12 @@ func (s *Server) Stats() Stats {
 			st.Deletes++
 		case OpPing:
 			st.Pings++
+		case OpDeliveries:
+			st.DeliveryLists++
+		case OpDelivery:
+			st.DeliveryGets++
+		case OpRedeliver:
+			st.Redeliveries++
 		}
 		if r.NotModified {
 			st.NotModified++

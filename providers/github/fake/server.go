@@ -35,8 +35,8 @@ type result struct {
 	header http.Header
 	// rateLimited marks primary and secondary rate-limit refusals (for the log).
 	rateLimited bool
-	// pings are hooks to ping once the lock is released.
-	pings []job
+	// jobs are deliveries to make once the lock is released (pings, redeliveries).
+	jobs []job
 }
 
 func (r *result) set(k, v string) {
@@ -55,7 +55,12 @@ type route struct {
 	repo   string
 	hookID int64 // 0 for the collection
 	pings  bool
-	op     string
+	// deliveries: .../hooks/{id}/deliveries; deliveryID names one of them, attempts its
+	// .../attempts.
+	deliveries bool
+	deliveryID int64
+	attempts   bool
+	op         string
 }
 
 func (rt route) key() string { return targetKey(rt.kind, rt.owner, rt.repo) }
@@ -73,8 +78,17 @@ func (rt route) meterRoute(method string) fakeapi.Route {
 	if rt.hookID != 0 {
 		p += "/{id}"
 	}
-	if rt.pings {
+	switch {
+	case rt.pings:
 		p += "/pings"
+	case rt.deliveries:
+		p += "/deliveries"
+		if rt.deliveryID != 0 {
+			p += "/{delivery_id}"
+		}
+		if rt.attempts {
+			p += "/attempts"
+		}
 	}
 	return fakeapi.Route{Method: method, Pattern: p}
 }
@@ -97,12 +111,13 @@ func parseRoute(method, p string) route {
 	}
 	if len(rest) > 0 {
 		id, err := strconv.ParseInt(rest[0], 10, 64)
-		if err != nil || id <= 0 || (len(rest) == 2 && !strings.EqualFold(rest[1], "pings")) || len(rest) > 2 {
+		if err != nil || id <= 0 || !hookSubroute(&rt, rest[1:]) {
 			rt.kind = ""
 			return rt
 		}
-		rt.hookID, rt.pings = id, len(rest) == 2
+		rt.hookID = id
 	}
+	sub := rt.pings || rt.deliveries
 	switch {
 	case rt.hookID == 0 && method == http.MethodGet:
 		rt.op = OpList
@@ -110,14 +125,50 @@ func parseRoute(method, p string) route {
 		rt.op = OpCreate
 	case rt.pings && method == http.MethodPost:
 		rt.op = OpPing
-	case rt.hookID != 0 && !rt.pings && method == http.MethodGet:
+	case rt.deliveries && rt.deliveryID == 0 && method == http.MethodGet:
+		rt.op = OpDeliveries
+	case rt.deliveries && rt.deliveryID != 0 && !rt.attempts && method == http.MethodGet:
+		rt.op = OpDelivery
+	case rt.attempts && method == http.MethodPost:
+		rt.op = OpRedeliver
+	case rt.hookID != 0 && !sub && method == http.MethodGet:
 		rt.op = OpGet
-	case rt.hookID != 0 && !rt.pings && method == http.MethodPatch:
+	case rt.hookID != 0 && !sub && method == http.MethodPatch:
 		rt.op = OpUpdate
-	case rt.hookID != 0 && !rt.pings && method == http.MethodDelete:
+	case rt.hookID != 0 && !sub && method == http.MethodDelete:
 		rt.op = OpDelete
 	}
 	return rt
+}
+
+// hookSubroute reads what follows .../hooks/{id}: nothing, pings, deliveries,
+// deliveries/{delivery_id} or deliveries/{delivery_id}/attempts; false for anything else.
+func hookSubroute(rt *route, rest []string) bool {
+	switch {
+	case len(rest) == 0:
+		return true
+	case len(rest) == 1 && strings.EqualFold(rest[0], "pings"):
+		rt.pings = true
+		return true
+	case !strings.EqualFold(rest[0], "deliveries") || len(rest) > 3:
+		return false
+	}
+	rt.deliveries = true
+	if len(rest) == 1 {
+		return true
+	}
+	id, err := strconv.ParseInt(rest[1], 10, 64)
+	if err != nil || id <= 0 {
+		return false
+	}
+	rt.deliveryID = id
+	if len(rest) == 3 {
+		if !strings.EqualFold(rest[2], "attempts") {
+			return false
+		}
+		rt.attempts = true
+	}
+	return true
 }
 
 // ServeHTTP implements the GitHub API surface described in the package comment.
@@ -179,7 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(rec)
 		logged = true
 		s.mu.Unlock()
-		s.launch(res.pings)
+		s.launch(res.jobs)
 		return res
 	}
 	var res result
@@ -239,7 +290,7 @@ func (s *Server) route(r *http.Request, tk *token, rt route, body []byte) result
 	if rt.op == "" {
 		return basicError(http.StatusNotFound, "Not Found", docsRoot)
 	}
-	write := rt.op != OpList && rt.op != OpGet
+	write := rt.op != OpList && rt.op != OpGet && rt.op != OpDeliveries && rt.op != OpDelivery
 	var res result
 	scopeHeaders(&res, tk, rt.kind, write)
 
@@ -274,6 +325,7 @@ func (s *Server) route(r *http.Request, tk *token, rt route, body []byte) result
 			return with(res, basicError(http.StatusNotFound, "Not Found", docURL(rt)))
 		}
 		tg.hooks = slices.Delete(tg.hooks, i, i+1)
+		delete(s.logs, rt.hookID)
 		out = result{status: http.StatusNoContent}
 	case OpPing:
 		i := tg.find(rt.hookID)
@@ -282,8 +334,14 @@ func (s *Server) route(r *http.Request, tk *token, rt route, body []byte) result
 		}
 		out = result{status: http.StatusNoContent}
 		if s.deliveries {
-			out.pings = []job{s.pingJob(tg, *tg.hooks[i], base)}
+			out.jobs = []job{s.pingJob(tg, *tg.hooks[i], base)}
 		}
+	case OpDeliveries, OpDelivery, OpRedeliver:
+		i := tg.find(rt.hookID)
+		if i < 0 {
+			return with(res, basicError(http.StatusNotFound, "Not Found", docURL(rt)))
+		}
+		out = s.deliveryRoute(r, tg, *tg.hooks[i], rt, base)
 	}
 	out = with(res, out)
 	if r.Method == http.MethodGet && out.status == http.StatusOK {
@@ -448,7 +506,7 @@ func (s *Server) create(tg *target, rt route, body []byte, base string) result {
 	res := jsonResult(http.StatusCreated, render(tg, h, base))
 	res.set("Location", base+"/"+tg.collection()+"/"+strconv.FormatInt(h.ID, 10))
 	if s.deliveries && h.Active {
-		res.pings = []job{s.pingJob(tg, h, base)}
+		res.jobs = []job{s.pingJob(tg, h, base)}
 	}
 	return res
 }
@@ -723,12 +781,15 @@ func basicError(status int, msg, doc string) result {
 // docURL is the documentation_url GitHub sends with errors of the operation.
 func docURL(rt route) string {
 	anchors := map[string][2]string{
-		OpList:   {"list-repository-webhooks", "list-organization-webhooks"},
-		OpCreate: {"create-a-repository-webhook", "create-an-organization-webhook"},
-		OpGet:    {"get-a-repository-webhook", "get-an-organization-webhook"},
-		OpUpdate: {"update-a-repository-webhook", "update-an-organization-webhook"},
-		OpDelete: {"delete-a-repository-webhook", "delete-an-organization-webhook"},
-		OpPing:   {"ping-a-repository-webhook", "ping-an-organization-webhook"},
+		OpList:       {"list-repository-webhooks", "list-organization-webhooks"},
+		OpCreate:     {"create-a-repository-webhook", "create-an-organization-webhook"},
+		OpGet:        {"get-a-repository-webhook", "get-an-organization-webhook"},
+		OpUpdate:     {"update-a-repository-webhook", "update-an-organization-webhook"},
+		OpDelete:     {"delete-a-repository-webhook", "delete-an-organization-webhook"},
+		OpPing:       {"ping-a-repository-webhook", "ping-an-organization-webhook"},
+		OpDeliveries: {"list-deliveries-for-a-repository-webhook", "list-deliveries-for-an-organization-webhook"},
+		OpDelivery:   {"get-a-delivery-for-a-repository-webhook", "get-a-webhook-delivery-for-an-organization-webhook"},
+		OpRedeliver:  {"redeliver-a-delivery-for-a-repository-webhook", "redeliver-a-delivery-for-an-organization-webhook"},
 	}
 	a, ok := anchors[rt.op]
 	if !ok {

@@ -31,10 +31,12 @@ var description []byte
 const server = "https://api.github.com"
 
 // undocumented are statuses GitHub sends on any endpoint without listing them per operation
-// (authentication, permissions, rate limits, outages). Such a response must still be GitHub's
-// basic-error object.
+// (authentication, permissions, a resource that does not exist, rate limits, outages). Such a
+// response must still be GitHub's basic-error object. 404 is here because the delivery routes
+// list only 400 and 422, yet a delivery or hook that does not exist (or one the token may not
+// see) is GitHub's 404 "Not Found" as on every other route.
 var undocumented = []int{
-	http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests,
+	http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusTooManyRequests,
 	http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable,
 }
 
