@@ -128,7 +128,9 @@ func wrap(c *Client) providers.Client {
 type pinger struct{ cl *Client }
 
 // Ping asks the API for a test delivery to registration id.
-func (p pinger) Ping(ctx context.Context, id string) error { return (&PingingClient{p.cl}).Ping(ctx, id) }
+func (p pinger) Ping(ctx context.Context, id string) error {
+	return (&PingingClient{p.cl}).Ping(ctx, id)
+}
 
 type reenabler struct{ cl *Client }
 

@@ -160,10 +160,10 @@ type Server struct {
 	mu        sync.Mutex
 	nextID    int
 	nextEvent int
-	resends   map[string]int // project|token|minute -> resend requests
-	spaces map[string]*namespace // "projects/42", "groups/7"
-	paths  map[string]string     // "projects/group/project" -> "projects/42"
-	roles  map[string]map[string]Role
+	resends   map[string]int        // project|token|minute -> resend requests
+	spaces    map[string]*namespace // "projects/42", "groups/7"
+	paths     map[string]string     // "projects/group/project" -> "projects/42"
+	roles     map[string]map[string]Role
 }
 
 // Option configures a Server at construction.
