@@ -154,7 +154,9 @@ func TestRecoverAndHealthSectionsAreValidated(t *testing.T) {
 		{"no window", "gitlab-project-hooks", func(d map[string]any) { delete(obj(d, "recover"), "window") }, "recover.window: 0s is not between 0"},
 		{"window too long", "svix-endpoints", func(d map[string]any) { obj(d, "recover")["window"] = "9000h" }, "recover.window: 9000h0m0s is not between"},
 		{"redeliver missing", "gitlab-project-hooks", func(d map[string]any) { delete(obj(d, "recover"), "redeliver") }, "recover.redeliver: required for style redeliver"},
-		{"range block on redeliver", "gitlab-project-hooks", func(d map[string]any) { obj(d, "recover")["range"] = map[string]any{"path": "/x/{{.ID}}", "since": "since"} }, "recover.range: only for style range"},
+		{"range block on redeliver", "gitlab-project-hooks", func(d map[string]any) {
+			obj(d, "recover")["range"] = map[string]any{"path": "/x/{{.ID}}", "since": "since"}
+		}, "recover.range: only for style range"},
 		{"resend without handle", "gitlab-project-hooks", func(d map[string]any) {
 			obj(d, "recover", "redeliver", "resend")["path"] = "/projects/{{.ID}}/resend"
 		}, "recover.redeliver.resend.path: \"/projects/{{.ID}}/resend\" does not name the log entry ({{.Handle}})"},
