@@ -61,10 +61,7 @@ func Factory() providers.Factory {
 		if err != nil {
 			return nil, err
 		}
-		if c.c.p.Ping != nil {
-			return &PingingClient{c}, nil
-		}
-		return c, nil
+		return wrap(c), nil
 	})
 }
 
@@ -132,6 +129,7 @@ func New(cfg providers.Config) (*Client, error) {
 		cl.http.SetTransport(providers.PacedTransport(cfg.Pace, nil))
 	}
 	cl.caps = capabilities(p)
+	cl.caps.Recovery = recoveryCapabilities(p)
 	if cl.spec, err = json.Marshal(p.Verify); err != nil {
 		return nil, invalid("verify: " + err.Error())
 	}
@@ -284,11 +282,15 @@ type call struct {
 	method string // the default when op.Method is empty
 	id     string
 	idem   string
+	// handle names a delivery log entry (resend's {{.Handle}}).
+	handle string
 	body   []byte
 	query  url.Values
 	// rawURL replaces the op's URL (a Link header's next page).
 	rawURL  string
 	already []Match
+	// later are answers that mean "not now" (recover.redeliver.resend.retryLater): Transient.
+	later []Match
 	// secret is a signing secret in the body: an answer that echoes it must not show it.
 	secret string
 }
@@ -310,7 +312,7 @@ func (c *Client) do(ctx context.Context, k call) (*response, error) {
 }
 
 func (c *Client) send(ctx context.Context, k call) (*response, error) {
-	extra := map[string]string{"ID": k.id, "IdempotencyKey": k.idem}
+	extra := map[string]string{"ID": k.id, "IdempotencyKey": k.idem, "Handle": k.handle}
 	target := k.rawURL
 	if target == "" {
 		path, err := c.render(k.op.Path, extra)
@@ -370,13 +372,13 @@ func (c *Client) send(ctx context.Context, k call) (*response, error) {
 			return nil, &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("%s %s: the response is larger than %d bytes (limits.maxResponseBytes)", method, c.where(target), c.maxBytes)}
 		}
 		if res != nil && res.StatusCode() >= 300 && res.StatusCode() < 400 {
-			return nil, c.failure(method, target, res.StatusCode(), res.Header(), res.Body(), k.already)
+			return nil, c.failure(method, target, res.StatusCode(), res.Header(), res.Body(), k)
 		}
 		return nil, &providers.Error{Kind: providers.Transient, Message: c.redact(fmt.Sprintf("%s %s: request failed: %v", method, c.where(target), err))}
 	}
 	status := res.StatusCode()
 	if !c.success(k.op, status) {
-		return nil, c.failure(method, target, status, res.Header(), res.Body(), k.already)
+		return nil, c.failure(method, target, status, res.Header(), res.Body(), k)
 	}
 	body := res.Body()
 	if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
@@ -414,7 +416,8 @@ func describeBody(h http.Header, body []byte) string {
 }
 
 // failure classifies an answer that is not a success.
-func (c *Client) failure(method, target string, status int, h http.Header, body []byte, already []Match) error {
+func (c *Client) failure(method, target string, status int, h http.Header, body []byte, k call) error {
+	already := k.already
 	em := c.c.p.Errors
 	out := &providers.Error{StatusCode: status, Message: c.message(method, target, status, h, body)}
 	if em.RequestIDHeader != "" {
@@ -435,6 +438,8 @@ func (c *Client) failure(method, target string, status int, h http.Header, body 
 		out.Kind = providers.AlreadyExists
 	case matchAny(em.Quota, status, body):
 		out.Kind = providers.QuotaExceeded
+	case matchAny(k.later, status, body):
+		out.Kind = providers.Transient
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		out.Kind = providers.Unauthorized
 	case status == http.StatusNotFound || status == http.StatusGone:

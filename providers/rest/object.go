@@ -368,6 +368,9 @@ func (c *Client) read(r gjson.Result, purpose readPurpose) (providers.Registrati
 		}
 	}
 	c.readMarker(r, &reg)
+	if p.Health != nil {
+		reg.Health = c.health(r)
+	}
 	switch {
 	case p.Secret.Mode == SecretModeReadable, p.Secret.Mode == SecretModeReturnedOnCreate && purpose == readCreated:
 		v := r.Get(p.Secret.Path)

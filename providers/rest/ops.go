@@ -53,10 +53,32 @@ func (c *Client) pagingError(format string, args ...any) error {
 	return &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("list: "+format+" (profile %s, list.pagination)", append(args, c.c.p.Name)...)}
 }
 
-// listItems fetches every page and returns the raw items.
+// listItems fetches every page of the list and returns the raw items.
 func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
-	lp := c.c.p.List
+	return c.pages(ctx, paged{op: &c.c.p.List, field: "list", idPath: c.c.p.Object.ID.Path})
+}
+
+// paged is one paged list request: the registrations (list) or a registration's delivery log.
+type paged struct {
+	op *ListOp
+	// field is the profile's path of the op, for messages (list, recover.redeliver.log).
+	field string
+	// id is the registration the op's templates name ({{.ID}}); empty for list.
+	id string
+	// idPath is each item's id, checked for pages that overlap (and the cursor of
+	// nextFromLastID).
+	idPath string
+	// bestEffort: past limits.maxPages, return what was read instead of failing.
+	bestEffort bool
+}
+
+// pages fetches every page of a paged request and returns the raw items.
+func (c *Client) pages(ctx context.Context, src paged) ([]gjson.Result, error) {
+	lp := *src.op
 	pg := lp.Pagination
+	pagingError := func(format string, args ...any) error {
+		return &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf(src.field+": "+format+" (profile %s, "+src.field+".pagination)", append(args, c.c.p.Name)...)}
+	}
 	var all []gjson.Result
 	page := pg.FirstPage
 	if page == 0 && pg.Style == PagePage {
@@ -68,7 +90,10 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 	seenCursor, seenID := map[string]bool{}, map[string]bool{}
 	for n := 1; ; n++ {
 		if n > c.maxPages {
-			return nil, c.pagingError("more than %d pages (limits.maxPages)", c.maxPages)
+			if src.bestEffort {
+				return all, nil
+			}
+			return nil, pagingError("more than %d pages (limits.maxPages)", c.maxPages)
 		}
 		q := url.Values{}
 		if pg.SizeParam != "" && pg.Size > 0 {
@@ -84,9 +109,9 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 				q.Set(pg.CursorParam, cursor)
 			}
 		}
-		k := call{op: &lp.Op, method: http.MethodGet, query: q}
+		k := call{op: &lp.Op, method: http.MethodGet, id: src.id, query: q}
 		if nextURL != "" {
-			k = call{op: &lp.Op, method: http.MethodGet, rawURL: nextURL}
+			k = call{op: &lp.Op, method: http.MethodGet, id: src.id, rawURL: nextURL}
 		}
 		res, err := c.do(ctx, k)
 		if err != nil {
@@ -100,16 +125,16 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 		if !arr.IsArray() {
 			where := "the response"
 			if lp.Items != "" {
-				where = fmt.Sprintf("list.items %q", lp.Items)
+				where = fmt.Sprintf("%s.items %q", src.field, lp.Items)
 			}
-			return nil, &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("list page %d: %s is not an array in the response (profile %s)", n, where, c.c.p.Name)}
+			return nil, &providers.Error{Kind: providers.Permanent, Message: fmt.Sprintf("%s page %d: %s is not an array in the response (profile %s)", src.field, n, where, c.c.p.Name)}
 		}
 		items := arr.Array()
 		for _, it := range items {
 			// Checked per page, so a server that serves one page forever is caught at once.
-			id := it.Get(c.c.p.Object.ID.Path).String()
+			id := it.Get(src.idPath).String()
 			if seenID[id] && id != "" {
-				return nil, c.pagingError("registration %s is listed twice: the pages overlap", id)
+				return nil, pagingError("%s is listed twice: the pages overlap", id)
 			}
 			seenID[id] = true
 		}
@@ -127,13 +152,13 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 			if pg.More != "" {
 				more := body.Get(pg.More)
 				if more.Type != gjson.True && more.Type != gjson.False {
-					return nil, c.pagingError("page %d: more %q is missing or not a boolean", n, pg.More)
+					return nil, pagingError("page %d: more %q is missing or not a boolean", n, pg.More)
 				}
 				if !more.Bool() {
 					return all, nil
 				}
 				if len(items) == 0 {
-					return nil, c.pagingError("page %d is empty but says more pages follow", n)
+					return nil, pagingError("page %d is empty but says more pages follow", n)
 				}
 			} else if len(items) < pg.Size {
 				return all, nil
@@ -144,14 +169,14 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 			if pg.HasMore != "" {
 				v := body.Get(pg.HasMore)
 				if v.Type != gjson.True && v.Type != gjson.False {
-					return nil, c.pagingError("page %d: hasMore %q is missing or not a boolean", n, pg.HasMore)
+					return nil, pagingError("page %d: hasMore %q is missing or not a boolean", n, pg.HasMore)
 				}
 				end = !v.Bool()
 			}
 			if pg.Done != "" {
 				v := body.Get(pg.Done)
 				if v.Type != gjson.True && v.Type != gjson.False {
-					return nil, c.pagingError("page %d: done %q is missing or not a boolean", n, pg.Done)
+					return nil, pagingError("page %d: done %q is missing or not a boolean", n, pg.Done)
 				}
 				end = v.Bool()
 			}
@@ -161,19 +186,19 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 			next := ""
 			if pg.NextFromLastID {
 				if len(items) > 0 {
-					next = items[len(items)-1].Get(c.c.p.Object.ID.Path).String()
+					next = items[len(items)-1].Get(src.idPath).String()
 				}
 			} else {
 				next = body.Get(pg.Next).String()
 			}
 			if next == "" {
 				if pg.HasMore != "" || pg.Done != "" {
-					return nil, c.pagingError("page %d says more pages follow but gives no cursor", n)
+					return nil, pagingError("page %d says more pages follow but gives no cursor", n)
 				}
 				return all, nil
 			}
 			if seenCursor[next] {
-				return nil, c.pagingError("page %d repeats the cursor of an earlier page", n)
+				return nil, pagingError("page %d repeats the cursor of an earlier page", n)
 			}
 			seenCursor[next] = true
 			cursor = next
@@ -182,12 +207,12 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 			if next == "" {
 				return all, nil
 			}
-			abs, err := c.sameOrigin(next)
+			abs, err := c.sameOrigin(next, pagingError)
 			if err != nil {
 				return nil, err
 			}
 			if seenCursor[abs] {
-				return nil, c.pagingError("page %d links to an earlier page as next", n)
+				return nil, pagingError("page %d links to an earlier page as next", n)
 			}
 			seenCursor[abs] = true
 			nextURL = abs
@@ -197,14 +222,14 @@ func (c *Client) listItems(ctx context.Context) ([]gjson.Result, error) {
 
 // sameOrigin resolves a next link against the base URL and refuses one on another host: the
 // credential is sent with it.
-func (c *Client) sameOrigin(link string) (string, error) {
+func (c *Client) sameOrigin(link string, pagingError func(string, ...any) error) (string, error) {
 	base, _ := url.Parse(c.base)
 	u, err := base.Parse(link)
 	if err != nil {
-		return "", c.pagingError("the next link does not parse")
+		return "", pagingError("the next link does not parse")
 	}
 	if u.Scheme != base.Scheme || u.Host != base.Host {
-		return "", c.pagingError("the next link points at another host (%s)", u.Host)
+		return "", pagingError("the next link points at another host (%s)", u.Host)
 	}
 	return u.String(), nil
 }

@@ -56,6 +56,13 @@ type Profile struct {
 	// Ping asks the API for a test delivery to a new registration (optional).
 	Ping *Op `json:"ping,omitempty"`
 
+	// Recover says how deliveries that never arrived come back (optional: without it the
+	// client reports RecoveryNone, and the reconciler says recovery is not available).
+	Recover *RecoverSpec `json:"recover,omitempty"`
+	// Health says which fields of a registration tell how deliveries to it go (optional:
+	// without it Registration.Health stays nil), and how a disabled one is enabled again.
+	Health *HealthSpec `json:"health,omitempty"`
+
 	Errors ErrorMapping `json:"errors,omitempty"`
 	Limits Limits       `json:"limits,omitempty"`
 	Verify VerifySpec   `json:"verify"`

@@ -454,43 +454,7 @@ func compile(p *Profile) (*compiled, error) {
 
 	ck.op("list", &p.List.Op)
 	ck.jsonPath("list.items", p.List.Items, false)
-	pg := p.List.Pagination
-	needs := func(name, v string) {
-		if v == "" {
-			ck.add("list.pagination."+name, "required for style %s", pg.Style)
-		}
-	}
-	if pg.Style != PageNone && pg.Style != "" && pg.Style != PageLink {
-		needs("sizeParam", pg.SizeParam)
-		if pg.Size <= 0 {
-			ck.add("list.pagination.size", "required for style %s: a positive page size", pg.Style)
-		}
-	}
-	switch pg.Style {
-	case PageNone, "":
-	case PagePage:
-		needs("pageParam", pg.PageParam)
-	case PageOffset:
-		needs("offsetParam", pg.OffsetParam)
-		ck.jsonPath("list.pagination.more", pg.More, false)
-	case PageCursor:
-		needs("cursorParam", pg.CursorParam)
-		if (pg.Next == "") == !pg.NextFromLastID {
-			ck.add("list.pagination.next", "set next (the cursor's response path) or nextFromLastID, not both")
-		}
-		ck.jsonPath("list.pagination.next", pg.Next, false)
-		ck.jsonPath("list.pagination.hasMore", pg.HasMore, false)
-		ck.jsonPath("list.pagination.done", pg.Done, false)
-		if pg.HasMore != "" && pg.Done != "" {
-			ck.add("list.pagination", "set hasMore or done, not both")
-		}
-		if pg.NextFromLastID && pg.HasMore == "" && pg.Done == "" {
-			ck.add("list.pagination.hasMore", "nextFromLastID needs hasMore or done to know the end")
-		}
-	case PageLink:
-	default:
-		ck.add("list.pagination.style", "want %s, %s, %s, %s or %s, got %q", PageNone, PagePage, PageOffset, PageCursor, PageLink, pg.Style)
-	}
+	ck.pagination("list.pagination", p.List.Pagination)
 
 	if p.Get != nil {
 		ck.op("get", p.Get, "ID")
@@ -545,6 +509,13 @@ func compile(p *Profile) (*compiled, error) {
 		ck.add("limits.maxResponseBytes", "must be between 1 and %d", MaxMaxResponseBytes)
 	}
 
+	if p.Recover != nil {
+		ck.recover(p.Recover)
+	}
+	if p.Health != nil {
+		ck.health(p.Health)
+	}
+
 	if _, err := p.Verify.Verifier(); err != nil {
 		ck.add("verify", "%s", strings.TrimPrefix(err.Error(), "rest: "))
 	}
@@ -554,6 +525,46 @@ func compile(p *Profile) (*compiled, error) {
 		return nil, &ProfileError{Name: p.Name, Problems: ck.problems}
 	}
 	return c, nil
+}
+
+// pagination checks one paging block at path (list.pagination, recover.redeliver.log.pagination).
+func (ck *checker) pagination(path string, pg Pagination) {
+	needs := func(name, v string) {
+		if v == "" {
+			ck.add(path+"."+name, "required for style %s", pg.Style)
+		}
+	}
+	if pg.Style != PageNone && pg.Style != "" && pg.Style != PageLink {
+		needs("sizeParam", pg.SizeParam)
+		if pg.Size <= 0 {
+			ck.add(path+".size", "required for style %s: a positive page size", pg.Style)
+		}
+	}
+	switch pg.Style {
+	case PageNone, "":
+	case PagePage:
+		needs("pageParam", pg.PageParam)
+	case PageOffset:
+		needs("offsetParam", pg.OffsetParam)
+		ck.jsonPath(path+".more", pg.More, false)
+	case PageCursor:
+		needs("cursorParam", pg.CursorParam)
+		if (pg.Next == "") == !pg.NextFromLastID {
+			ck.add(path+".next", "set next (the cursor's response path) or nextFromLastID, not both")
+		}
+		ck.jsonPath(path+".next", pg.Next, false)
+		ck.jsonPath(path+".hasMore", pg.HasMore, false)
+		ck.jsonPath(path+".done", pg.Done, false)
+		if pg.HasMore != "" && pg.Done != "" {
+			ck.add(path, "set hasMore or done, not both")
+		}
+		if pg.NextFromLastID && pg.HasMore == "" && pg.Done == "" {
+			ck.add(path+".hasMore", "nextFromLastID needs hasMore or done to know the end")
+		}
+	case PageLink:
+	default:
+		ck.add(path+".style", "want %s, %s, %s, %s or %s, got %q", PageNone, PagePage, PageOffset, PageCursor, PageLink, pg.Style)
+	}
 }
 
 // Validate checks a profile already decoded (Parse does this itself).

@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
 )
 
@@ -86,6 +87,12 @@ type Hook struct {
 	// hooks made before a column existed, or by a tool that never set it. Setting a value
 	// through the API clears the column's entry.
 	Null []string
+	// RecentFailures and DisabledUntil are GitLab's auto-disabling state (recent_failures,
+	// disabled_until): see deliveries.go.
+	RecentFailures int
+	DisabledUntil  *time.Time
+	// Events is the hook's delivery log, oldest first.
+	Events []HookEvent
 }
 
 // LegacyHook is a hook as GitLab renders one made in its UI before 17.1 (before name and
@@ -142,15 +149,21 @@ type namespace struct {
 // into.
 type Server struct {
 	core.Core
+	// Clock is the fake's time: hook creation, delivery log times, the 7-day window, the
+	// disable backoff and the resend limit's minutes. Set it to move time without waiting.
+	Clock     fakeapi.Clock
+	http      *http.Client
 	root      string
 	before171 bool
 	unknown   map[string]bool
 
-	mu     sync.Mutex
-	nextID int
-	spaces map[string]*namespace // "projects/42", "groups/7"
-	paths  map[string]string     // "projects/group/project" -> "projects/42"
-	roles  map[string]map[string]Role
+	mu        sync.Mutex
+	nextID    int
+	nextEvent int
+	resends   map[string]int        // project|token|minute -> resend requests
+	spaces    map[string]*namespace // "projects/42", "groups/7"
+	paths     map[string]string     // "projects/group/project" -> "projects/42"
+	roles     map[string]map[string]Role
 }
 
 // Option configures a Server at construction.
@@ -177,11 +190,22 @@ func WithoutFlags(flags ...string) Option {
 
 // New returns an empty fake.
 func New(opts ...Option) *Server {
-	s := &Server{nextID: 1, unknown: map[string]bool{}, spaces: map[string]*namespace{}, paths: map[string]string{}, roles: map[string]map[string]Role{}}
+	s := &Server{nextID: 1, nextEvent: 1, resends: map[string]int{}, unknown: map[string]bool{}, spaces: map[string]*namespace{}, paths: map[string]string{}, roles: map[string]map[string]Role{}}
 	for _, o := range opts {
 		o(s)
 	}
+	// GitLab's webhook timeout is 10 s; redirects are answers, not followed (3xx is success).
+	s.http = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s
+}
+
+func sortedHookIDs(ns *namespace) []int {
+	ids := make([]int, 0, len(ns.hooks))
+	for id := range ns.hooks {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids
 }
 
 func (s *Server) space(k kind, id string) *namespace {
@@ -234,9 +258,10 @@ func (s *Server) seed(k kind, id string, h Hook) int {
 		h.Flags = map[string]bool{"push_events": true}
 	}
 	if h.Created.IsZero() {
-		h.Created = time.Now().UTC()
+		h.Created = s.Clock.Now().UTC()
 	}
 	h.Null = slices.Clone(h.Null)
+	h.Events = slices.Clone(h.Events)
 	ns.hooks[h.ID] = &h
 	return h.ID
 }
@@ -296,6 +321,7 @@ func (s *Server) hooks(k kind, id string) []Hook {
 		for _, h := range ns.hooks {
 			c := *h
 			c.Null = slices.Clone(h.Null)
+			c.Events = slices.Clone(h.Events)
 			out = append(out, c)
 		}
 	}
@@ -344,7 +370,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) < 3 || (parts[0] != "projects" && parts[0] != "groups") || parts[2] != "hooks" || len(parts) > 4 {
+	if len(parts) < 3 || (parts[0] != "projects" && parts[0] != "groups") || parts[2] != "hooks" || len(parts) > 7 {
 		message(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
@@ -353,7 +379,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		k = groupKind
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
 	id, err := url.PathUnescape(parts[1])
 	if err != nil {
 		message(w, http.StatusNotFound, "404 Not Found")
@@ -392,6 +423,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	h := ns.hooks[hookID]
 	if err != nil || h == nil {
 		message(w, http.StatusNotFound, "404 Not found")
+		return
+	}
+	switch sub := parts[4:]; {
+	case len(sub) == 1 && sub[0] == "events" && r.Method == http.MethodGet:
+		s.listEvents(w, r, h)
+		return
+	case len(sub) == 3 && sub[0] == "events" && sub[2] == "resend" && r.Method == http.MethodPost:
+		locked = false // resend releases the lock while it delivers
+		s.resend(w, r, tok, key, ns, h, sub[1])
+		return
+	case len(sub) > 0:
+		message(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
 	switch r.Method {
@@ -433,9 +476,12 @@ func (s *Server) render(ns *namespace, h *Hook) map[string]any {
 	m := map[string]any{
 		"id": h.ID, "url": h.URL,
 		"created_at":              h.Created.Format(time.RFC3339),
-		"enable_ssl_verification": h.SSL, "alert_status": "executable", "disabled_until": nil,
+		"enable_ssl_verification": h.SSL, "alert_status": s.alertStatus(ns, h, s.Clock.Now()), "disabled_until": nil,
 		"push_events_branch_filter": h.BranchFilter, "branch_filter_strategy": "wildcard",
 		"repository_update_events": false,
+	}
+	if h.DisabledUntil != nil {
+		m["disabled_until"] = h.DisabledUntil.UTC().Format(time.RFC3339)
 	}
 	if !s.before171 {
 		m["name"], m["description"] = h.Name, h.Description
@@ -473,12 +519,19 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, ns *namespace) {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
-	total := len(ids)
-	pages := max((total+perPage-1)/perPage, 1)
 	out := []map[string]any{}
-	for i := (page - 1) * perPage; i < min(page*perPage, total); i++ {
+	for i := (page - 1) * perPage; i < min(page*perPage, len(ids)); i++ {
 		out = append(out, s.render(ns, ns.hooks[ids[i]]))
 	}
+	pageHeaders(w, r, page, perPage, len(ids))
+	core.JSON(w, http.StatusOK, out)
+}
+
+// pageHeaders writes GitLab's offset paging headers: Link (prev, next, first, last),
+// X-Next-Page, X-Page, X-Per-Page, X-Total and X-Total-Pages.
+func pageHeaders(w http.ResponseWriter, r *http.Request, page, perPage, total int) {
+	q := r.URL.Query()
+	pages := max((total+perPage-1)/perPage, 1)
 	link := func(p int, rel string) string {
 		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}
 		if r.TLS != nil {
@@ -510,7 +563,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, ns *namespace) {
 	h.Set("X-Per-Page", strconv.Itoa(perPage))
 	h.Set("X-Total", strconv.Itoa(total))
 	h.Set("X-Total-Pages", strconv.Itoa(pages))
-	core.JSON(w, http.StatusOK, out)
 }
 
 func badRequest(w http.ResponseWriter, msg string) {
@@ -591,7 +643,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, id string, ns *n
 		badRequest(w, "url is missing")
 		return
 	}
-	h := &Hook{Project: id, Flags: map[string]bool{"push_events": true}, SSL: true, Created: time.Now().UTC(), Null: slices.Clone(nullableByDefault)}
+	h := &Hook{Project: id, Flags: map[string]bool{"push_events": true}, SSL: true, Created: s.Clock.Now().UTC(), Null: slices.Clone(nullableByDefault)}
 	if msg := s.apply(ns.kind, h, body); msg != "" {
 		core.JSON(w, http.StatusUnprocessableEntity, map[string]string{"error": msg})
 		return

@@ -16,6 +16,9 @@
 //   - PUT takes description, events, filter and active only: delivery_method cannot be
 //     updated (400). Answers 200 with the subscription.
 //   - DELETE answers 204; unknown ids 404. POST /{id}/ping answers 202.
+//   - delivery_method.temporarily_disabled is what Subscription.TemporarilyDisabled says (set
+//     it with Edit, as PagerDuty does after 3 consecutive dropped webhooks); POST /{id}/enable
+//     clears it and answers 200 with the subscription.
 //   - Errors are {"error": {"message", "code"}}.
 package pagerduty
 
@@ -46,6 +49,10 @@ type Subscription struct {
 	Description   string
 	Active        bool
 	Pings         int
+	// TemporarilyDisabled is delivery_method.temporarily_disabled: PagerDuty sets it after 3
+	// consecutive dropped webhooks (for 24 h, its queue dropped); POST /{id}/enable clears it.
+	TemporarilyDisabled bool
+	Enables             int
 }
 
 // Header is one custom header.
@@ -175,12 +182,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(parts) == 2 {
-		if parts[1] != "ping" || r.Method != http.MethodPost {
+		switch {
+		case parts[1] == "ping" && r.Method == http.MethodPost:
+			sub.Pings++
+			w.WriteHeader(http.StatusAccepted)
+		case parts[1] == "enable" && r.Method == http.MethodPost:
+			sub.TemporarilyDisabled = false
+			sub.Enables++
+			core.JSON(w, http.StatusOK, map[string]any{"webhook_subscription": sub.json(false)})
+		default:
 			pdError(w, http.StatusNotFound, 2100, "Not Found")
-			return
 		}
-		sub.Pings++
-		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	switch r.Method {
@@ -218,7 +230,7 @@ func (sub *Subscription) json(withSecret bool) map[string]any {
 		"description": sub.Description, "events": sub.Events, "filter": filter,
 		"delivery_method": map[string]any{
 			"id": "PDM" + sub.ID, "type": "http_delivery_method", "url": sub.URL,
-			"secret": secret, "temporarily_disabled": false, "custom_headers": headers,
+			"secret": secret, "temporarily_disabled": sub.TemporarilyDisabled, "custom_headers": headers,
 		},
 	}
 }

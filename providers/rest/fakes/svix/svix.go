@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
 )
 
@@ -55,15 +56,22 @@ type replay struct {
 // Server is the fake.
 type Server struct {
 	core.Core
-	mu   sync.Mutex
-	seq  int
-	apps map[string]map[string]map[string]*Endpoint // token -> app -> id -> endpoint
-	idem map[string]replay
+	// Clock is the fake's time: creation, message times and recover's since.
+	Clock    fakeapi.Clock
+	http     *http.Client
+	mu       sync.Mutex
+	seq      int
+	apps     map[string]map[string]map[string]*Endpoint // token -> app -> id -> endpoint
+	idem     map[string]replay
+	messages map[string][]Message // token/app -> messages, oldest first
+	attempts []Attempt
 }
 
 // New returns an empty fake.
 func New() *Server {
-	return &Server{apps: map[string]map[string]map[string]*Endpoint{}, idem: map[string]replay{}}
+	return &Server{apps: map[string]map[string]map[string]*Endpoint{}, idem: map[string]replay{}, messages: map[string][]Message{},
+		// Svix waits 15 s for an answer; 3xx is a failure, so redirects are not followed.
+		http: &http.Client{Timeout: 15 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
 // Start serves the fake on 127.0.0.1 (the API root, before /api/v1).
@@ -124,7 +132,7 @@ func (s *Server) add(eps map[string]*Endpoint, e *Endpoint) {
 		e.Metadata = map[string]string{}
 	}
 	if e.Created.IsZero() {
-		e.Created = time.Now().UTC()
+		e.Created = s.Clock.Now().UTC()
 	}
 	eps[e.ID] = e
 }
@@ -146,7 +154,7 @@ func svixError(w http.ResponseWriter, status int, code, detail string) {
 	core.JSON(w, status, map[string]string{"code": code, "detail": detail})
 }
 
-var endpointPath = regexp.MustCompile(`^/api/v1/app/([^/]+)/endpoint(?:/([^/]+))?(/secret(?:/rotate)?)?/?$`)
+var endpointPath = regexp.MustCompile(`^/api/v1/app/([^/]+)/endpoint(?:/([^/]+))?(/secret(?:/rotate)?|/recover)?/?$`)
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -160,7 +168,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
 	eps := s.apps[token][m[1]]
 	if eps == nil {
 		svixError(w, http.StatusNotFound, "not_found", "Application not found")
@@ -187,6 +200,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case m[3] == "/recover" && r.Method == http.MethodPost:
+		locked = false // recover releases the lock while it delivers
+		s.recover(w, r, token+"/"+m[1], e)
 	case m[3] == "/secret" && r.Method == http.MethodGet:
 		core.JSON(w, http.StatusOK, map[string]string{"key": e.Secret})
 	case m[3] == "/secret/rotate" && r.Method == http.MethodPost:
