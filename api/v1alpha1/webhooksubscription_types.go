@@ -428,7 +428,7 @@ type RecoveryRun struct {
 	Trigger   RecoveryTrigger `json:"trigger"`
 	StartTime metav1.Time     `json:"startTime"`
 	// +optional
-	CompletionTime *metav1.Time  `json:"completionTime,omitempty"`
+	CompletionTime *metav1.Time   `json:"completionTime,omitempty"`
 	Result         RecoveryResult `json:"result"`
 	// Recovered deliveries: handed to the receiver and accepted, or redeliveries the provider
 	// accepted.
