@@ -334,6 +334,7 @@ func (x *recoveryRunner) finish(ctx context.Context, requested string) {
 		x.logger(ctx).Info("skipped entries of the provider's answer that lack what its description promises", "malformed", run.Malformed)
 	}
 	x.r.Metrics.recoveryRun(x.sub.Namespace, x.sub.Name, string(x.sub.Spec.Provider.Type), run)
+	x.persist(ctx)
 	x.logger(ctx).Info("recovery run ended", "result", string(run.Result), "recovered", run.Recovered, "skipped", run.Skipped,
 		"beyondWindow", run.BeyondWindow, "malformed", run.Malformed, "message", run.Message)
 }
