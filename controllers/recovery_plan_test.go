@@ -46,10 +46,12 @@ func watermarkAgo(d time.Duration) func(*recoveryInput) {
 func lastRunAgo(d time.Duration) func(*recoveryInput) {
 	return func(in *recoveryInput) { in.LastRunStart = recNow.Add(-d) }
 }
-func lookback(d time.Duration) func(*recoveryInput) { return func(in *recoveryInput) { in.Lookback = d } }
-func notSynced(in *recoveryInput)                   { in.Synced = false }
-func cannotRecover(in *recoveryInput)               { in.CanRecover = false }
-func canReenable(in *recoveryInput)                 { in.CanReenable = true }
+func lookback(d time.Duration) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Lookback = d }
+}
+func notSynced(in *recoveryInput)     { in.Synced = false }
+func cannotRecover(in *recoveryInput) { in.CanRecover = false }
+func canReenable(in *recoveryInput)   { in.CanReenable = true }
 
 func TestDecideRecovery(t *testing.T) {
 	type want struct {
@@ -94,7 +96,7 @@ func TestDecideRecovery(t *testing.T) {
 		{"a watermark older than the window: from the window's start, the span before reported", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 96 * time.Hour}},
 		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-100 * time.Hour)})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 100 * time.Hour}},
 		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240*time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240 * time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
 		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
 	}
 	for _, tc := range cases {
