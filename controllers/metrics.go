@@ -178,9 +178,15 @@ func snakeCase(s string) string {
 // healthStates are the states of hookwarden_delivery_health, each a series per subscription.
 var healthStates = []providers.HealthState{providers.HealthHealthy, providers.HealthFailing, providers.HealthDisabled, providers.HealthUnknown}
 
-// setDeliveryHealth sets the subscription's health series: 1 for state, 0 for the others.
+// setDeliveryHealth sets the subscription's health series: 1 for state, 0 for the others. It
+// also creates the subscription's recovery counters at 0, so increase() and the alerts see the
+// first run's counts.
 func (m *Metrics) setDeliveryHealth(namespace, name, provider string, state providers.HealthState) {
 	m.dropOtherProvider(namespace, name, provider)
+	for _, outcome := range []string{"recovered", "skipped", "beyond_window", "malformed"} {
+		m.recoveryEvents.WithLabelValues(namespace, name, provider, outcome)
+	}
+	m.recoveryGaps.WithLabelValues(namespace, name, provider)
 	for _, s := range healthStates {
 		v := 0.0
 		if s == state {
