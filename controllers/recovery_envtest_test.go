@@ -321,7 +321,7 @@ var _ = Describe("Recovery of missed deliveries", Ordered, ContinueOnFailure, fu
 			g.Expect(st.LastRun.CompletionTime).NotTo(BeNil())
 			g.Expect(st.LastRun.Message).To(ContainSubstring("asked the provider to resend everything since"))
 		}).Should(Succeed())
-		Consistently(func() int { _, n := rec.snapshot(); return n }).WithTimeout(3 * time.Second).Should(Equal(1), "one request, one run")
+		Consistently(func() int { _, n := rec.snapshot(); return n }).WithTimeout(3*time.Second).Should(Equal(1), "one request, one run")
 	})
 
 	It("Off refuses a request with a message; a provider without recovery says so", func() {
