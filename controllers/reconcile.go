@@ -257,6 +257,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
 	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 	r.Metrics.forget(sub.Namespace, sub.Name)
+	r.Metrics.forgetRecovery(sub.Namespace, sub.Name)
 }
 
 // session is one reconcile of one subscription while it holds its account's lock.

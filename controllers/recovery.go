@@ -91,18 +91,22 @@ func (r *Reconciler) recover(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	}
 	d := decideRecovery(in)
 	st.LookbackClamped = d.Clamped
-	st.Message = ""
-	if !st.Available {
+	switch {
+	case !st.Available:
 		st.Message = recoveryUnavailable
+	case st.Message == recoveryUnavailable:
+		st.Message = ""
 	}
 	switch d.Action {
 	case recoverRefuse:
+		// The message stays until the next run, so whoever asked can read why.
 		st.LastHandledRequestedAt, st.Message = in.Requested, d.Why
 		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s", d.Why)
 		return 0
 	case recoverNone:
 		return 0
 	}
+	st.Message = ""
 	x := &recoveryRunner{r: r, sub: sub, ro: ro, reg: t.kept, secret: t.secret, d: d, st: st, persisted: persisted}
 	x.start(ctx, now)
 	x.carryOut(ctx)
@@ -322,10 +326,13 @@ func (x *recoveryRunner) finish(ctx context.Context, requested string) {
 		st.LastHandledRequestedAt = requested
 	}
 	counts := fmt.Sprintf("recovered %d, skipped %d (already delivered), beyond the window %d, malformed %d", run.Recovered, run.Skipped, run.BeyondWindow, run.Malformed)
-	if run.Result == hookv1.RecoverySucceeded {
-		x.r.event(x.sub, corev1.EventTypeNormal, hookv1.ReasonRecoveryCompleted, "Recover", "%s", counts)
-	} else {
+	handled := run.Recovered+run.Skipped+run.BeyondWindow+run.Malformed > 0
+	switch {
+	case run.Result != hookv1.RecoverySucceeded:
 		x.r.event(x.sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s (%s): %s", run.Result, counts, run.Message)
+	case handled || run.Trigger == hookv1.TriggerRequested || run.Message != "":
+		// A routine look that found nothing (Stripe, once per resync) records no Event.
+		x.r.event(x.sub, corev1.EventTypeNormal, hookv1.ReasonRecoveryCompleted, "Recover", "%s", counts)
 	}
 	if run.BeyondWindow > 0 {
 		x.r.event(x.sub, corev1.EventTypeWarning, hookv1.ReasonBeyondRecoveryWindow, "Recover", "%d missed deliveries are beyond the %s the provider keeps and cannot be recovered", run.BeyondWindow, st.Window)
