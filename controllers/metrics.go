@@ -69,8 +69,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"namespace", "name", "provider", "result"}),
 		recoveryEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_recovery_events_total",
-			Help: "Missed deliveries handled by recovery runs, by outcome: recovered, skipped (the receiver already held it), beyond_window (past what the provider keeps: lost), malformed (an entry of the provider's answer that lacks an id).",
-		}, []string{"namespace", "name", "provider", "outcome"}),
+			Help: "Missed deliveries handled by recovery runs, by result (the label is result, as everywhere in both binaries): recovered, skipped (the receiver already held it), beyond_window (past what the provider keeps: lost), malformed (an entry of the provider's answer that lacks an id).",
+		}, []string{"namespace", "name", "provider", "result"}),
 		recoveryGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_recovery_gaps_total",
 			Help: "Recovery runs that started past the provider's window: deliveries missed before it (how many is unknown) cannot be recovered.",
