@@ -223,7 +223,7 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, sub *hookv1.WebhookSubsc
 		// of its own.
 		recCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
 		defer cancel()
-		if wait := r.recover(recCtx, sub, target); wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		if wait := r.recoverMissed(recCtx, sub, target); wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
 			res.RequeueAfter = wait
 		}
 	}

@@ -116,7 +116,9 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 		return d
 	}
 	failing := in.Health.State == providers.HealthFailing || in.Health.State == providers.HealthDisabled || in.Health.Failed > 0
-	due := in.LastRunStart.IsZero() || in.Now.Sub(in.LastRunStart) >= in.Resync
+	// Once per resync wave: a wave's jitter (up to 5% of the interval) may wake the next one a
+	// little less than an interval after this one.
+	due := in.LastRunStart.IsZero() || in.Now.Sub(in.LastRunStart) >= in.Resync-in.Resync/10
 	switch {
 	case requested:
 		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerRequested, "requested through "+hookv1.AnnotationRecoverRequestedAt

@@ -77,6 +77,7 @@ func TestDecideRecovery(t *testing.T) {
 		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(fetchCaps), health(providers.DeliveryHealth{})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, fetch provider, run within this interval: none", recIn(caps(fetchCaps), lastRunAgo(time.Minute)), want{}},
+		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(fetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, range provider, healthy: none", recIn(caps(rangeCaps)), want{}},
 		{"Auto, range provider, failing: a run", recIn(caps(rangeCaps), health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},

@@ -237,7 +237,7 @@ func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
 // recover runs the recovery step as a reconcile that found the registration in step does.
 func (h *recHarness) recover() time.Duration {
 	h.t.Helper()
-	return h.r.recover(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret})
+	return h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret})
 }
 
 // stored is status.recovery as the API server holds it.
