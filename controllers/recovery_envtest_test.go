@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -280,6 +281,7 @@ var _ = Describe("Recovery of missed deliveries", Ordered, ContinueOnFailure, fu
 		}).Should(Succeed())
 		redelivered, _ := rec.snapshot()
 		Expect(redelivered).To(Equal([]string{"d1", "d2"}))
+		Expect(kstatus(s)).To(Equal(status.CurrentStatus), "Delivering False leaves kstatus Current")
 
 		rec.setHealth(&providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled after 40 failures"})
 		Eventually(func(g Gomega) {
