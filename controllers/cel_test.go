@@ -103,6 +103,10 @@ var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnF
 		Entry("github repository ..", all(github, set("..", "provider", "github", "repository")), "spec.provider.github.repository must not be . or .."),
 		Entry("github event in Stripe style", all(github, set([]any{"invoice.paid"}, "events")),
 			"spec.events: GitHub names events in lowercase with underscores (push, pull_request), or '*' for all"),
+		Entry("recovery mode unknown", set(map[string]any{"mode": "Sometimes"}, "recovery"), "spec.recovery.mode must be Auto, Manual or Off"),
+		Entry("recovery mode in lowercase", set(map[string]any{"mode": "auto"}, "recovery"), "spec.recovery.mode must be Auto, Manual or Off"),
+		Entry("recovery lookback: banana", set(map[string]any{"lookback": "banana"}, "recovery"), "spec.recovery.lookback must be a duration such as 72h, 30m or 1h30m"),
+		Entry("recovery lookback too short", set(map[string]any{"lookback": "30s"}, "recovery"), "spec.recovery.lookback must be at least 1m"),
 		Entry("rest with profile and profileRef", all(rest, set(map[string]any{"profile": "name: x", "profileRef": map[string]any{"name": "p", "key": "k"}}, "provider", "rest")),
 			"spec.provider.rest: set exactly one of profileRef or profile"),
 	)

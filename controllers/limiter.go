@@ -24,6 +24,9 @@ type limiter struct {
 	// until is when the provider may be asked again; streak counts rate limits in a row.
 	until  time.Time
 	streak int
+	// redeliver is the provider's own pace for redelivery requests (RedeliverRate), made on
+	// first use.
+	redeliver *rate.Limiter
 }
 
 // newLimiter paces at r and backs off by policy (providers.DefaultRateLimitBackoff if zero).

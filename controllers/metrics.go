@@ -7,7 +7,9 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -21,11 +23,19 @@ type Metrics struct {
 	rateLimited *prometheus.CounterVec
 	unfit       *prometheus.CounterVec
 	ready       *prometheus.GaugeVec
+	// Recovery of missed deliveries, per subscription (recovery.go).
+	recoveryRuns   *prometheus.CounterVec
+	recoveryEvents *prometheus.CounterVec
+	recoveryGaps   *prometheus.CounterVec
+	deliveryHealth *prometheus.GaugeVec
+	watermarkAge   *prometheus.GaugeVec
 
 	mu sync.Mutex
 	// readyProvider is the provider label of each subscription's ready series, so a changed
 	// provider type replaces the series instead of leaving the old one behind.
 	readyProvider map[string]string
+	// recoveryProvider is the same for the recovery series.
+	recoveryProvider map[string]string
 }
 
 // NewMetrics creates the manager's metrics and registers them with reg.
@@ -53,9 +63,30 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hookwarden_subscription_ready",
 			Help: "1 when the subscription's Ready condition is True, else 0; no series while it is suspended. Served by the leader only.",
 		}, []string{"namespace", "name", "provider"}),
-		readyProvider: map[string]string{},
+		recoveryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_recovery_runs_total",
+			Help: "Recovery runs of missed deliveries by subscription and result (succeeded, partial, failed).",
+		}, []string{"namespace", "name", "provider", "result"}),
+		recoveryEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_recovery_events_total",
+			Help: "Missed deliveries handled by recovery runs, by result (the label is result, as everywhere in both binaries): recovered, skipped (the receiver already held it), beyond_window (past what the provider keeps: lost), malformed (an entry of the provider's answer that lacks an id).",
+		}, []string{"namespace", "name", "provider", "result"}),
+		recoveryGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_recovery_gaps_total",
+			Help: "Recovery runs that started past the provider's window: deliveries missed before it (how many is unknown) cannot be recovered.",
+		}, []string{"namespace", "name", "provider"}),
+		deliveryHealth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookwarden_delivery_health",
+			Help: "The provider's view of deliveries to the subscription's registration: 1 for the current state (healthy, failing, disabled, unknown), 0 for the others.",
+		}, []string{"namespace", "name", "provider", "state"}),
+		watermarkAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookwarden_recovery_watermark_age_seconds",
+			Help: "Age of the subscription's recovery watermark (everything before it was recovered or reported), as of its last reconcile.",
+		}, []string{"namespace", "name", "provider"}),
+		readyProvider:    map[string]string{},
+		recoveryProvider: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.rateLimited, m.unfit, m.ready} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.rateLimited, m.unfit, m.ready, m.recoveryRuns, m.recoveryEvents, m.recoveryGaps, m.deliveryHealth, m.watermarkAge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -142,4 +173,82 @@ func snakeCase(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// healthStates are the states of hookwarden_delivery_health, each a series per subscription.
+var healthStates = []providers.HealthState{providers.HealthHealthy, providers.HealthFailing, providers.HealthDisabled, providers.HealthUnknown}
+
+// setDeliveryHealth sets the subscription's health series: 1 for state, 0 for the others. It
+// also creates the subscription's recovery counters at 0, so increase() and the alerts see the
+// first run's counts.
+func (m *Metrics) setDeliveryHealth(namespace, name, provider string, state providers.HealthState) {
+	m.dropOtherProvider(namespace, name, provider)
+	for _, outcome := range []string{"recovered", "skipped", "beyond_window", "malformed"} {
+		m.recoveryEvents.WithLabelValues(namespace, name, provider, outcome)
+	}
+	m.recoveryGaps.WithLabelValues(namespace, name, provider)
+	for _, s := range healthStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.deliveryHealth.WithLabelValues(namespace, name, provider, s.String()).Set(v)
+	}
+}
+
+// setWatermark sets the watermark's age (no series while there is none).
+func (m *Metrics) setWatermark(namespace, name, provider string, watermark *metav1.Time, now time.Time) {
+	if watermark == nil {
+		m.watermarkAge.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+		return
+	}
+	m.watermarkAge.WithLabelValues(namespace, name, provider).Set(max(now.Sub(watermark.Time).Seconds(), 0))
+}
+
+// dropOtherProvider deletes the subscription's recovery series under the provider label it had
+// before, when its provider type changed.
+func (m *Metrics) dropOtherProvider(namespace, name, provider string) {
+	key := namespace + "/" + name
+	m.mu.Lock()
+	old, ok := m.recoveryProvider[key]
+	m.recoveryProvider[key] = provider
+	m.mu.Unlock()
+	if ok && old != provider {
+		l := prometheus.Labels{"namespace": namespace, "name": name, "provider": old}
+		for _, v := range m.recoverySeries() {
+			v.DeletePartialMatch(l)
+		}
+	}
+}
+
+func (m *Metrics) recoverySeries() []interface {
+	DeletePartialMatch(prometheus.Labels) int
+} {
+	return []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.recoveryRuns, m.recoveryEvents, m.recoveryGaps, m.deliveryHealth, m.watermarkAge}
+}
+
+// recoveryRun counts one ended run and what it handled.
+func (m *Metrics) recoveryRun(namespace, name, provider string, run *hookv1.RecoveryRun) {
+	m.recoveryRuns.WithLabelValues(namespace, name, provider, strings.ToLower(string(run.Result))).Inc()
+	for outcome, n := range map[string]int64{"recovered": run.Recovered, "skipped": run.Skipped, "beyond_window": run.BeyondWindow, "malformed": run.Malformed} {
+		m.recoveryEvents.WithLabelValues(namespace, name, provider, outcome).Add(float64(n))
+	}
+}
+
+// recoveryGap counts a run that started past the provider's window.
+func (m *Metrics) recoveryGap(namespace, name, provider string) {
+	m.recoveryGaps.WithLabelValues(namespace, name, provider).Inc()
+}
+
+// forgetRecovery drops a deleted subscription's recovery series.
+func (m *Metrics) forgetRecovery(namespace, name string) {
+	m.mu.Lock()
+	delete(m.recoveryProvider, namespace+"/"+name)
+	m.mu.Unlock()
+	l := prometheus.Labels{"namespace": namespace, "name": name}
+	for _, v := range m.recoverySeries() {
+		v.DeletePartialMatch(l)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +79,11 @@ type Reconciler struct {
 	ownWrites *ownWrites
 	// RouteSecrets, when set, copies signing material into the receiver's namespace.
 	RouteSecrets *RouteSecrets
+	// DeliveryClient sends recovered events to a registration's URL, and asks it whether it
+	// answers, before a recovery run; nil: a client that follows no redirect.
+	DeliveryClient *http.Client
+	// health keeps the providers' reports of deliveries, asked once per resync interval.
+	health healthMemo
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -160,6 +166,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, sub); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
+			r.Metrics.forgetRecovery(req.Namespace, req.Name)
+			r.health.forgetSubscription(req.Namespace + "/" + req.Name)
 			r.Accounts.Release(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -203,11 +211,23 @@ func (r *Reconciler) reconcileOnce(ctx context.Context, sub *hookv1.WebhookSubsc
 	}
 	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
 	defer cancel()
-	res, err := r.reconcile(opCtx, sub, requested != "")
+	res, target, err := r.reconcile(opCtx, sub, requested != "")
 	if requested != "" {
 		sub.Status.LastHandledReconcileAt = requested
 	}
-	return r.record(ctx, sub, res, err)
+	synced := err == nil
+	res, err = r.record(ctx, sub, res, err)
+	if synced {
+		// Recovery never changes what the reconcile recorded: its outcome is status.recovery,
+		// the Delivering condition and, for a rate limit, an earlier requeue. It has a deadline
+		// of its own.
+		recCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
+		defer cancel()
+		if wait := r.recoverMissed(recCtx, sub, target); wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+			res.RequeueAfter = wait
+		}
+	}
+	return res, err
 }
 
 // suspend leaves the registration alone and says so in a status kstatus reads as Current:
@@ -237,6 +257,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
 	meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 	r.Metrics.forget(sub.Namespace, sub.Name)
+	r.Metrics.forgetRecovery(sub.Namespace, sub.Name)
 }
 
 // session is one reconcile of one subscription while it holds its account's lock.
@@ -253,7 +274,14 @@ type session struct {
 // reconcile observes, plans and acts, in rounds: a round whose step changed which registration
 // is kept (a replacement) ends early, and the next round plans again from the account's cached
 // list, which holds our own writes. fresh skips the account's shared list.
-func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool) (ctrl.Result, recoveryTarget, error) {
+	var target recoveryTarget
+	res, err := r.sync(ctx, sub, fresh, &target)
+	return res, target, err
+}
+
+// sync is reconcile's observe-plan-act; target receives what a recovery run needs.
+func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (ctrl.Result, error) {
 	desiredURL, _, err := validateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return ctrl.Result{}, err
@@ -324,6 +352,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	}
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
+	*target = recoveryTarget{acct: acct, kept: kept, secret: string(s.signing.secrets[s.signing.current])}
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil

@@ -139,6 +139,8 @@ type managerOptions struct {
 	// --receiver-namespace), swept every routeSweep.
 	receiverNamespace string
 	routeSweep        time.Duration
+	// registry, when set, replaces the builtin provider registry.
+	registry providers.Registry
 }
 
 // runningManager is one manager process, as far as the cluster and the provider can tell:
@@ -186,6 +188,10 @@ func startManager(o managerOptions) *runningManager {
 	if qps == 0 {
 		qps = 200
 	}
+	registry := o.registry
+	if registry == nil {
+		registry = builtin.Registry()
+	}
 	var metrics *controllers.Metrics
 	if o.metrics != nil {
 		metrics, err = controllers.NewMetrics(o.metrics)
@@ -195,7 +201,7 @@ func startManager(o managerOptions) *runningManager {
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(builtin.Registry(), controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
+		Accounts:    controllers.NewAccounts(registry, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
 		Metrics:     metrics,
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,

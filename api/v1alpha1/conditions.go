@@ -16,6 +16,32 @@ const (
 	// ConditionTwinsFound is present (True) while registrations that resemble this one are left
 	// in place: foreign near-twins, or twins kept by policies.twins=Keep.
 	ConditionTwinsFound ConditionType = "TwinsFound"
+	// ConditionDelivering is the provider's view of deliveries to the kept registration: True
+	// (Healthy), False (Failing, DisabledByProvider) or Unknown. It never changes what Ready,
+	// Reconciling and Stalled mean, so kstatus reads the object as before.
+	ConditionDelivering ConditionType = "Delivering"
+)
+
+// Reasons of the Delivering condition.
+const (
+	// ReasonHealthy: the provider reports recent deliveries succeeding.
+	ReasonHealthy Reason = "Healthy"
+	// ReasonFailing: the provider reports recent deliveries failing.
+	ReasonFailing Reason = "Failing"
+	// ReasonDisabledByProvider: the provider stopped delivering because deliveries kept failing.
+	ReasonDisabledByProvider Reason = "DisabledByProvider"
+	// ReasonUnknown: the provider reports nothing about deliveries (none yet, or no such report).
+	ReasonUnknown Reason = "Unknown"
+)
+
+// Reasons of the Events a recovery run records.
+const (
+	ReasonRecoveryCompleted Reason = "RecoveryCompleted"
+	ReasonRecoveryFailed    Reason = "RecoveryFailed"
+	// ReasonBeyondRecoveryWindow: missed deliveries lie beyond what the provider keeps.
+	ReasonBeyondRecoveryWindow Reason = "BeyondRecoveryWindow"
+	// ReasonReenabled: the provider had disabled the registration; it was enabled again.
+	ReasonReenabled Reason = "Reenabled"
 )
 
 // Reason is the machine-readable reason of a condition or an Event.
@@ -80,6 +106,12 @@ const (
 	// reconcile.fluxcd.io/requestedAt="$(date +%s)"` work unchanged; the value handled last is
 	// status.lastHandledReconcileAt.
 	AnnotationReconcileRequestedAt = "reconcile.fluxcd.io/requestedAt"
+	// AnnotationRecoverRequestedAt asks for a recovery run now whenever its value changes (any
+	// string; a timestamp by convention: `kubectl annotate --overwrite whsub NAME
+	// hookwarden.io/recover-requested-at="$(date +%s)"`), in mode Auto and Manual; mode Off
+	// refuses it with a message in status.recovery.message. The value handled last is
+	// status.recovery.lastHandledRequestedAt, set once the run ended (or was refused).
+	AnnotationRecoverRequestedAt = "hookwarden.io/recover-requested-at"
 	// SecretKeyVerifier holds, for providers whose verification scheme is described rather than
 	// known by type (REST profiles), that description (JSON), so the receiver reads no ConfigMap.
 	SecretKeyVerifier = "verifier.json"

@@ -272,6 +272,45 @@ type WebhookSubscriptionSpec struct {
 	// Delivery is read by the bundled receiver: where verified events go.
 	// +optional
 	Delivery *DeliverySpec `json:"delivery,omitempty"`
+	// Recovery gets back the deliveries the provider reports as missed, through the provider
+	// (see status.recovery and the hookwarden.io/recover-requested-at annotation).
+	// +kubebuilder:default={}
+	// +optional
+	Recovery RecoverySpec `json:"recovery,omitempty"`
+}
+
+// RecoveryMode says when missed deliveries are recovered.
+type RecoveryMode string
+
+const (
+	// RecoveryAuto recovers when the provider reports failed deliveries to the registration (or,
+	// on providers that keep the events themselves, once per resync), and on request.
+	RecoveryAuto RecoveryMode = "Auto"
+	// RecoveryManual recovers only on request (the hookwarden.io/recover-requested-at annotation).
+	RecoveryManual RecoveryMode = "Manual"
+	// RecoveryOff never recovers; a request is refused with a message in status.recovery.
+	RecoveryOff RecoveryMode = "Off"
+)
+
+// RecoverySpec tunes the recovery of missed deliveries. The mode is checked by a CEL rule, not
+// an enum, so a wrong value is refused with a message that names the field.
+type RecoverySpec struct {
+	// Mode is Auto, Manual or Off.
+	// +kubebuilder:default=Auto
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self in ['Auto', 'Manual', 'Off']",message="spec.recovery.mode must be Auto, Manual or Off"
+	// +optional
+	Mode RecoveryMode `json:"mode,omitempty"`
+	// Lookback is how far back a run looks when nothing was recovered before (no watermark),
+	// and at most. A lookback longer than the provider keeps deliveries is clamped to the
+	// provider's window, with a message in status.recovery.lookbackClamped.
+	// +kubebuilder:default="72h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="spec.recovery.lookback must be a duration such as 72h, 30m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="spec.recovery.lookback must be at least 1m"
+	// +optional
+	Lookback *metav1.Duration `json:"lookback,omitempty"`
 }
 
 // WebhookSubscriptionStatus is the observed state.
@@ -310,6 +349,103 @@ type WebhookSubscriptionStatus struct {
 	// reconcile, with a fresh list from the provider, has run.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// Recovery is the state of missed-delivery recovery: how far it got, its last run, totals.
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+}
+
+// RecoveryTrigger says why a recovery run started.
+// +kubebuilder:validation:Enum=Auto;Requested
+type RecoveryTrigger string
+
+const (
+	// TriggerAuto: the provider reported failed deliveries (or a resync, on providers that keep
+	// the events themselves).
+	TriggerAuto RecoveryTrigger = "Auto"
+	// TriggerRequested: the hookwarden.io/recover-requested-at annotation changed.
+	TriggerRequested RecoveryTrigger = "Requested"
+)
+
+// RecoveryResult is the outcome of a recovery run.
+// +kubebuilder:validation:Enum=Running;Succeeded;Partial;Failed
+type RecoveryResult string
+
+const (
+	// RecoveryRunning: the run has started and not ended (a manager killed mid-run leaves it;
+	// the next run starts again from the watermark).
+	RecoveryRunning RecoveryResult = "Running"
+	// RecoverySucceeded: everything missed since the run's start point was recovered or
+	// reported.
+	RecoverySucceeded RecoveryResult = "Succeeded"
+	// RecoveryPartial: the run stopped part way (a failed hand-over, a rate limit); the
+	// watermark stays at the first event not recovered and the next run goes on from there.
+	RecoveryPartial RecoveryResult = "Partial"
+	// RecoveryFailed: nothing could be recovered (the receiver unreachable, the provider
+	// failing); the watermark did not move.
+	RecoveryFailed RecoveryResult = "Failed"
+)
+
+// RecoveryStatus is what recovery of missed deliveries has done.
+type RecoveryStatus struct {
+	// Available is false on providers that offer no way to recover (a REST profile without a
+	// recover section); Message says so.
+	Available bool `json:"available"`
+	// Message explains why recovery is not available, or why a requested run was refused.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Watermark: every delivery before it was recovered or reported as beyond the provider's
+	// window. It moves only past events the receiver has committed (or the provider confirms
+	// delivered).
+	// +optional
+	Watermark *metav1.Time `json:"watermark,omitempty"`
+	// Window is how far back the provider keeps what can be recovered (a duration, "72h").
+	// +optional
+	Window string `json:"window,omitempty"`
+	// LookbackClamped says that spec.recovery.lookback is longer than the provider's window and
+	// the window is used instead.
+	// +optional
+	LookbackClamped string `json:"lookbackClamped,omitempty"`
+	// LastRun is the latest recovery run.
+	// +optional
+	LastRun *RecoveryRun `json:"lastRun,omitempty"`
+	// Recovered, Skipped and BeyondWindow are totals over the subscription's life: deliveries
+	// recovered, found already delivered (the receiver's ledger held them), and missed
+	// deliveries beyond the provider's window that cannot come back.
+	// +optional
+	Recovered int64 `json:"recovered,omitempty"`
+	// +optional
+	Skipped int64 `json:"skipped,omitempty"`
+	// +optional
+	BeyondWindow int64 `json:"beyondWindow,omitempty"`
+	// LastHandledRequestedAt is the value of the hookwarden.io/recover-requested-at annotation
+	// last handled: the requested run has ended (see lastRun), or was refused (see message).
+	// +optional
+	LastHandledRequestedAt string `json:"lastHandledRequestedAt,omitempty"`
+}
+
+// RecoveryRun is one recovery run.
+type RecoveryRun struct {
+	Trigger   RecoveryTrigger `json:"trigger"`
+	StartTime metav1.Time     `json:"startTime"`
+	// +optional
+	CompletionTime *metav1.Time   `json:"completionTime,omitempty"`
+	Result         RecoveryResult `json:"result"`
+	// Recovered deliveries: handed to the receiver and accepted, or redeliveries the provider
+	// accepted.
+	// +optional
+	Recovered int64 `json:"recovered,omitempty"`
+	// Skipped deliveries the receiver already held.
+	// +optional
+	Skipped int64 `json:"skipped,omitempty"`
+	// BeyondWindow deliveries missed but past the provider's window.
+	// +optional
+	BeyondWindow int64 `json:"beyondWindow,omitempty"`
+	// Malformed entries of the provider's answer, skipped (a delivery without a guid, an event
+	// without an id).
+	// +optional
+	Malformed int64 `json:"malformed,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // PingResult is the outcome of a ping request.
@@ -360,6 +496,7 @@ type DeliveryStatus struct {
 // +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpointID`
+// +kubebuilder:printcolumn:name="Delivering",type=string,JSONPath=`.status.conditions[?(@.type=="Delivering")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type WebhookSubscription struct {

@@ -1,0 +1,362 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Recovery of missed deliveries, carried out: after a reconcile found the kept registration in
+// step with the spec, the provider's view of deliveries becomes the Delivering condition,
+// decideRecovery (recovery_plan.go) says whether a run starts, and the runner below does it.
+// One run at a time per subscription: it runs inside the subscription's reconcile, which
+// controller-runtime never runs twice at once for one object. The watermark is persisted after
+// every page, so a manager killed mid-run loses nothing: the next run starts again from it, and
+// the receiver's ledger answers what it had already committed as a duplicate.
+
+// fetchPage is how many events one page of a fetch run lists (Stripe's largest page).
+const fetchPage = 100
+
+// recoveryTarget is what a reconcile that found the registration in step hands on.
+type recoveryTarget struct {
+	acct *account
+	kept providers.Registration
+	// secret is the current signing secret ("" when none is held).
+	secret string
+}
+
+// recoveryRunner is one recovery run.
+type recoveryRunner struct {
+	r      *Reconciler
+	sub    *hookv1.WebhookSubscription
+	ro     recoveryOps
+	reg    providers.Registration
+	secret string
+	d      recoveryDecision
+	st     *hookv1.RecoveryStatus
+	run    *hookv1.RecoveryRun
+	// persisted is status.recovery as the API server holds it (what a mid-run patch diffs
+	// against).
+	persisted *hookv1.RecoveryStatus
+	// requeue is the wait a rate limit asks for before the run goes on (0: the next resync).
+	requeue time.Duration
+}
+
+// recoverMissed reports delivery health and recovers what the decision says; it returns the wait
+// before the next reconcile the run asks for (0: the resync's).
+func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubscription, t recoveryTarget) time.Duration {
+	ro := t.acct.recovery()
+	caps := ro.Caps()
+	now := r.Now()
+	persisted := sub.Status.Recovery.DeepCopy()
+	if sub.Status.Recovery == nil {
+		sub.Status.Recovery = &hookv1.RecoveryStatus{}
+	}
+	st := sub.Status.Recovery
+	st.Available = caps.Mode != providers.RecoveryNone && ro.CanRecover()
+	st.Window = ""
+	if caps.Window > 0 {
+		st.Window = formatDuration(caps.Window)
+	}
+	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
+	setDelivering(sub, t.kept.ID, health)
+	provider := string(sub.Spec.Provider.Type)
+	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, provider, health.State)
+	defer func() { r.Metrics.setWatermark(sub.Namespace, sub.Name, provider, st.Watermark, r.Now()) }()
+
+	in := recoveryInput{
+		Provider: provider, Mode: sub.Spec.Recovery.Mode, Requested: sub.Annotations[hookv1.AnnotationRecoverRequestedAt], LastHandled: st.LastHandledRequestedAt,
+		Caps: caps, CanRecover: ro.CanRecover(), CanReenable: ro.CanReenable(), Synced: t.kept.ID != "" && !sub.Spec.Disabled,
+		Health: health, Resync: resyncInterval(sub), Now: now,
+	}
+	if sub.Spec.Recovery.Lookback != nil {
+		in.Lookback = sub.Spec.Recovery.Lookback.Duration
+	}
+	if st.Watermark != nil {
+		in.Watermark = st.Watermark.Time
+	}
+	if st.LastRun != nil {
+		in.LastRunStart = st.LastRun.StartTime.Time
+	}
+	d := decideRecovery(in)
+	st.LookbackClamped = d.Clamped
+	switch {
+	case !st.Available:
+		st.Message = recoveryUnavailable
+	case st.Message == recoveryUnavailable:
+		st.Message = ""
+	}
+	switch d.Action {
+	case recoverRefuse:
+		// The message stays until the next run, so whoever asked can read why.
+		st.LastHandledRequestedAt, st.Message = in.Requested, d.Why
+		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s", d.Why)
+		return 0
+	case recoverNone:
+		return 0
+	}
+	st.Message = ""
+	x := &recoveryRunner{r: r, sub: sub, ro: ro, reg: t.kept, secret: t.secret, d: d, st: st, persisted: persisted}
+	x.start(ctx, now)
+	x.carryOut(ctx)
+	x.finish(ctx, in.Requested)
+	return x.requeue
+}
+
+func (x *recoveryRunner) logger(ctx context.Context) logr.Logger {
+	return log.FromContext(ctx).WithValues(logSubscription, subscriptionKey(x.sub), logProvider, string(x.sub.Spec.Provider.Type), logEndpointID, x.reg.ID)
+}
+
+// start records the run as Running, so a run that never ends is visible, and an automatic run
+// is not started again within the resync interval, whatever happens to this manager.
+func (x *recoveryRunner) start(ctx context.Context, now time.Time) {
+	x.run = &hookv1.RecoveryRun{Trigger: x.d.Trigger, StartTime: metav1.NewTime(now), Result: hookv1.RecoveryRunning}
+	x.st.LastRun = x.run
+	x.logger(ctx).Info("recovery run starts", "trigger", string(x.d.Trigger), "since", x.d.Since, logReason, x.d.Why)
+	x.persist(ctx)
+}
+
+// carryOut checks that the endpoint answers, re-enables a disabled registration and recovers
+// in the provider's mode.
+func (x *recoveryRunner) carryOut(ctx context.Context) {
+	if err := x.r.probe(ctx, x.reg.URL); err != nil {
+		x.fail(hookv1.RecoveryFailed, "%v; retried at the next resync", err)
+		return
+	}
+	if x.d.Reenable {
+		if err := x.ro.Reenable(ctx, x.reg); err != nil {
+			x.stopOn(err, "enabling the registration the provider disabled")
+			return
+		}
+		x.r.event(x.sub, corev1.EventTypeNormal, hookv1.ReasonReenabled, "Recover", "the provider had disabled %s; enabled it again (the endpoint answers)", x.reg.ID)
+	}
+	if !x.d.Gap.IsZero() {
+		msg := fmt.Sprintf("deliveries missed between %s and %s are beyond the %s the provider keeps and cannot be recovered",
+			x.d.Gap.UTC().Format(time.RFC3339), x.d.GapEnd.UTC().Format(time.RFC3339), x.st.Window)
+		x.run.Message = msg
+		x.r.event(x.sub, corev1.EventTypeWarning, hookv1.ReasonBeyondRecoveryWindow, "Recover", "%s", msg)
+		x.r.Metrics.recoveryGap(x.sub.Namespace, x.sub.Name, string(x.sub.Spec.Provider.Type))
+	}
+	switch x.ro.Caps().Mode {
+	case providers.RecoveryFetch:
+		x.fetch(ctx)
+	case providers.RecoveryRedeliver:
+		x.redeliver(ctx)
+	case providers.RecoveryRange:
+		x.rangeRecover(ctx)
+	}
+}
+
+// fetch hands each missed event, oldest first, to the registration's URL, signed as the
+// provider signs it. The watermark follows the last event the receiver committed (202) or
+// already held (200); the first other answer stops the run there.
+func (x *recoveryRunner) fetch(ctx context.Context) {
+	if x.secret == "" {
+		x.fail(hookv1.RecoveryFailed, "no current signing secret is held, so recovered events cannot be signed")
+		return
+	}
+	since, seen := x.d.Since, map[string]bool{}
+	for {
+		page, err := x.ro.Missed(ctx, x.reg, x.reg.Events, since, fetchPage)
+		if err != nil {
+			x.stopOn(err, "listing missed events")
+			return
+		}
+		x.run.Malformed += int64(page.Malformed)
+		fresh := 0
+		for _, m := range page.Missed {
+			if seen[m.ID] {
+				continue
+			}
+			seen[m.ID] = true
+			fresh++
+			if m.Expired {
+				x.run.BeyondWindow++
+				x.advance(m.At)
+				continue
+			}
+			if !x.handOver(ctx, m) {
+				x.persist(ctx)
+				return
+			}
+			x.advance(m.At)
+			since = m.At
+		}
+		x.persist(ctx)
+		if !page.More || fresh == 0 {
+			break
+		}
+	}
+	x.advance(x.run.StartTime.Time) // the listing covered everything up to the run's start
+}
+
+// handOver posts one event; false stops the run.
+func (x *recoveryRunner) handOver(ctx context.Context, m providers.Missed) bool {
+	header, err := x.ro.Sign(m.Payload, x.secret, x.r.Now())
+	if err != nil {
+		x.fail(hookv1.RecoveryPartial, "signing event %s: %v; the next run starts again from it", m.ID, err)
+		return false
+	}
+	code, err := x.r.handOver(ctx, x.reg.URL, header, m.Payload)
+	switch {
+	case err != nil:
+		x.fail(hookv1.RecoveryPartial, "handing event %s to %s: %v; the next run starts again from it", m.ID, x.reg.URL, err)
+		return false
+	case code == http.StatusAccepted:
+		x.run.Recovered++
+	case code == http.StatusOK:
+		x.run.Skipped++ // the receiver's ledger already holds it
+	default:
+		x.fail(hookv1.RecoveryPartial, "the receiver answered %d to event %s; the next run starts again from it", code, m.ID)
+		return false
+	}
+	return true
+}
+
+// redeliver asks the provider to redeliver each missed delivery in its window. The watermark
+// moves to the oldest delivery still missed in this listing (those that later succeeded are
+// not listed), never past one only asked for now: the next run's listing tells whether it
+// arrived.
+func (x *recoveryRunner) redeliver(ctx context.Context) {
+	page, err := x.ro.Missed(ctx, x.reg, x.reg.Events, x.d.Since, 0)
+	if err != nil {
+		x.stopOn(err, "listing missed deliveries")
+		return
+	}
+	x.run.Malformed += int64(page.Malformed)
+	mark := x.run.StartTime.Time
+	for _, m := range page.Missed {
+		if !m.Expired && m.At.Before(mark) {
+			mark = m.At
+		}
+	}
+	x.advance(mark)
+	for i, m := range page.Missed {
+		if m.Expired {
+			x.run.BeyondWindow++
+			continue
+		}
+		wait, err := x.ro.Redeliver(ctx, x.reg, m)
+		left := len(page.Missed) - i
+		switch {
+		case wait > 0:
+			x.requeue = wait
+			x.fail(hookv1.RecoveryPartial, "paused at the provider's redelivery rate with %d deliveries left; going on in %s", left, wait.Round(time.Second))
+			return
+		case providers.KindOf(err) == providers.NotFound || providers.KindOf(err) == providers.Permanent:
+			// No longer kept, or past the window: reported, never asked for again.
+			x.run.BeyondWindow++
+		case err != nil:
+			x.stopOn(err, fmt.Sprintf("redelivering %s (%d left)", m.ID, left))
+			return
+		default:
+			x.run.Recovered++
+		}
+	}
+}
+
+// rangeRecover asks the provider to resend everything since the run's start point.
+func (x *recoveryRunner) rangeRecover(ctx context.Context) {
+	if err := x.ro.RecoverSince(ctx, x.reg, x.d.Since); err != nil {
+		x.stopOn(err, "asking the provider to resend")
+		return
+	}
+	x.note("asked the provider to resend everything since %s", x.d.Since.UTC().Format(time.RFC3339))
+	x.advance(x.run.StartTime.Time)
+}
+
+// stopOn ends the run on a provider error: a rate limit requeues after the stated wait.
+func (x *recoveryRunner) stopOn(err error, what string) {
+	result := hookv1.RecoveryFailed
+	if x.run.Recovered+x.run.Skipped > 0 {
+		result = hookv1.RecoveryPartial
+	}
+	if providers.KindOf(err) == providers.RateLimited {
+		x.requeue = max(providers.RetryAfter(err), defaultRateLimitWait)
+		x.fail(result, "%s: provider rate limit, going on in %s", what, x.requeue)
+		return
+	}
+	x.fail(result, "%s: %v", what, err)
+}
+
+func (x *recoveryRunner) fail(result hookv1.RecoveryResult, format string, args ...any) {
+	x.run.Result = result
+	x.note(format, args...)
+}
+
+func (x *recoveryRunner) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if x.run.Message != "" {
+		msg = x.run.Message + "; " + msg
+	}
+	x.run.Message = msg
+}
+
+// advance moves the watermark forward to at (never back).
+func (x *recoveryRunner) advance(at time.Time) {
+	if x.st.Watermark == nil || at.After(x.st.Watermark.Time) {
+		t := metav1.NewTime(at)
+		x.st.Watermark = &t
+	}
+}
+
+// finish records the run's end: totals, the request handled, Events, metrics, a log line.
+func (x *recoveryRunner) finish(ctx context.Context, requested string) {
+	run, st := x.run, x.st
+	end := metav1.NewTime(x.r.Now())
+	run.CompletionTime = &end
+	if run.Result == hookv1.RecoveryRunning {
+		run.Result = hookv1.RecoverySucceeded
+	}
+	st.Recovered += run.Recovered
+	st.Skipped += run.Skipped
+	st.BeyondWindow += run.BeyondWindow
+	if run.Trigger == hookv1.TriggerRequested {
+		st.LastHandledRequestedAt = requested
+	}
+	counts := fmt.Sprintf("recovered %d, skipped %d (already delivered), beyond the window %d, malformed %d", run.Recovered, run.Skipped, run.BeyondWindow, run.Malformed)
+	handled := run.Recovered+run.Skipped+run.BeyondWindow+run.Malformed > 0
+	switch {
+	case run.Result != hookv1.RecoverySucceeded:
+		x.r.event(x.sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s (%s): %s", run.Result, counts, run.Message)
+	case handled || run.Trigger == hookv1.TriggerRequested || run.Message != "":
+		// A routine look that found nothing (Stripe, once per resync) records no Event.
+		x.r.event(x.sub, corev1.EventTypeNormal, hookv1.ReasonRecoveryCompleted, "Recover", "%s", counts)
+	}
+	if run.BeyondWindow > 0 {
+		x.r.event(x.sub, corev1.EventTypeWarning, hookv1.ReasonBeyondRecoveryWindow, "Recover", "%d missed deliveries are beyond the %s the provider keeps and cannot be recovered", run.BeyondWindow, st.Window)
+	}
+	if run.Malformed > 0 {
+		x.logger(ctx).Info("skipped entries of the provider's answer that lack what its description promises", "malformed", run.Malformed)
+	}
+	x.r.Metrics.recoveryRun(x.sub.Namespace, x.sub.Name, string(x.sub.Spec.Provider.Type), run)
+	x.persist(ctx)
+	x.logger(ctx).Info("recovery run ended", "result", string(run.Result), "recovered", run.Recovered, "skipped", run.Skipped,
+		"beyondWindow", run.BeyondWindow, "malformed", run.Malformed, "message", run.Message)
+}
+
+// persist writes status.recovery alone, so that what a run has done so far survives the
+// manager; a failed write is only logged (the reconcile's own status patch follows).
+func (x *recoveryRunner) persist(ctx context.Context) {
+	base := &hookv1.WebhookSubscription{ObjectMeta: *x.sub.ObjectMeta.DeepCopy(), Status: hookv1.WebhookSubscriptionStatus{Recovery: x.persisted.DeepCopy()}}
+	obj := base.DeepCopy()
+	obj.Status.Recovery = x.st.DeepCopy()
+	// Written even when the run's own deadline has passed: that is when it matters most.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := x.r.Status().Patch(wctx, obj, client.MergeFrom(base)); err != nil {
+		x.logger(ctx).Info("could not persist the recovery watermark mid-run", "error", err.Error())
+		return
+	}
+	x.persisted = x.st.DeepCopy()
+}

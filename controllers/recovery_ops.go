@@ -1,0 +1,216 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// What a recovery run asks of the provider and of the receiver's endpoint. Provider requests go
+// through the credential's limiter, as every other request does; they do not need the
+// account's lock (the client is safe for concurrent use, and nothing here touches the cached
+// list), so a long run never holds up the other subscriptions of the account.
+
+// recoveryOps is the view of an account a recovery run uses.
+type recoveryOps struct{ a *account }
+
+func (a *account) recovery() recoveryOps { return recoveryOps{a} }
+
+func (o recoveryOps) call(ctx context.Context, op string, fn func() error) error {
+	return ops{o.a}.call(ctx, op, fn)
+}
+
+// Caps are the provider's recovery capabilities.
+func (o recoveryOps) Caps() providers.RecoveryCapabilities { return o.a.caps.Recovery }
+
+// CanRecover reports whether the client implements what its recovery mode needs.
+func (o recoveryOps) CanRecover() bool {
+	switch o.a.caps.Recovery.Mode {
+	case providers.RecoveryRedeliver:
+		_, ok := o.a.client.(providers.Recoverer)
+		return ok
+	case providers.RecoveryFetch:
+		_, ok := o.a.client.(providers.Recoverer)
+		_, signs := o.a.client.(providers.DeliverySigner)
+		return ok && signs
+	case providers.RecoveryRange:
+		_, ok := o.a.client.(providers.RangeRecoverer)
+		return ok
+	}
+	return false
+}
+
+// CanReenable reports whether the client implements providers.Reenabler.
+func (o recoveryOps) CanReenable() bool {
+	_, ok := o.a.client.(providers.Reenabler)
+	return ok
+}
+
+func (o recoveryOps) Missed(ctx context.Context, reg providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	var page providers.MissedPage
+	err := o.call(ctx, "missed", func() (err error) {
+		page, err = o.a.client.(providers.Recoverer).Missed(ctx, reg, events, since, limit)
+		return err
+	})
+	return page, err
+}
+
+// Redeliver asks for one redelivery. A wait longer than zero says the provider's own
+// redelivery rate (RecoveryCapabilities.RedeliverRate) allows none now: nothing was sent.
+func (o recoveryOps) Redeliver(ctx context.Context, reg providers.Registration, m providers.Missed) (wait time.Duration, err error) {
+	if r := o.a.caps.Recovery.RedeliverRate; !r.IsZero() {
+		if wait := o.a.limiter.redeliverWait(r); wait > 0 {
+			return wait, nil
+		}
+	}
+	return 0, o.call(ctx, "redeliver", func() error { return o.a.client.(providers.Recoverer).Redeliver(ctx, reg, m) })
+}
+
+func (o recoveryOps) RecoverSince(ctx context.Context, reg providers.Registration, since time.Time) error {
+	return o.call(ctx, "recover_since", func() error { return o.a.client.(providers.RangeRecoverer).RecoverSince(ctx, reg, since) })
+}
+
+func (o recoveryOps) Reenable(ctx context.Context, reg providers.Registration) error {
+	return o.call(ctx, "reenable", func() error { return o.a.client.(providers.Reenabler).Reenable(ctx, reg) })
+}
+
+// Health asks a providers.HealthReporter; ok is false when the client is none.
+func (o recoveryOps) Health(ctx context.Context, reg providers.Registration) (h providers.DeliveryHealth, ok bool, err error) {
+	hr, ok := o.a.client.(providers.HealthReporter)
+	if !ok {
+		return h, false, nil
+	}
+	err = o.call(ctx, "health", func() (err error) {
+		h, err = hr.Health(ctx, reg)
+		return err
+	})
+	return h, true, err
+}
+
+// Sign returns the headers the provider sends with payload (providers.DeliverySigner).
+func (o recoveryOps) Sign(payload []byte, secret string, now time.Time) (http.Header, error) {
+	return o.a.client.(providers.DeliverySigner).SignDelivery(payload, secret, now)
+}
+
+// redeliverWait takes a token of the credential's redelivery bucket (r, created on first use)
+// at the limiter's clock, or returns how long until one is free (taking none).
+func (l *limiter) redeliverWait(r providers.Rate) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.redeliver == nil {
+		l.redeliver = rate.NewLimiter(rate.Limit(r.PerSecond), max(r.Burst, 1))
+	}
+	now := l.now()
+	res := l.redeliver.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+// healthMemo keeps each subscription's last HealthReporter answer, so the provider is asked at
+// most once per resync interval.
+type healthMemo struct {
+	mu sync.Mutex
+	m  map[string]healthAnswer
+}
+
+type healthAnswer struct {
+	at time.Time
+	h  providers.DeliveryHealth
+}
+
+func (hm *healthMemo) get(key string, now time.Time, ttl time.Duration) (providers.DeliveryHealth, bool) {
+	hm.mu.Lock()
+	defer hm.mu.Unlock()
+	a, ok := hm.m[key]
+	if !ok || now.Sub(a.at) >= ttl || now.Before(a.at) {
+		return providers.DeliveryHealth{}, false
+	}
+	return a.h, true
+}
+
+func (hm *healthMemo) put(key string, now time.Time, h providers.DeliveryHealth) {
+	hm.mu.Lock()
+	defer hm.mu.Unlock()
+	if hm.m == nil {
+		hm.m = map[string]healthAnswer{}
+	}
+	hm.m[key] = healthAnswer{at: now, h: h}
+}
+
+// forgetSubscription drops the answers kept for subscription sub ("namespace/name").
+func (hm *healthMemo) forgetSubscription(sub string) {
+	hm.mu.Lock()
+	defer hm.mu.Unlock()
+	for k := range hm.m {
+		if strings.HasPrefix(k, sub+"\x00") {
+			delete(hm.m, k)
+		}
+	}
+}
+
+// errUnreachable says the registration's endpoint does not answer (a connection error or 5xx).
+var errUnreachable = errors.New("receiver unreachable")
+
+// probe asks the registration's URL whether it answers: any HTTP answer below 500 is an
+// endpoint that would take a delivery (a 405 to a GET included).
+func (r *Reconciler) probe(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUnreachable, err)
+	}
+	resp, err := r.deliveryClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUnreachable, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("%w: %s answers %d", errUnreachable, url, resp.StatusCode)
+	}
+	return nil
+}
+
+// handOver POSTs a recovered event to the registration's URL, signed as the provider signs
+// it, and returns the receiver's status code.
+func (r *Reconciler) handOver(ctx context.Context, url string, header http.Header, payload []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := r.deliveryClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// deliveryClient is the Reconciler's DeliveryClient, or one that never follows a redirect: a
+// delivery goes to the registered URL only, as the provider's would.
+func (r *Reconciler) deliveryClient() *http.Client {
+	if r.DeliveryClient != nil {
+		return r.DeliveryClient
+	}
+	return &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}

@@ -1,0 +1,167 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// Whether a recovery run starts, from where, and what it reports beforehand: a pure function
+// of the subscription's recovery spec and status, the provider's recovery capabilities and its
+// view of deliveries. The runner (recovery.go) carries the decision out and never changes it.
+
+// DefaultRecoveryLookback applies when spec.recovery.lookback is unset.
+const DefaultRecoveryLookback = 72 * time.Hour
+
+// recoveryAction is the one thing a reconcile does about recovery.
+type recoveryAction int
+
+const (
+	// recoverNone: no run now.
+	recoverNone recoveryAction = iota
+	// recoverRun: a run, from Since.
+	recoverRun
+	// recoverRefuse: a requested run that is not done (mode Off, or no way to recover on this
+	// provider): the request is handled with Message.
+	recoverRefuse
+)
+
+func (a recoveryAction) String() string {
+	switch a {
+	case recoverRun:
+		return "run"
+	case recoverRefuse:
+		return "refuse"
+	}
+	return "none"
+}
+
+// recoveryInput is what the decision reads.
+type recoveryInput struct {
+	// Provider is the provider type, for messages.
+	Provider string
+	Mode     hookv1.RecoveryMode
+	Lookback time.Duration
+	// Requested is the recover-requested-at annotation, LastHandled the value handled last.
+	Requested, LastHandled string
+	Caps                   providers.RecoveryCapabilities
+	// CanRecover: the provider's client implements what Caps.Mode needs (Recoverer for
+	// redeliver and fetch, RangeRecoverer for range).
+	CanRecover bool
+	// CanReenable: the client implements providers.Reenabler.
+	CanReenable bool
+	// Synced: the kept registration matches the spec (this reconcile succeeded) and is not
+	// disabled by the spec.
+	Synced bool
+	// Health is the provider's view of deliveries to the kept registration (merged).
+	Health providers.DeliveryHealth
+	// Watermark and LastRunStart come from status (zero when unset).
+	Watermark, LastRunStart time.Time
+	// Resync is the subscription's resync interval: automatic runs start at most once per
+	// interval.
+	Resync time.Duration
+	Now    time.Time
+}
+
+// recoveryDecision is the one decision, with everything the run needs to know beforehand.
+type recoveryDecision struct {
+	Action  recoveryAction
+	Trigger hookv1.RecoveryTrigger
+	// Why explains the decision (logs, tests, a refusal's message).
+	Why string
+	// Reenable: enable the registration the provider disabled, before the run.
+	Reenable bool
+	// Since is where the run starts: max(watermark, now − lookback, now − window).
+	Since time.Time
+	// Gap, when not zero, starts a span [Gap, GapEnd) of possibly missed deliveries that lies
+	// beyond the provider's window: reported, never requested.
+	Gap, GapEnd time.Time
+	// Clamped is the lookback-clamped message ("" when the lookback fits the window).
+	Clamped string
+}
+
+// requested reports whether the annotation asks for a run not handled yet.
+func (in recoveryInput) requested() bool { return in.Requested != "" && in.Requested != in.LastHandled }
+
+// decideRecovery decides whether a recovery run starts now.
+func decideRecovery(in recoveryInput) recoveryDecision {
+	d := recoveryDecision{}
+	lookback := in.Lookback
+	if lookback <= 0 {
+		lookback = DefaultRecoveryLookback
+	}
+	if in.Caps.Window > 0 && lookback > in.Caps.Window {
+		d.Clamped = fmt.Sprintf("lookback %s is longer than the %s %s keeps; clamped to %s", formatDuration(lookback), formatDuration(in.Caps.Window), in.Provider, formatDuration(in.Caps.Window))
+		lookback = in.Caps.Window
+	}
+	requested := in.requested()
+	switch {
+	case in.Caps.Mode == providers.RecoveryNone || !in.CanRecover:
+		d.Why = recoveryUnavailable
+		if requested {
+			d.Action = recoverRefuse
+		}
+		return d
+	case in.Mode == hookv1.RecoveryOff:
+		d.Why = "recovery is off (spec.recovery.mode: Off)"
+		if requested {
+			d.Action, d.Why = recoverRefuse, "recovery was requested but spec.recovery.mode is Off: nothing was run"
+		}
+		return d
+	case !in.Synced:
+		// A request waits (it stays unhandled) until the registration is in step again.
+		d.Why = "the registration does not match the spec yet (or the spec disables it)"
+		return d
+	}
+	failing := in.Health.State == providers.HealthFailing || in.Health.State == providers.HealthDisabled || in.Health.Failed > 0
+	// Once per resync wave: a wave's jitter (up to 5% of the interval) may wake the next one a
+	// little less than an interval after this one.
+	due := in.LastRunStart.IsZero() || in.Now.Sub(in.LastRunStart) >= in.Resync-in.Resync/10
+	switch {
+	case requested:
+		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerRequested, "requested through "+hookv1.AnnotationRecoverRequestedAt
+	case in.Mode == hookv1.RecoveryManual:
+		d.Why = "mode Manual: runs only on request"
+	case !due:
+		d.Why = "an automatic run already started in this resync interval"
+	case failing:
+		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider reports failed deliveries ("+in.Health.State.String()+")"
+	case in.Caps.Mode == providers.RecoveryFetch:
+		// The provider keeps no per-registration health (Stripe): look once per resync.
+		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider keeps the events themselves: one look per resync"
+	default:
+		d.Why = "the provider reports no failed deliveries"
+	}
+	if d.Action != recoverRun {
+		return d
+	}
+	d.Reenable = in.Health.State == providers.HealthDisabled && in.CanReenable
+	// since = max(watermark, now − lookback, now − window); the lookback is at most the window.
+	d.Since = in.Now.Add(-lookback)
+	if !in.Watermark.IsZero() && in.Watermark.After(d.Since) {
+		d.Since = in.Watermark
+	}
+	// What was missed before the window cannot come back: from the watermark, or where the
+	// provider's own report of failures begins.
+	oldest := in.Watermark
+	if oldest.IsZero() && failing && !in.Health.Since.IsZero() {
+		oldest = in.Health.Since
+	}
+	if in.Caps.Window > 0 && !oldest.IsZero() && oldest.Before(in.Now.Add(-in.Caps.Window)) {
+		d.Gap, d.GapEnd = oldest, in.Now.Add(-in.Caps.Window)
+	}
+	return d
+}
+
+// recoveryUnavailable is the status message of a provider without a way to recover.
+const recoveryUnavailable = "recovery is not available on this provider profile (no recover section)"
+
+// formatDuration prints whole hours as "72h" and anything else as time.Duration does.
+func formatDuration(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
+}

@@ -1,0 +1,124 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+var (
+	recNow      = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	fetchCaps   = providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: 30 * 24 * time.Hour}
+	redeliCaps  = providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: 72 * time.Hour}
+	rangeCaps   = providers.RecoveryCapabilities{Mode: providers.RecoveryRange, Window: 14 * 24 * time.Hour}
+	noneCaps    = providers.RecoveryCapabilities{}
+	failingNow  = providers.DeliveryHealth{State: providers.HealthFailing, Failed: 3, Total: 3, Since: recNow.Add(-2 * time.Hour)}
+	disabledNow = providers.DeliveryHealth{State: providers.HealthDisabled}
+)
+
+// recIn is a synced Auto subscription on a redeliver provider, healthy, never run.
+func recIn(opts ...func(*recoveryInput)) recoveryInput {
+	in := recoveryInput{Provider: "github", Mode: hookv1.RecoveryAuto, Caps: redeliCaps, CanRecover: true, Synced: true,
+		Health: providers.DeliveryHealth{State: providers.HealthHealthy}, Resync: 10 * time.Minute, Now: recNow}
+	for _, o := range opts {
+		o(&in)
+	}
+	return in
+}
+
+func mode(m hookv1.RecoveryMode) func(*recoveryInput) { return func(in *recoveryInput) { in.Mode = m } }
+func caps(c providers.RecoveryCapabilities) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Caps = c }
+}
+func health(h providers.DeliveryHealth) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Health = h }
+}
+func requestedAt(v, handled string) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Requested, in.LastHandled = v, handled }
+}
+func watermarkAgo(d time.Duration) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Watermark = recNow.Add(-d) }
+}
+func lastRunAgo(d time.Duration) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.LastRunStart = recNow.Add(-d) }
+}
+func lookback(d time.Duration) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Lookback = d }
+}
+func notSynced(in *recoveryInput)     { in.Synced = false }
+func cannotRecover(in *recoveryInput) { in.CanRecover = false }
+func canReenable(in *recoveryInput)   { in.CanReenable = true }
+
+func TestDecideRecovery(t *testing.T) {
+	type want struct {
+		Action  recoveryAction
+		Trigger hookv1.RecoveryTrigger
+		// Since and Gap as ages before now (0: zero time for Gap).
+		SinceAgo, GapAgo time.Duration
+		Reenable         bool
+		Clamped          string
+	}
+	cases := []struct {
+		reason string
+		in     recoveryInput
+		want   want
+	}{
+		{"Auto, healthy, redeliver: nothing to recover", recIn(), want{}},
+		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, healthy state but failures among recent deliveries: a run", recIn(health(providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 10})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(disabledNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(disabledNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, Reenable: true}},
+		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(failingNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, failing, an automatic run already started in this resync interval: none", recIn(health(failingNow), lastRunAgo(5*time.Minute)), want{}},
+		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(fetchCaps), health(providers.DeliveryHealth{})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, fetch provider, run within this interval: none", recIn(caps(fetchCaps), lastRunAgo(time.Minute)), want{}},
+		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(fetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, range provider, healthy: none", recIn(caps(rangeCaps)), want{}},
+		{"Auto, range provider, failing: a run", recIn(caps(rangeCaps), health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"a request already handled: nothing", recIn(requestedAt("1", "1")), want{}},
+		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"Manual, failing: no automatic run", recIn(mode(hookv1.RecoveryManual), health(failingNow)), want{}},
+		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"Off, failing: nothing", recIn(mode(hookv1.RecoveryOff), health(failingNow)), want{}},
+		{"Off, a request: refused", recIn(mode(hookv1.RecoveryOff), requestedAt("x", "")), want{Action: recoverRefuse}},
+		{"no recovery on the provider, a request: refused", recIn(caps(noneCaps), requestedAt("x", "")), want{Action: recoverRefuse}},
+		{"no recovery on the provider, failing: nothing", recIn(caps(noneCaps), health(failingNow)), want{}},
+		{"the client lacks the interface its mode needs, a request: refused", recIn(cannotRecover, requestedAt("x", "")), want{Action: recoverRefuse}},
+		{"not synced, a request: waits (not handled)", recIn(notSynced, requestedAt("x", "")), want{}},
+		{"not synced, failing: nothing", recIn(notSynced, health(failingNow)), want{}},
+		{"a watermark inside the lookback: from the watermark", recIn(health(failingNow), watermarkAgo(5*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour}},
+		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(failingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour}},
+		{"a watermark older than the window: from the window's start, the span before reported", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 96 * time.Hour}},
+		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-100 * time.Hour)})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 100 * time.Hour}},
+		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240 * time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.reason, func(t *testing.T) {
+			d := decideRecovery(tc.in)
+			got := want{Action: d.Action, Trigger: d.Trigger, Reenable: d.Reenable, Clamped: d.Clamped}
+			if !d.Since.IsZero() {
+				got.SinceAgo = recNow.Sub(d.Since)
+			}
+			if !d.Gap.IsZero() {
+				got.GapAgo = recNow.Sub(d.Gap)
+				if want := recNow.Add(-tc.in.Caps.Window); !d.GapEnd.Equal(want) {
+					t.Errorf("gap ends %s, want the window's start %s", d.GapEnd, want)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s (why: %s) (-want +got):\n%s", tc.reason, d.Why, diff)
+			}
+			if d.Why == "" {
+				t.Errorf("the decision gives no reason")
+			}
+		})
+	}
+}

@@ -1,0 +1,563 @@
+package controllers
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// The recovery runner against an in-memory provider that implements every recovery interface
+// (which one a run uses follows its capabilities) and a receiver that answers as the bundled
+// one does: 202 accepted, 200 duplicate, an error.
+
+type fakeRecoverer struct {
+	*fakeAccountClient
+	mu sync.Mutex
+	// log is what the provider reports missed, oldest first; pageCap caps a page.
+	log       []providers.Missed
+	malformed int
+	pageCap   int
+	// listed counts Missed calls, with the since each was asked from.
+	listed []time.Time
+	// redelivered are the ids asked for, in order; redeliverErr answers one id with an error.
+	redelivered  []string
+	redeliverErr map[string]error
+	rangeSince   []time.Time
+	report       *providers.DeliveryHealth
+	healthCalls  int
+	reenabled    int
+}
+
+var (
+	_ providers.Recoverer      = (*fakeRecoverer)(nil)
+	_ providers.RangeRecoverer = (*fakeRecoverer)(nil)
+	_ providers.HealthReporter = (*fakeRecoverer)(nil)
+	_ providers.Reenabler      = (*fakeRecoverer)(nil)
+	_ providers.DeliverySigner = (*fakeRecoverer)(nil)
+)
+
+func newFakeRecoverer(rc providers.RecoveryCapabilities, log ...providers.Missed) *fakeRecoverer {
+	f := &fakeRecoverer{fakeAccountClient: newFakeAccountClient(), log: log, redeliverErr: map[string]error{}}
+	f.caps.Recovery = rc
+	return f
+}
+
+func (f *fakeRecoverer) Missed(_ context.Context, _ providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listed = append(f.listed, since)
+	if err := f.fail("Missed"); err != nil {
+		return providers.MissedPage{}, err
+	}
+	if f.pageCap > 0 && (limit == 0 || limit > f.pageCap) {
+		limit = f.pageCap
+	}
+	var page providers.MissedPage
+	for _, m := range f.log {
+		if m.At.Before(since) || !(slices.Contains(events, "*") || slices.Contains(events, m.Type)) {
+			continue
+		}
+		if limit > 0 && len(page.Missed) == limit {
+			page.More = true
+			break
+		}
+		page.Missed = append(page.Missed, m)
+	}
+	page.Malformed = f.malformed
+	return page, nil
+}
+
+func (f *fakeRecoverer) Redeliver(_ context.Context, _ providers.Registration, m providers.Missed) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.redelivered = append(f.redelivered, m.ID)
+	if err, ok := f.redeliverErr[m.ID]; ok {
+		delete(f.redeliverErr, m.ID)
+		return err
+	}
+	return nil
+}
+
+func (f *fakeRecoverer) RecoverSince(_ context.Context, _ providers.Registration, since time.Time) error {
+	f.rangeSince = append(f.rangeSince, since)
+	return nil
+}
+
+func (f *fakeRecoverer) Health(context.Context, providers.Registration) (providers.DeliveryHealth, error) {
+	f.healthCalls++
+	if f.report == nil {
+		return providers.DeliveryHealth{}, nil
+	}
+	return *f.report, nil
+}
+
+func (f *fakeRecoverer) Reenable(context.Context, providers.Registration) error {
+	f.reenabled++
+	f.order = append(f.order, "Reenable")
+	return nil
+}
+
+// SignDelivery signs as a provider would: an HMAC of the payload with the secret.
+func (f *fakeRecoverer) SignDelivery(payload []byte, secret string, _ time.Time) (http.Header, error) {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Test-Signature", testSignature(payload, secret))
+	return h, nil
+}
+
+func testSignature(payload []byte, secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(payload)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// testReceiver answers deliveries as the bundled receiver does: a bad signature 401, a
+// committed id 200 (duplicate), a new one 202; fail answers the given id with a status.
+type testReceiver struct {
+	mu       sync.Mutex
+	secret   string
+	ledger   map[string]bool
+	received []string
+	fail     map[string]int
+	probe    int // status of a GET (0: 405, as a POST-only route)
+	// onDelivery, when set, runs before a delivery is answered.
+	onDelivery func(id string)
+}
+
+func (rc *testReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rc.mu.Lock()
+	if req.Method == http.MethodGet {
+		code := rc.probe
+		rc.mu.Unlock()
+		if code == 0 {
+			code = http.StatusMethodNotAllowed
+		}
+		w.WriteHeader(code)
+		return
+	}
+	body, _ := io.ReadAll(req.Body)
+	var ev struct{ ID string }
+	_ = json.Unmarshal(body, &ev)
+	hook := rc.onDelivery
+	rc.mu.Unlock()
+	if hook != nil {
+		hook(ev.ID)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.received = append(rc.received, ev.ID)
+	switch {
+	case req.Header.Get("Test-Signature") != testSignature(body, rc.secret):
+		w.WriteHeader(http.StatusUnauthorized)
+	case rc.fail[ev.ID] != 0:
+		w.WriteHeader(rc.fail[ev.ID])
+	case rc.ledger[ev.ID]:
+		w.WriteHeader(http.StatusOK)
+	default:
+		rc.ledger[ev.ID] = true
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+type recHarness struct {
+	t        *testing.T
+	provider *fakeRecoverer
+	receiver *testReceiver
+	kube     client.Client
+	sub      *hookv1.WebhookSubscription
+	r        *Reconciler
+	acct     *account
+	clock    *accountsTestClock
+	reg      providers.Registration
+	metrics  *prometheus.Registry
+	recorder *events.FakeRecorder
+}
+
+const recSecret = "whsec_recovery_test"
+
+func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := hookv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rc := &testReceiver{secret: recSecret, ledger: map[string]bool{}, fail: map[string]int{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	h := &recHarness{t: t, provider: f, receiver: rc, metrics: prometheus.NewRegistry(), recorder: events.NewFakeRecorder(100)}
+	h.sub = &hookv1.WebhookSubscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-orders", Generation: 1},
+		Spec: hookv1.WebhookSubscriptionSpec{
+			Provider:       hookv1.ProviderSpec{Type: hookv1.ProviderStripe},
+			Events:         []string{"invoice.paid"},
+			Endpoint:       hookv1.EndpointSpec{URL: srv.URL + "/hooks/shop/orders"},
+			ResyncInterval: &metav1.Duration{Duration: 10 * time.Minute},
+			Recovery:       hookv1.RecoverySpec{Mode: hookv1.RecoveryAuto},
+		},
+	}
+	h.kube = fake.NewClientBuilder().WithScheme(scheme).WithObjects(h.sub.DeepCopy()).WithStatusSubresource(&hookv1.WebhookSubscription{}).Build()
+	o, clock := newTestAccount(t, f)
+	h.acct, h.clock = o.a, clock
+	m, err := NewMetrics(h.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: clock.now}
+	h.reg = providers.Registration{ID: "we_1", URL: h.sub.Spec.Endpoint.URL, Events: h.sub.Spec.Events}
+	return h
+}
+
+// recover runs the recovery step as a reconcile that found the registration in step does.
+func (h *recHarness) recover() time.Duration {
+	h.t.Helper()
+	return h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret})
+}
+
+// stored is status.recovery as the API server holds it.
+func (h *recHarness) stored() *hookv1.RecoveryStatus {
+	h.t.Helper()
+	got := &hookv1.WebhookSubscription{}
+	if err := h.kube.Get(context.Background(), client.ObjectKeyFromObject(h.sub), got); err != nil {
+		h.t.Fatal(err)
+	}
+	return got.Status.Recovery
+}
+
+func (h *recHarness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (h *recHarness) counter(outcome string) float64 {
+	return metricValue(h.t, h.r.Metrics.recoveryEvents.WithLabelValues("shop", "orders", "stripe", outcome))
+}
+
+func metricValue(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func missedAt(id string, minutesAgo int, typ string) providers.Missed {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).Add(-time.Duration(minutesAgo) * time.Minute)
+	return providers.Missed{ID: id, At: at, Type: typ, Payload: []byte(`{"id":"` + id + `","type":"` + typ + `"}`)}
+}
+
+func runCounts(run *hookv1.RecoveryRun) [4]int64 {
+	return [4]int64{run.Recovered, run.Skipped, run.BeyondWindow, run.Malformed}
+}
+
+func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
+	e1, e2, e3, e4 := missedAt("evt_1", 40, "invoice.paid"), missedAt("evt_2", 30, "invoice.paid"), missedAt("evt_3", 20, "invoice.paid"), missedAt("evt_4", 10, "invoice.paid")
+	other := missedAt("evt_other", 25, "charge.refunded") // failed at another endpoint of the account
+	f := newFakeRecoverer(fetchCaps, e1, e2, other, e3, e4)
+	f.pageCap = 2
+	h := newRecHarness(t, f)
+	h.receiver.ledger["evt_2"] = true // arrived after all: the receiver answers a duplicate
+	h.receiver.fail["evt_3"] = http.StatusServiceUnavailable
+	// When evt_3 is handed over, the first page's progress must already be on the API server:
+	// a manager killed now loses nothing.
+	var atEvt3 *hookv1.RecoveryStatus
+	h.receiver.onDelivery = func(id string) {
+		if id == "evt_3" && atEvt3 == nil {
+			atEvt3 = h.stored()
+		}
+	}
+
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if run.Result != hookv1.RecoveryPartial || run.Trigger != hookv1.TriggerAuto {
+		t.Fatalf("run %s (%s), want Partial Auto: %s", run.Result, run.Trigger, run.Message)
+	}
+	if diff := cmp.Diff([4]int64{1, 1, 0, 0}, runCounts(run)); diff != "" {
+		t.Errorf("recovered, skipped, beyond, malformed (-want +got):\n%s", diff)
+	}
+	if got := h.sub.Status.Recovery.Watermark.Time; !got.Equal(e2.At) {
+		t.Errorf("watermark %s, want the last event committed (evt_2, %s)", got, e2.At)
+	}
+	if atEvt3 == nil || atEvt3.Watermark == nil || !atEvt3.Watermark.Time.Equal(e2.At) || atEvt3.LastRun.Result != hookv1.RecoveryRunning {
+		t.Errorf("when evt_3 was handed over, the API server held %+v; want watermark evt_2 and the run Running", atEvt3)
+	}
+	if diff := cmp.Diff([]string{"evt_1", "evt_2", "evt_3"}, h.receiver.received); diff != "" {
+		t.Errorf("received (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(run.Message, "503") || !strings.Contains(run.Message, "evt_3") {
+		t.Errorf("message %q does not say which event and answer stopped the run", run.Message)
+	}
+
+	// The receiver is well again; the next resync's run starts from the watermark: evt_2 again
+	// (a duplicate, nothing doubled at the sink), then evt_3 and evt_4.
+	delete(h.receiver.fail, "evt_3")
+	h.receiver.received = nil
+	h.clock.advance(10 * time.Minute)
+	h.recover()
+	run = h.sub.Status.Recovery.LastRun
+	if run.Result != hookv1.RecoverySucceeded {
+		t.Fatalf("second run %s: %s", run.Result, run.Message)
+	}
+	if diff := cmp.Diff([]string{"evt_2", "evt_3", "evt_4"}, h.receiver.received); diff != "" {
+		t.Errorf("second run received (-want +got):\n%s", diff)
+	}
+	st := h.stored()
+	if st.Recovered != 3 || st.Skipped != 2 || !st.Watermark.Time.Equal(run.StartTime.Time) {
+		t.Errorf("stored totals recovered %d skipped %d watermark %s; want 3, 2 and the run's start %s", st.Recovered, st.Skipped, st.Watermark, run.StartTime)
+	}
+	if got := f.listed[len(f.listed)-2]; !got.Equal(e2.At) {
+		t.Errorf("the second run listed from %s, want the watermark %s", got, e2.At)
+	}
+	if h.counter("recovered") != 3 || h.counter("skipped") != 2 {
+		t.Errorf("recovered %v skipped %v counted", h.counter("recovered"), h.counter("skipped"))
+	}
+	evs := strings.Join(h.events(), "\n")
+	if !strings.Contains(evs, hookv1.ReasonRecoveryFailed) || !strings.Contains(evs, hookv1.ReasonRecoveryCompleted+" recovered 2, skipped 1") {
+		t.Errorf("events:\n%s", evs)
+	}
+}
+
+func TestRecoveryFetchCountsExpiredAndMalformed(t *testing.T) {
+	old := missedAt("evt_old", 50, "invoice.paid")
+	old.Expired = true
+	f := newFakeRecoverer(fetchCaps, old, missedAt("evt_1", 10, "invoice.paid"))
+	f.malformed = 2
+	h := newRecHarness(t, f)
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if diff := cmp.Diff([4]int64{1, 0, 1, 2}, runCounts(run)); diff != "" {
+		t.Errorf("recovered, skipped, beyond, malformed (-want +got):\n%s", diff)
+	}
+	if slices.Contains(h.receiver.received, "evt_old") {
+		t.Errorf("an expired event was handed over")
+	}
+	if h.sub.Status.Recovery.BeyondWindow != 1 || h.counter("beyond_window") != 1 || h.counter("malformed") != 2 {
+		t.Errorf("beyond %d (metric %v), malformed metric %v", h.sub.Status.Recovery.BeyondWindow, h.counter("beyond_window"), h.counter("malformed"))
+	}
+	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, hookv1.ReasonBeyondRecoveryWindow+" 1 missed deliveries are beyond the 720h") {
+		t.Errorf("no BeyondRecoveryWindow event:\n%s", evs)
+	}
+}
+
+func TestRecoveryReceiverUnreachableSendsNothing(t *testing.T) {
+	f := newFakeRecoverer(fetchCaps, missedAt("evt_1", 10, "invoice.paid"))
+	h := newRecHarness(t, f)
+	h.receiver.probe = http.StatusBadGateway
+	mark := metav1.NewTime(time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC))
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if run.Result != hookv1.RecoveryFailed || !strings.Contains(run.Message, "receiver unreachable") {
+		t.Errorf("run %s: %s", run.Result, run.Message)
+	}
+	if len(f.listed) != 0 || len(h.receiver.received) != 0 {
+		t.Errorf("listed %d times, handed over %v: nothing should go out", len(f.listed), h.receiver.received)
+	}
+	if !h.sub.Status.Recovery.Watermark.Equal(&mark) {
+		t.Errorf("watermark moved to %s", h.sub.Status.Recovery.Watermark)
+	}
+}
+
+func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
+	e1, e2, e3 := missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"), missedAt("d3", 10, "invoice.paid")
+	f := newFakeRecoverer(redeliCaps, e1, e2, e3)
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 3, Total: 3}
+	f.redeliverErr["d2"] = &providers.Error{Kind: providers.RateLimited, StatusCode: 429, RetryAfter: 40 * time.Second}
+	h := newRecHarness(t, f)
+
+	wait := h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if run.Result != hookv1.RecoveryPartial || wait != 40*time.Second {
+		t.Fatalf("run %s, requeue %s; want Partial after the stated 40s: %s", run.Result, wait, run.Message)
+	}
+	if diff := cmp.Diff([]string{"d1", "d2"}, f.redelivered); diff != "" {
+		t.Errorf("asked for (-want +got):\n%s", diff)
+	}
+	if !h.sub.Status.Recovery.Watermark.Time.Equal(e1.At) {
+		t.Errorf("watermark %s, want the oldest still missed (d1 %s): nothing is confirmed delivered yet", h.sub.Status.Recovery.Watermark, e1.At)
+	}
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonFailing || c.Status != metav1.ConditionFalse {
+		t.Errorf("Delivering %+v, want False Failing", c)
+	}
+
+	// A requested run while the limit still says wait: no request at all.
+	h.sub.Annotations = map[string]string{hookv1.AnnotationRecoverRequestedAt: "now"}
+	h.clock.advance(10 * time.Second)
+	listed := len(f.listed)
+	h.recover()
+	if len(f.listed) != listed || len(f.redelivered) != 2 {
+		t.Errorf("requests sent while the rate limit was in force: %d lists, %v", len(f.listed)-listed, f.redelivered)
+	}
+	if run := h.sub.Status.Recovery.LastRun; run.Result != hookv1.RecoveryFailed || h.sub.Status.Recovery.LastHandledRequestedAt != "now" {
+		t.Errorf("requested run %s (handled %q), want Failed and the request handled", run.Result, h.sub.Status.Recovery.LastHandledRequestedAt)
+	}
+
+	// Past the wait, d1 arrived (the provider lists it no more); d2 and d3 are asked for.
+	h.clock.advance(10 * time.Minute)
+	f.log = []providers.Missed{e2, e3}
+	h.recover()
+	if diff := cmp.Diff([]string{"d1", "d2", "d2", "d3"}, f.redelivered); diff != "" {
+		t.Errorf("asked for (-want +got):\n%s", diff)
+	}
+	if !h.sub.Status.Recovery.Watermark.Time.Equal(e2.At) {
+		t.Errorf("watermark %s, want d2's %s", h.sub.Status.Recovery.Watermark, e2.At)
+	}
+	if got := h.sub.Status.Recovery.Recovered; got != 3 {
+		t.Errorf("recovered %d in all, want 3", got)
+	}
+}
+
+func TestRecoveryRedeliverKeepsTheProvidersRedeliveryRate(t *testing.T) {
+	rc := redeliCaps
+	rc.RedeliverRate = providers.Rate{PerSecond: 5.0 / 60, Burst: 2}
+	f := newFakeRecoverer(rc, missedAt("d1", 40, "invoice.paid"), missedAt("d2", 30, "invoice.paid"), missedAt("d3", 20, "invoice.paid"))
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
+	h := newRecHarness(t, f)
+	wait := h.recover()
+	if diff := cmp.Diff([]string{"d1", "d2"}, f.redelivered); diff != "" {
+		t.Errorf("asked for (-want +got):\n%s", diff)
+	}
+	if wait != 12*time.Second {
+		t.Errorf("requeue %s, want 12s (5 a minute)", wait)
+	}
+	if run := h.sub.Status.Recovery.LastRun; run.Result != hookv1.RecoveryPartial || !strings.Contains(run.Message, "1 deliveries left") {
+		t.Errorf("run %s: %s", run.Result, run.Message)
+	}
+}
+
+func TestRecoveryRedeliverReportsWhatCannotComeBack(t *testing.T) {
+	gone := missedAt("d0", 60, "invoice.paid")
+	gone.Expired = true
+	f := newFakeRecoverer(redeliCaps, gone, missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"))
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
+	f.redeliverErr["d1"] = &providers.Error{Kind: providers.NotFound, StatusCode: 404}
+	h := newRecHarness(t, f)
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if diff := cmp.Diff([4]int64{1, 0, 2, 0}, runCounts(run)); diff != "" {
+		t.Errorf("recovered, skipped, beyond, malformed (-want +got):\n%s", diff)
+	}
+	if slices.Contains(f.redelivered, "d0") {
+		t.Errorf("an expired delivery was asked for")
+	}
+	if run.Result != hookv1.RecoverySucceeded {
+		t.Errorf("run %s: %s", run.Result, run.Message)
+	}
+}
+
+func TestRecoveryRangeAndReenable(t *testing.T) {
+	f := newFakeRecoverer(rangeCaps)
+	f.report = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled after 40 failures"}
+	h := newRecHarness(t, f)
+	mark := metav1.NewTime(h.clock.now().Add(-3 * time.Hour))
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
+	h.recover()
+	if f.reenabled != 1 {
+		t.Errorf("re-enabled %d times, want once", f.reenabled)
+	}
+	if diff := cmp.Diff([]time.Time{mark.Time}, f.rangeSince); diff != "" {
+		t.Errorf("RecoverSince (-want +got):\n%s", diff)
+	}
+	st := h.sub.Status.Recovery
+	if st.LastRun.Result != hookv1.RecoverySucceeded || !st.Watermark.Time.Equal(st.LastRun.StartTime.Time) {
+		t.Errorf("run %s, watermark %s; want Succeeded and the run's start", st.LastRun.Result, st.Watermark)
+	}
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonDisabledByProvider || !strings.Contains(c.Message, "40 failures") {
+		t.Errorf("Delivering %+v", c)
+	}
+	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, hookv1.ReasonReenabled) {
+		t.Errorf("no Reenabled event:\n%s", evs)
+	}
+}
+
+func TestRecoveryOffRefusesARequest(t *testing.T) {
+	f := newFakeRecoverer(fetchCaps, missedAt("evt_1", 10, "invoice.paid"))
+	h := newRecHarness(t, f)
+	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
+	h.sub.Annotations = map[string]string{hookv1.AnnotationRecoverRequestedAt: "1"}
+	h.recover()
+	st := h.sub.Status.Recovery
+	if st.LastHandledRequestedAt != "1" || !strings.Contains(st.Message, "mode is Off") || st.LastRun != nil {
+		t.Errorf("status %+v, want the request handled with a refusal and no run", st)
+	}
+	if len(f.listed) != 0 {
+		t.Errorf("the provider was asked")
+	}
+}
+
+func TestRecoveryUnavailableSaysSo(t *testing.T) {
+	h := newRecHarness(t, newFakeRecoverer(noneCaps))
+	h.recover()
+	st := h.sub.Status.Recovery
+	if st.Available || st.Message != recoveryUnavailable {
+		t.Errorf("available %v, message %q", st.Available, st.Message)
+	}
+}
+
+func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
+	f := newFakeRecoverer(redeliCaps)
+	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 0, Total: 5}
+	h := newRecHarness(t, f)
+	h.recover()
+	h.clock.advance(time.Minute)
+	h.recover()
+	if f.healthCalls != 1 {
+		t.Errorf("asked %d times within one resync interval, want once", f.healthCalls)
+	}
+	c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != hookv1.ReasonHealthy {
+		t.Errorf("Delivering %+v, want True Healthy", c)
+	}
+	if v := metricValue(t, h.r.Metrics.deliveryHealth.WithLabelValues("shop", "orders", "stripe", "healthy")); v != 1 {
+		t.Errorf("healthy gauge %v", v)
+	}
+	h.clock.advance(10 * time.Minute)
+	f.report = nil
+	h.recover()
+	if f.healthCalls != 2 {
+		t.Errorf("asked %d times after a resync interval, want twice", f.healthCalls)
+	}
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c.Reason != hookv1.ReasonUnknown || c.Status != metav1.ConditionUnknown {
+		t.Errorf("Delivering %+v, want Unknown", c)
+	}
+	if v := metricValue(t, h.r.Metrics.deliveryHealth.WithLabelValues("shop", "orders", "stripe", "healthy")); v != 0 {
+		t.Errorf("healthy gauge %v after the state changed", v)
+	}
+}
