@@ -316,6 +316,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	maxAge := r.listAge(sub, o.Epoch(), fresh)
 	var rs rounds
 	var kept providers.Registration
+	providerDisabled := false
 	refusedCreates := 0
 	for round := 1; ; round++ {
 		if round > maxRounds {
@@ -325,6 +326,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if err != nil {
 			return ctrl.Result{}, fromList(err)
 		}
+		providerDisabled = providerDisabled || disabledByProvider(observed, sub.Status.EndpointID)
 		p := computePlan(s.planInput(observed, ownReceiverURL, rs))
 		s.reportUnfit(ctx, p)
 		out, err := s.execute(ctx, p, &rs)
@@ -352,7 +354,8 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	}
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
-	*target = recoveryTarget{acct: acct, kept: kept, secret: string(s.signing.secrets[s.signing.current])}
+	*target = recoveryTarget{acct: acct, kept: kept, secret: string(s.signing.secrets[s.signing.current]),
+		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID)}
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil

@@ -33,6 +33,19 @@ type recoveryTarget struct {
 	kept providers.Registration
 	// secret is the current signing secret ("" when none is held).
 	secret string
+	// providerDisabled: the provider had disabled the registration when this reconcile listed
+	// it (drift repair may have enabled it again since).
+	providerDisabled bool
+}
+
+// disabledByProvider reports whether the registration id is listed as disabled by the provider.
+func disabledByProvider(observed []providers.Registration, id string) bool {
+	for _, reg := range observed {
+		if id != "" && reg.ID == id && reg.Health != nil && reg.Health.State == providers.HealthDisabled {
+			return true
+		}
+	}
+	return false
 }
 
 // recoveryRunner is one recovery run.
@@ -67,6 +80,10 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	st.Window = ""
 	if caps.Window > 0 {
 		st.Window = formatDuration(caps.Window)
+	}
+	if t.providerDisabled && st.ProviderDisabledAt == nil {
+		at := metav1.NewTime(now)
+		st.ProviderDisabledAt = &at
 	}
 	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
 	setDelivering(sub, t.kept.ID, health)
@@ -166,8 +183,20 @@ func (x *recoveryRunner) fetch(ctx context.Context) {
 		return
 	}
 	since, seen := x.d.Since, map[string]bool{}
+	list := func(since time.Time) (providers.MissedPage, error) {
+		return x.ro.Missed(ctx, x.reg, x.reg.Events, since, fetchPage)
+	}
+	everything := x.st.ProviderDisabledAt != nil && x.ro.CanListEvents()
+	if everything {
+		// The provider sent nothing while it had the endpoint disabled and does not list those
+		// events as undelivered: list them all, from a resync before it was found disabled.
+		since = earliest(since, x.st.ProviderDisabledAt.Add(-resyncInterval(x.sub)), x.r.Now().Add(-x.ro.Caps().Window))
+		list = func(since time.Time) (providers.MissedPage, error) {
+			return x.ro.Events(ctx, x.reg.Events, since, fetchPage)
+		}
+	}
 	for {
-		page, err := x.ro.Missed(ctx, x.reg, x.reg.Events, since, fetchPage)
+		page, err := list(since)
 		if err != nil {
 			x.stopOn(err, "listing missed events")
 			return
@@ -198,6 +227,20 @@ func (x *recoveryRunner) fetch(ctx context.Context) {
 		}
 	}
 	x.advance(x.run.StartTime.Time) // the listing covered everything up to the run's start
+	if everything {
+		x.st.ProviderDisabledAt = nil
+	}
+}
+
+// earliest is the earlier of since and from, but never before floor (the provider's window).
+func earliest(since, from, floor time.Time) time.Time {
+	if from.Before(since) {
+		since = from
+	}
+	if since.Before(floor) {
+		since = floor
+	}
+	return since
 }
 
 // handOver posts one event; false stops the run.

@@ -56,6 +56,23 @@ func (o recoveryOps) CanReenable() bool {
 	return ok
 }
 
+// CanListEvents reports whether the provider can list every event, delivered or not
+// (providers.EventLister).
+func (o recoveryOps) CanListEvents() bool {
+	_, ok := o.a.client.(providers.EventLister)
+	return ok
+}
+
+// Events lists every event of the given types since since (providers.EventLister).
+func (o recoveryOps) Events(ctx context.Context, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	var page providers.MissedPage
+	err := o.call(ctx, "events", func() (err error) {
+		page, err = o.a.client.(providers.EventLister).Events(ctx, events, since, limit)
+		return err
+	})
+	return page, err
+}
+
 func (o recoveryOps) Missed(ctx context.Context, reg providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
 	var page providers.MissedPage
 	err := o.call(ctx, "missed", func() (err error) {

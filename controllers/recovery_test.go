@@ -38,7 +38,11 @@ type fakeRecoverer struct {
 	*fakeAccountClient
 	mu sync.Mutex
 	// log is what the provider reports missed, oldest first; pageCap caps a page.
-	log       []providers.Missed
+	log []providers.Missed
+	// unlisted are events the provider never counted as undelivered (created while it had the
+	// endpoint disabled): only Events lists them, beside log.
+	unlisted  []providers.Missed
+	events    []time.Time
 	malformed int
 	pageCap   int
 	// listed counts Missed calls, with the since each was asked from.
@@ -58,6 +62,7 @@ var (
 	_ providers.HealthReporter = (*fakeRecoverer)(nil)
 	_ providers.Reenabler      = (*fakeRecoverer)(nil)
 	_ providers.DeliverySigner = (*fakeRecoverer)(nil)
+	_ providers.EventLister    = (*fakeRecoverer)(nil)
 )
 
 func newFakeRecoverer(rc providers.RecoveryCapabilities, log ...providers.Missed) *fakeRecoverer {
@@ -88,6 +93,25 @@ func (f *fakeRecoverer) Missed(_ context.Context, _ providers.Registration, even
 		page.Missed = append(page.Missed, m)
 	}
 	page.Malformed = f.malformed
+	return page, nil
+}
+
+func (f *fakeRecoverer) Events(_ context.Context, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, since)
+	all := slices.SortedFunc(slices.Values(append(slices.Clone(f.log), f.unlisted...)), func(a, b providers.Missed) int { return a.At.Compare(b.At) })
+	var page providers.MissedPage
+	for _, m := range all {
+		if m.At.Before(since) || !(slices.Contains(events, "*") || slices.Contains(events, m.Type)) {
+			continue
+		}
+		if limit > 0 && len(page.Missed) == limit {
+			page.More = true
+			break
+		}
+		page.Missed = append(page.Missed, m)
+	}
 	return page, nil
 }
 
@@ -351,6 +375,40 @@ func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
 	evs := strings.Join(h.events(), "\n")
 	if !strings.Contains(evs, hookv1.ReasonRecoveryFailed) || !strings.Contains(evs, hookv1.ReasonRecoveryCompleted+" recovered 2, skipped 1") {
 		t.Errorf("events:\n%s", evs)
+	}
+}
+
+func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *testing.T) {
+	before := missedAt("evt_before", 40, "invoice.paid")                                                        // failed before the disable: listed as undelivered
+	during1, during2 := missedAt("evt_during1", 20, "invoice.paid"), missedAt("evt_during2", 5, "invoice.paid") // never sent: not listed as undelivered
+	f := newFakeRecoverer(fetchCaps, before)
+	f.unlisted = []providers.Missed{during1, during2}
+	h := newRecHarness(t, f)
+	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled}
+	// The watermark stayed 30 minutes back (the receiver was unreachable, or the manager down):
+	// the events of that span the provider never sent must come back.
+	mark := metav1.NewTime(h.clock.now().Add(-30 * time.Minute))
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
+	h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret, providerDisabled: true})
+	run := h.sub.Status.Recovery.LastRun
+	if run == nil || run.Result != hookv1.RecoverySucceeded {
+		t.Fatalf("run %+v, want Succeeded", run)
+	}
+	if diff := cmp.Diff([]string{"evt_during1", "evt_during2"}, h.receiver.received); diff != "" {
+		t.Errorf("received (-want +got):\n%s\nreason: while the endpoint was disabled the provider sent nothing and lists nothing as undelivered: every event since the watermark is handed over", diff)
+	}
+	if len(f.events) != 1 || !f.events[0].Equal(mark.Time) || len(f.listed) != 0 {
+		t.Errorf("Events asked from %v, Missed from %v; want Events once from the watermark (%s), Missed never", f.events, f.listed, mark.Time)
+	}
+	if h.stored().ProviderDisabledAt != nil {
+		t.Errorf("providerDisabledAt %s kept after a run that handed everything over", h.stored().ProviderDisabledAt)
+	}
+	// The endpoint is enabled again: the next run lists undelivered events only.
+	h.reg.Health = nil
+	h.clock.advance(10 * time.Minute)
+	h.recover()
+	if len(f.listed) != 1 || len(f.events) != 1 {
+		t.Errorf("after the run: Missed %d times, Events %d times; want the undelivered listing again", len(f.listed), len(f.events))
 	}
 }
 

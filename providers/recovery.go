@@ -103,6 +103,16 @@ type Recoverer interface {
 	Redeliver(ctx context.Context, reg Registration, m Missed) error
 }
 
+// EventLister is implemented by RecoveryFetch providers whose listing of undelivered events
+// cannot see what they never tried to send: Stripe sends nothing to an endpoint it disabled, so
+// an event created meanwhile never counted that endpoint as pending and delivery_success=false
+// does not list it. Events lists every event of the given types since since, delivered or
+// not, with Missed's paging and limit; the receiver's ledger answers those it holds as
+// duplicates.
+type EventLister interface {
+	Events(ctx context.Context, events []string, since time.Time, limit int) (MissedPage, error)
+}
+
 // RangeRecoverer is implemented by providers that resend everything since a time in one
 // request (RecoveryRange).
 type RangeRecoverer interface {

@@ -417,6 +417,13 @@ type RecoveryStatus struct {
 	Skipped int64 `json:"skipped,omitempty"`
 	// +optional
 	BeyondWindow int64 `json:"beyondWindow,omitempty"`
+	// ProviderDisabledAt is when the manager found the registration disabled by the provider
+	// (Stripe, after days of failed deliveries). A provider that disabled an endpoint sends it
+	// nothing and does not count it as pending, so until a run succeeds, recovery lists every
+	// event since one resync interval before this time, delivered or not, and the receiver's
+	// ledger answers those it holds as duplicates.
+	// +optional
+	ProviderDisabledAt *metav1.Time `json:"providerDisabledAt,omitempty"`
 	// LastHandledRequestedAt is the value of the hookwarden.io/recover-requested-at annotation
 	// last handled: the requested run has ended (see lastRun), or was refused (see message).
 	// +optional

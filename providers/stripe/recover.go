@@ -41,6 +41,7 @@ const (
 var (
 	_ providers.Recoverer      = (*Client)(nil)
 	_ providers.DeliverySigner = (*Client)(nil)
+	_ providers.EventLister    = (*Client)(nil)
 )
 
 // Missed lists, oldest first, the account's events of the given types (any type when events
@@ -52,10 +53,21 @@ var (
 // evt_ id or a numeric created is skipped and counted as Malformed. Payload is the event's JSON
 // exactly as the listing returned it.
 func (c *Client) Missed(ctx context.Context, _ providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	return c.events(ctx, events, since, limit, true)
+}
+
+// Events lists, as Missed does, every event of the given types created at or after since,
+// delivered or not (no delivery_success filter): what a recovery needs for the time an endpoint
+// was disabled, when Stripe counted it as pending for nothing.
+func (c *Client) Events(ctx context.Context, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+	return c.events(ctx, events, since, limit, false)
+}
+
+func (c *Client) events(ctx context.Context, events []string, since time.Time, limit int, undeliveredOnly bool) (providers.MissedPage, error) {
 	var out providers.MissedPage
 	seen := map[string]bool{}
 	for _, types := range typeBatches(events) {
-		batch, malformed, err := c.listUndelivered(ctx, types, since)
+		batch, malformed, err := c.listEvents(ctx, types, since, undeliveredOnly)
 		if err != nil {
 			return providers.MissedPage{}, err
 		}
@@ -84,12 +96,12 @@ func typeBatches(events []string) [][]string {
 	return slices.Collect(slices.Chunk(canonicalEvents(events), maxTypesPerList))
 }
 
-// listUndelivered reads one listing to its end (starting_after the last event of each page) and
-// returns its events oldest first.
-func (c *Client) listUndelivered(ctx context.Context, types []string, since time.Time) ([]providers.Missed, int, error) {
-	params := &stripego.EventListParams{
-		ListParams:      stripego.ListParams{Limit: stripego.Int64(pageSize)},
-		DeliverySuccess: stripego.Bool(false),
+// listEvents reads one listing to its end (starting_after the last event of each page) and
+// returns its events oldest first; undeliveredOnly adds delivery_success=false.
+func (c *Client) listEvents(ctx context.Context, types []string, since time.Time, undeliveredOnly bool) ([]providers.Missed, int, error) {
+	params := &stripego.EventListParams{ListParams: stripego.ListParams{Limit: stripego.Int64(pageSize)}}
+	if undeliveredOnly {
+		params.DeliverySuccess = stripego.Bool(false)
 	}
 	if len(types) > 0 {
 		params.Types = stripego.StringSlice(types)

@@ -438,4 +438,12 @@ func TestMissedDoesNotListEventsCreatedWhileTheEndpointWasDisabled(t *testing.T)
 	if diff := cmp.Diff(beforeDisable, missedIDs(page.Missed)); diff != "" {
 		t.Errorf("Missed (-want +got):\n%s\nreason: only events created before the disable count the endpoint as pending", diff)
 	}
+	// What recovery lists for the time the endpoint was disabled: every event, delivered or not.
+	all, err := s.c.Events(t.Context(), []string{"invoice.paid"}, since, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(append(append([]string{}, beforeDisable...), whileDisabled...), missedIDs(all.Missed)); diff != "" {
+		t.Errorf("Events (-want +got):\n%s\nreason: without delivery_success every event of the type since since is listed, oldest first", diff)
+	}
 }
