@@ -136,6 +136,7 @@ func run(ctx context.Context, o options, out io.Writer) (summary string, err err
 		d.showProviders,
 		d.burst,
 		d.restartManager,
+		d.recoverMissed,
 		d.deleteSamples,
 		d.checkLogsForSecrets,
 	}
