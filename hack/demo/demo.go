@@ -51,14 +51,16 @@ type demo struct {
 	manifest   []byte
 	subs       []subRef
 
-	sink            *sink   // the demo's event consumer (spec.delivery.sink)
-	rcv             *proc   // the receiver
-	receiverLog     string  // its log file
-	receiverStore   string  // its SQLite file
-	receiverBase    string  // http://<its bind address>, also the manager's --receiver-base-url
-	receiverMetrics fakeAPI // GETs on its metrics address
-	burstEvents     int     // distinct events the sink received, each exactly once
-	burstSent       int     // deliveries sent to the receiver in the burst
+	sink            *sink         // the demo's event consumer (spec.delivery.sink)
+	rcv             *proc         // the receiver
+	receiverLog     string        // its log file
+	receiverStore   string        // its SQLite file
+	receiverAddrs   [3]string     // its bind, metrics and probe addresses, kept across a restart
+	receiverBase    string        // http://<its bind address>, also the manager's --receiver-base-url
+	receiverMetrics fakeAPI       // GETs on its metrics address
+	burstEvents     int           // distinct events the sink received, each exactly once
+	burstSent       int           // deliveries sent to the receiver in the burst
+	recovery        []recoveryRow // what the recovery step saw, per subscription
 }
 
 func (d *demo) step(format string, args ...any) {
@@ -620,8 +622,8 @@ func (d *demo) summary() string {
 		creates += f.creates
 		deletes += f.deletes
 	}
-	return fmt.Sprintf("%d subscriptions (%s) registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, 0 creates after a manager restart, %d registrations deleted with the subscriptions",
-		len(d.subs), strings.Join(per, ", "), creates, d.burstEvents, d.burstSent, deletes)
+	return fmt.Sprintf("%d subscriptions (%s) registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, 0 creates after a manager restart, %s, %d registrations deleted with the subscriptions",
+		len(d.subs), strings.Join(per, ", "), creates, d.burstEvents, d.burstSent, d.recoverySummary(), deletes)
 }
 
 // --- helpers

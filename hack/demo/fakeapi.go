@@ -33,6 +33,11 @@ func (f fakeAPI) logLen(ctx context.Context) (int, error) {
 
 // post sends v as JSON to one of the fake's admin endpoints and wants a 2xx answer.
 func (f fakeAPI) post(ctx context.Context, path string, v any) error {
+	return f.postJSON(ctx, path, v, nil)
+}
+
+// postJSON is post, decoding the answer into into (unless nil).
+func (f fakeAPI) postJSON(ctx context.Context, path string, v, into any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -51,9 +56,15 @@ func (f fakeAPI) post(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("POST %s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	p, _, _ := strings.Cut(path, "?") // the query may carry the API key
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s %s", path, resp.Status, bytes.TrimSpace(msg))
+		return fmt.Errorf("POST %s: %s %s", p, resp.Status, bytes.TrimSpace(msg[:min(len(msg), 4<<10)]))
+	}
+	if into != nil {
+		if err := json.Unmarshal(msg, into); err != nil {
+			return fmt.Errorf("decoding POST %s: %w", p, err)
+		}
 	}
 	return nil
 }

@@ -321,3 +321,37 @@ func (p *githubProvider) sign(h http.Header, d delivery, secret string, t *targe
 	h.Set("X-GitHub-Hook-Installation-Target-Type", kind)
 	h.Set(github.SignatureHeader, github.Sign([]byte(secret), d.body))
 }
+
+// emit makes n events of s's types happen on s's repository or organization at the fake
+// GitHub, which delivers each (one guid) to every active hook there subscribed to it: r only.
+func (p *githubProvider) emit(ctx context.Context, s subRef, r registration, n int) ([]string, error) {
+	types := p.eventTypes(s.events)
+	var ids []string
+	for i := range n {
+		typ := types[i%len(types)]
+		body := p.event(fmt.Sprintf("missed-%s-%d-%d", s.name, i, time.Now().UnixNano()), typ, s).body
+		var out []ghfake.Delivery
+		if err := p.f.api.postJSON(ctx, "/_fake/emit", map[string]any{"target": s.target, "event": typ, "payload": json.RawMessage(body)}, &out); err != nil {
+			return nil, err
+		}
+		if len(out) != 1 || strconv.FormatInt(out[0].HookID, 10) != r.id {
+			return nil, fmt.Errorf("the fake GitHub delivered a %s on %s to %d hooks, want only %s's hook %s", typ, s.target, len(out), s.name, r.id)
+		}
+		ids = append(ids, out[0].GUID)
+	}
+	return ids, nil
+}
+
+func (p *githubProvider) failedAttempts(ctx context.Context, s subRef, r registration, ids []string) (int, error) {
+	var log []ghfake.Delivery
+	if err := p.f.api.getJSON(ctx, "/_fake/deliveries?target="+url.QueryEscape(s.target)+"&hook_id="+url.QueryEscape(r.id), &log); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range log {
+		if !d.Redelivery && (d.Code < 200 || d.Code > 299) && slices.Contains(ids, d.GUID) {
+			n++
+		}
+	}
+	return n, nil
+}

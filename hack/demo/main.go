@@ -10,7 +10,10 @@
 // and recorded in status. Then it acts as Stripe and as GitHub, sending bursts of signed
 // deliveries with duplicates (some concurrent) straight to the receiver, and checks the answers
 // (one 202 per event, 200 for each copy), the sink (each event exactly once), a forgery per
-// provider (401) and the receiver's metrics. Last: no new create after a manager restart,
+// provider (401) and the receiver's metrics. Then: no new create after a manager restart; the
+// receiver stopped while each fake sends events that therefore fail, started again, and the
+// missed events recovered (spec.recovery.mode Auto at the next resync, Manual when the
+// hookwarden.io/recover-requested-at annotation asks) and at the sink exactly once. Last:
 // nothing left after deletion, no secret in a log.
 //
 //	bin/demo -assets "$(hack/control-plane.sh --print-dir)" -bin bin -samples config/samples,config/samples/github
@@ -133,6 +136,7 @@ func run(ctx context.Context, o options, out io.Writer) (summary string, err err
 		d.showProviders,
 		d.burst,
 		d.restartManager,
+		d.recoverMissed,
 		d.deleteSamples,
 		d.checkLogsForSecrets,
 	}

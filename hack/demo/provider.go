@@ -49,6 +49,13 @@ type provider interface {
 	probe() delivery
 	// sign sets the headers the provider sends with d, signed with secret, to target t.
 	sign(h http.Header, d delivery, secret string, t *target)
+
+	// emit has the fake make n events for subscription s, delivered by the fake itself to
+	// registration r only, and returns the ids the receiver hands them on under (the ce-id).
+	emit(ctx context.Context, s subRef, r registration, n int) ([]string, error)
+	// failedAttempts counts, from the fake's own log of delivery attempts, the failed attempts
+	// to registration r of the events ids (a redelivery not included).
+	failedAttempts(ctx context.Context, s subRef, r registration, ids []string) (int, error)
 }
 
 // fakeServer is what the demo knows of one provider and keeps for its fake.

@@ -36,35 +36,43 @@ func (d *demo) startSinkStep(context.Context) error {
 func (d *demo) startReceiver(ctx context.Context) error {
 	bin := filepath.Join(d.opts.binDir, "receiver")
 	d.step("starting the receiver (%s)", bin)
-	var addrs [3]string
-	for i := range addrs {
+	for i := range d.receiverAddrs {
 		a, err := childproc.FreeAddr()
 		if err != nil {
 			return err
 		}
-		addrs[i] = a
+		d.receiverAddrs[i] = a
 	}
-	bind, metricsAddr, probe := addrs[0], addrs[1], addrs[2]
 	d.receiverLog = filepath.Join(d.tmp, "receiver.log")
-	store := filepath.Join(d.tmp, "receiver.db")
-	d.receiverStore = store
+	d.receiverStore = filepath.Join(d.tmp, "receiver.db")
+	started := time.Now()
+	if err := d.launchReceiver(ctx); err != nil {
+		return err
+	}
+	d.info("receiver (pid %d) ready in %s: deliveries on %s/hooks/<namespace>/<name>, metrics on %s/metrics",
+		d.rcv.Pid(), time.Since(started).Round(100*time.Millisecond), d.receiverBase, d.receiverMetrics.base)
+	d.info("store: sqlite://%s; retry base 200ms; logs: %s", d.receiverStore, d.receiverLog)
+	return nil
+}
+
+// launchReceiver starts the receiver on d.receiverAddrs with d.receiverStore, appending to
+// d.receiverLog, and waits for its /readyz. A restart comes back on the same addresses (the
+// registrations point there) and the same store (its ledger of delivered events).
+func (d *demo) launchReceiver(ctx context.Context) error {
+	bind, metricsAddr, probe := d.receiverAddrs[0], d.receiverAddrs[1], d.receiverAddrs[2]
 	env := append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
 	var err error
-	d.rcv, err = startProc("receiver", d.receiverLog, env, bin,
+	d.rcv, err = startProc("receiver", d.receiverLog, env, filepath.Join(d.opts.binDir, "receiver"),
 		"--bind-address", bind, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe,
-		"--store", "sqlite://"+store, "--retry-base", "200ms", "--receiver-namespace", receiverNamespace)
+		"--store", "sqlite://"+d.receiverStore, "--retry-base", "200ms", "--receiver-namespace", receiverNamespace)
 	if err != nil {
 		return err
 	}
-	started := time.Now()
 	if err := d.rcv.waitReady(ctx, 60*time.Second, newFakeAPI("http://"+probe), "/readyz"); err != nil {
 		return err
 	}
 	d.receiverBase = "http://" + bind
 	d.receiverMetrics = newFakeAPI("http://" + metricsAddr)
-	d.info("receiver (pid %d) ready in %s: deliveries on %s/hooks/<namespace>/<name>, metrics on %s/metrics",
-		d.rcv.Pid(), time.Since(started).Round(100*time.Millisecond), d.receiverBase, d.receiverMetrics.base)
-	d.info("store: sqlite://%s; retry base 200ms; logs: %s", store, d.receiverLog)
 	return nil
 }
 

@@ -64,23 +64,26 @@ func TestLoadSamples(t *testing.T) {
 		applied[sub.Name] = sub
 	}
 	type seen struct {
-		APIURL, Endpoint, Sink, Resync string
-		Insecure, Receiver             bool
+		APIURL, Endpoint, Sink, Resync, Recovery string
+		Insecure, Receiver                       bool
 	}
 	got := map[string]seen{}
 	for name, s := range applied {
 		v := seen{APIURL: s.Spec.Provider.APIURL, Endpoint: s.Spec.Endpoint.URL, Insecure: s.Spec.Endpoint.AllowInsecureHTTP,
-			Receiver: s.Spec.Endpoint.Receiver != nil, Resync: s.Spec.ResyncInterval.Duration.String()}
+			Receiver: s.Spec.Endpoint.Receiver != nil, Resync: s.Spec.ResyncInterval.Duration.String(), Recovery: string(s.Spec.Recovery.Mode)}
+		if s.Spec.Recovery.Lookback != nil {
+			v.Recovery += " " + s.Spec.Recovery.Lookback.Duration.String()
+		}
 		if s.Spec.Delivery != nil {
 			v.Sink = s.Spec.Delivery.Sink.URL
 		}
 		got[name] = v
 	}
 	wantApplied := map[string]seen{
-		"orders":      {APIURL: "http://stripe.test", Receiver: true, Sink: "http://sink.test/orders/events", Resync: "10s"},
-		"refunds":     {APIURL: "http://stripe.test", Endpoint: "http://receiver.test/hooks/default/refunds", Insecure: true, Sink: "http://sink.test/refunds/events", Resync: "10s"},
+		"orders":      {APIURL: "http://stripe.test", Receiver: true, Sink: "http://sink.test/orders/events", Resync: "10s", Recovery: "Auto 72h0m0s"},
+		"refunds":     {APIURL: "http://stripe.test", Endpoint: "http://receiver.test/hooks/default/refunds", Insecure: true, Sink: "http://sink.test/refunds/events", Resync: "10s", Recovery: "Manual 24h0m0s"},
 		"shop-pushes": {APIURL: "http://github.test", Receiver: true, Sink: "http://sink.test/shop-pushes/events", Resync: "10s"},
-		"acme-org":    {APIURL: "http://github.test", Endpoint: "http://receiver.test/hooks/default/acme-org", Insecure: true, Sink: "http://sink.test/acme-org/events", Resync: "10s"},
+		"acme-org":    {APIURL: "http://github.test", Endpoint: "http://receiver.test/hooks/default/acme-org", Insecure: true, Sink: "http://sink.test/acme-org/events", Resync: "10s", Recovery: "Manual"},
 	}
 	if diff := cmp.Diff(wantApplied, got); diff != "" {
 		t.Errorf("applied manifest (-want +got):\n%s", diff)

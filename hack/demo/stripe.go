@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,4 +122,38 @@ func (p *stripeProvider) sign(h http.Header, d delivery, secret string, _ *targe
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("User-Agent", stripeUserAgent)
 	h.Set(stripe.SignatureHeader, stripe.SignHeader(secret, time.Now(), d.body))
+}
+
+// emit creates n events of s's types on the demo's account at the fake Stripe, which sends each
+// to every enabled endpoint subscribed to its type: r only (the samples' types do not overlap).
+func (p *stripeProvider) emit(ctx context.Context, s subRef, r registration, n int) ([]string, error) {
+	types := p.eventTypes(s.events)
+	var ids []string
+	for i := range n {
+		typ := types[i%len(types)]
+		obj := map[string]any{"id": fmt.Sprintf("in_missed_%s_%02d", s.name, i), "object": "demo", "description": "hookwarden demo, missed (" + s.name + ")"}
+		var ev stripefake.Event
+		if err := p.f.api.postJSON(ctx, "/_fake/events?key="+url.QueryEscape(p.f.credential), map[string]any{"type": typ, "object": obj}, &ev); err != nil {
+			return nil, err
+		}
+		if len(ev.Deliveries) != 1 || ev.Deliveries[0].Endpoint != r.id {
+			return nil, fmt.Errorf("the fake Stripe sent event %s (%s) to %d endpoints, want only %s's endpoint %s", ev.ID, typ, len(ev.Deliveries), s.name, r.id)
+		}
+		ids = append(ids, ev.ID)
+	}
+	return ids, nil
+}
+
+func (p *stripeProvider) failedAttempts(ctx context.Context, _ subRef, r registration, ids []string) (int, error) {
+	var all []stripefake.Attempt
+	if err := p.f.api.getJSON(ctx, "/_fake/attempts", &all); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range all {
+		if a.Endpoint == r.id && !a.OK && slices.Contains(ids, a.Event) {
+			n++
+		}
+	}
+	return n, nil
 }
