@@ -382,6 +382,11 @@ func (x *recoveryRunner) finish(ctx context.Context, requested string) {
 	if run.Malformed > 0 {
 		x.logger(ctx).Info("skipped entries of the provider's answer that lack what its description promises", "malformed", run.Malformed)
 	}
+	if run.Result == hookv1.RecoverySucceeded && run.Recovered > 0 {
+		// The provider's report of recent deliveries predates what this run recovered: ask
+		// again at the next reconcile rather than show Failing for another resync.
+		x.r.health.forgetSubscription(subscriptionKey(x.sub))
+	}
 	x.r.Metrics.recoveryRun(x.sub.Namespace, x.sub.Name, string(x.sub.Spec.Provider.Type), run)
 	x.persist(ctx)
 	x.logger(ctx).Info("recovery run ended", "result", string(run.Result), "recovered", run.Recovered, "skipped", run.Skipped,

@@ -589,6 +589,27 @@ func TestRecoveryUnavailableSaysSo(t *testing.T) {
 	}
 }
 
+func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
+	f := newFakeRecoverer(redeliCaps, missedAt("guid-1", 10, "invoice.paid"))
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 1, Total: 1}
+	h := newRecHarness(t, f)
+	h.recover()
+	if run := h.sub.Status.Recovery.LastRun; run == nil || run.Recovered != 1 {
+		t.Fatalf("run %+v, want one redelivery", run)
+	}
+	// The redelivery succeeded at the provider: its next report says so.
+	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 2}
+	f.log = nil
+	h.clock.advance(time.Minute)
+	h.recover()
+	if f.healthCalls != 2 {
+		t.Errorf("asked %d times; want the report asked again at the reconcile after a run that recovered something", f.healthCalls)
+	}
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonHealthy {
+		t.Errorf("Delivering %+v, want Healthy right after the recovery", c)
+	}
+}
+
 func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 	f := newFakeRecoverer(redeliCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 0, Total: 5}
