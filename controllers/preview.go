@@ -28,7 +28,7 @@ type Preview struct {
 	Keep *PreviewRegistration `json:"keep,omitempty"`
 	// Adopt: Keep is not yet this subscription's (not recorded, no marker of it, its secret not
 	// held): keeping it adopts it.
-	Adopt bool         `json:"adopt,omitempty"`
+	Adopt bool          `json:"adopt,omitempty"`
 	Steps []PreviewStep `json:"steps,omitempty"`
 	// Conflict or Stall say why nothing is done (decision conflict or stall).
 	Conflict string `json:"conflict,omitempty"`
@@ -224,4 +224,25 @@ func RetryAfter(err error) (time.Duration, bool) {
 		return w.after, true
 	}
 	return 0, false
+}
+
+// Observe lists the registrations on the account sub's provider block names (fresh, read-only),
+// reached as the reconciler reaches it (credentials from the Secret the block names, the same
+// client and pacing), with the provider's capabilities: what `hookwarden import` reads. Only
+// sub's namespace, provider block and events are used.
+func (r *Reconciler) Observe(ctx context.Context, sub *hookv1.WebhookSubscription) ([]providers.Registration, providers.Capabilities, error) {
+	if r.credentials == nil {
+		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+	}
+	acct, err := r.account(ctx, sub)
+	if err != nil {
+		return nil, providers.Capabilities{}, err
+	}
+	o, unlock := acct.Lock()
+	defer unlock()
+	regs, err := o.List(ctx, 0)
+	if err != nil {
+		return nil, o.Capabilities(), fromList(err)
+	}
+	return regs, o.Capabilities(), nil
 }

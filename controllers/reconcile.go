@@ -272,6 +272,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if signing.imported {
+		if err := r.claimImported(ctx, sub); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	o, unlock := acct.Lock()
 	defer unlock()
 

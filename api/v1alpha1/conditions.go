@@ -83,4 +83,12 @@ const (
 	// SecretKeyVerifier holds, for providers whose verification scheme is described rather than
 	// known by type (REST profiles), that description (JSON), so the receiver reads no ConfigMap.
 	SecretKeyVerifier = "verifier.json"
+	// AnnotationImportedFrom, on a subscription `hookwarden import` wrote, names the registration
+	// it was imported from (informational).
+	AnnotationImportedFrom = "hookwarden.io/imported-from"
+	// AnnotationImportedFor, on a signing Secret that `hookwarden import --secret` wrote before
+	// its subscription existed, names that subscription: the manager takes such a Secret (one
+	// with no controller) as the subscription's own, and sets itself as its controller at its
+	// first write.
+	AnnotationImportedFor = "hookwarden.io/imported-for"
 )

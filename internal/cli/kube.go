@@ -173,3 +173,15 @@ func clusterName(ctx context.Context, c *cluster, flagValue string) (string, err
 	}
 	return string(ns.UID), nil
 }
+
+func nsName(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
+}
+
+// notFoundIsUsage makes a named object that does not exist bad input.
+func notFoundIsUsage(wrapped, err error) error {
+	if apierrors.IsNotFound(err) {
+		return &exitError{code: ExitUsage, err: wrapped}
+	}
+	return wrapped
+}
