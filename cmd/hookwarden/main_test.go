@@ -143,7 +143,7 @@ func runAs(t *testing.T, log *requestLog, kubeconfig string, args ...string) (co
 func golden(t *testing.T, name, got string, subst map[string]string) {
 	t.Helper()
 	for from, to := range subst {
-		got = strings.ReplaceAll(got, from, to)
+		got = strings.ReplaceAll(got, from, sameWidth(to, from))
 	}
 	path := filepath.Join("testdata", name)
 	if *update {
@@ -158,6 +158,15 @@ func golden(t *testing.T, name, got string, subst map[string]string) {
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", name, diff)
 	}
+}
+
+// sameWidth pads (with dots) or cuts placeholder to the width of what it replaces, so table
+// columns stay aligned in the golden files.
+func sameWidth(placeholder, orig string) string {
+	if len(placeholder) >= len(orig) {
+		return placeholder[:len(orig)]
+	}
+	return placeholder + strings.Repeat(".", len(orig)-len(placeholder))
 }
 
 // startManager runs the real reconciler until the returned stop is called.

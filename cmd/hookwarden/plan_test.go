@@ -56,7 +56,7 @@ func TestPlan(t *testing.T) {
 	g.Expect(code).To(Equal(cli.ExitPending), "stderr: %s", stderr)
 	subst := map[string]string{
 		liveOrders.Status.EndpointID: "<orders-id>",
-		liveRepo.Status.EndpointID:   "<repo-hook-id>",
+		liveRepo.Status.EndpointID:   "<hook-id>",
 		string(liveOrders.UID):       "<orders-uid>",
 		stripeURL:                    "<stripe>",
 		ghURL:                        "<github>",

@@ -63,9 +63,9 @@ func TestStatus(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	g.Expect(post(stripe.SignHeader(secret, time.Now(), body))).To(Equal(http.StatusOK))
-	g.Expect(post(stripe.SignHeader(secret, time.Now(), body))).To(Equal(http.StatusOK))
-	g.Expect(post(stripe.SignHeader("whsec_forged", time.Now(), body))).NotTo(Equal(http.StatusOK))
+	g.Expect(post(stripe.SignHeader(secret, time.Now(), body))).To(BeNumerically("<", 300))
+	g.Expect(post(stripe.SignHeader(secret, time.Now(), body))).To(BeNumerically("<", 300))
+	g.Expect(post(stripe.SignHeader("whsec_forged", time.Now(), body))).NotTo(BeNumerically("<", 300))
 
 	code, stdout, stderr := run(t, nil, "status", "-n", tn.ns, "--receiver-metrics", metrics.URL)
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)

@@ -193,17 +193,17 @@ func planTable(t *table, results []planResult) {
 		first := true
 		row := func(action, reg, detail string) {
 			if first {
-				t.row(res.Subscription, p.Provider, decision, action, dash(reg), detail)
+				t.row(res.Subscription, p.Provider, decision, action, reg, detail)
 				first = false
 				return
 			}
-			t.row("", "", "", action, dash(reg), detail)
+			t.row("", "", "", action, reg, detail)
 		}
 		switch {
 		case p.Stall != "":
-			row("-", "", p.Stall)
+			row("-", "-", p.Stall)
 		case p.Conflict != "":
-			row("-", "", p.Conflict)
+			row("-", "-", p.Conflict)
 		case len(p.Steps) == 0:
 			id := ""
 			if p.Keep != nil {
@@ -216,7 +216,7 @@ func planTable(t *table, results []planResult) {
 			if s.Secret == "rotation" {
 				detail += "; signing secret by rotation"
 			}
-			row(s.Action, s.Registration, detail)
+			row(s.Action, dash(s.Registration), detail)
 			for _, ch := range s.Changes {
 				row("", "", fmt.Sprintf("  %s: %s -> %s", ch.Field, ch.From, ch.To))
 			}
