@@ -109,7 +109,7 @@ func (r *Reconciler) Preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	}
 	o, unlock := acct.Lock()
 	defer unlock()
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, desired: providers.Desired{
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotateRequest(sub) != "", desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,
@@ -143,6 +143,9 @@ func previewOf(in planInput, p plan) Preview {
 			if s.Kind == stepReplace && len(s.Drift) == 0 {
 				ps.Secret = "rotation"
 			}
+			if s.Rotation {
+				ps.Secret = "requested rotation"
+			}
 			for _, f := range s.Drift {
 				ps.Changes = append(ps.Changes, fieldChange(f, s.Registration, in.Desired))
 			}
@@ -152,6 +155,9 @@ func previewOf(in planInput, p plan) Preview {
 			ps.Secret = "fetch"
 		case stepSetSecret:
 			ps.Secret = "chosen"
+			if s.Rotation {
+				ps.Secret = "requested rotation"
+			}
 			for _, f := range drift(in.Desired, s.Registration, in.Caps) {
 				ps.Changes = append(ps.Changes, fieldChange(f, s.Registration, in.Desired))
 			}

@@ -83,6 +83,10 @@ const (
 	// SecretKeyVerifier holds, for providers whose verification scheme is described rather than
 	// known by type (REST profiles), that description (JSON), so the receiver reads no ConfigMap.
 	SecretKeyVerifier = "verifier.json"
+	// AnnotationRotateRequestedAt asks for a rotation of the signing secret, make-before-break,
+	// whenever its value changes (a timestamp by convention; `hookwarden rotate` sets it); the
+	// value handled last is status.lastHandledRotateAt.
+	AnnotationRotateRequestedAt = "hookwarden.io/rotate-requested-at"
 	// AnnotationImportedFrom, on a subscription `hookwarden import` wrote, names the registration
 	// it was imported from (informational).
 	AnnotationImportedFrom = "hookwarden.io/imported-from"

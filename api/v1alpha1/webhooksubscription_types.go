@@ -310,6 +310,11 @@ type WebhookSubscriptionStatus struct {
 	// reconcile, with a fresh list from the provider, has run.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// LastHandledRotateAt is the value of the hookwarden.io/rotate-requested-at annotation the
+	// manager last acted on: when it equals the annotation, the requested rotation is done (the
+	// provider verifies with the new secret, and the old one is no longer accepted).
+	// +optional
+	LastHandledRotateAt string `json:"lastHandledRotateAt,omitempty"`
 }
 
 // PingResult is the outcome of a ping request.

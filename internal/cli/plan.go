@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -218,7 +220,7 @@ func planTable(t *table, results []planResult) {
 			}
 			row(s.Action, dash(s.Registration), detail)
 			for _, ch := range s.Changes {
-				row("", "", fmt.Sprintf("  %s: %s -> %s", ch.Field, ch.From, ch.To))
+				row("", "", "  "+changeLine(ch))
 			}
 		}
 		for _, r := range p.KeptTwins {
@@ -241,4 +243,24 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// changeLine says how a field changes; events, a set, as what is added and removed.
+func changeLine(ch controllers.FieldChange) string {
+	if ch.Field != "events" {
+		return fmt.Sprintf("%s: %s -> %s", ch.Field, ch.From, ch.To)
+	}
+	from, to := strings.Split(ch.From, ","), strings.Split(ch.To, ",")
+	var parts []string
+	for _, e := range to {
+		if e != "" && !slices.Contains(from, e) {
+			parts = append(parts, "+"+e)
+		}
+	}
+	for _, e := range from {
+		if e != "" && !slices.Contains(to, e) {
+			parts = append(parts, "-"+e)
+		}
+	}
+	return "events: " + strings.Join(parts, " ")
 }
