@@ -35,6 +35,8 @@ func (g *globals) cluster() (*cluster, error) {
 	if err != nil {
 		return nil, usageError("kubeconfig: %v", err)
 	}
+	// Following several subscriptions' status reads often: more than client-go's default 5/s.
+	cfg.QPS, cfg.Burst = 50, 100
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
