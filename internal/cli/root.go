@@ -149,7 +149,7 @@ func NewCommand(o Options) *cobra.Command {
 		}
 		return usageError("--output %q: want table, yaml or json", g.output)
 	}
-	root.AddCommand(newPlanCommand(g), newStatusCommand(g), newImportCommand(g), newRotateCommand(g), newDeadLettersCommand(g), newCompletionCommand())
+	root.AddCommand(newPlanCommand(g), newStatusCommand(g), newImportCommand(g), newRotateCommand(g), newDeadLettersCommand(g), newRecoverCommand(g), newCompletionCommand())
 	return root
 }
 
