@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -15,7 +17,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, os.Args[1:], cli.Options{Streams: genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}})
+	o := cli.Options{Streams: genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}}
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		o.DisplayName = "kubectl hookwarden" // as the kubectl plugin
+	}
+	code := cli.Run(ctx, os.Args[1:], o)
 	stop()
 	os.Exit(code)
 }

@@ -60,6 +60,8 @@ type Options struct {
 	WrapConfig func(*rest.Config) *rest.Config
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// DisplayName is how usage names the command ("kubectl hookwarden" as the plugin).
+	DisplayName string
 }
 
 // globals are the flags every command shares.
@@ -137,6 +139,9 @@ func NewCommand(o Options) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Get().Version,
+	}
+	if o.DisplayName != "" {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: o.DisplayName}
 	}
 	g.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "work on subscriptions in all namespaces")
