@@ -87,10 +87,10 @@ func TestPlanRotation(t *testing.T) {
 			want:     keeps(reg("we_1", 0), replayStep(reg("we_1", 0)), markStep(reg("we_1", 0))),
 		},
 		{
-			reason:   "nothing registered: the create makes a new secret",
-			caps:     stripeCaps,
-			request:  true,
-			want:     creates(),
+			reason:  "nothing registered: the create makes a new secret",
+			caps:    stripeCaps,
+			request: true,
+			want:    creates(),
 		},
 	}
 	for _, c := range cases {
