@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -188,4 +189,26 @@ func writeManifests(t *testing.T, path string, subs ...*hookv1.WebhookSubscripti
 	if err := os.WriteFile(path, []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPlanWaitsOutRateLimits: a provider answering 429 is waited out as the manager would (its
+// limiter's wait), said on stderr, and the plan then completes.
+func TestPlanWaitsOutRateLimits(t *testing.T) {
+	g := NewWithT(t)
+	tn := newTenant(t, g, "ratelimit")
+	manifests := filepath.Join(t.TempDir(), "subscriptions.yaml")
+	writeManifests(t, manifests, tn.stripeSub("orders", "https://hooks.example.com/orders", "invoice.paid"))
+	remove := stripeSrv.Inject(stripefake.Fault{Method: "GET", PathPrefix: "/v1/webhook_endpoints", APIKey: tn.apiKey, Status: 429, Code: "rate_limit", RetryAfter: time.Second, Times: 1})
+	defer remove()
+	code, stdout, stderr := run(t, nil, "plan", "-f", manifests, "-n", tn.ns, "--cluster-name", clusterName)
+	g.Expect(code).To(Equal(cli.ExitPending), "stdout: %s stderr: %s", stdout, stderr)
+	g.Expect(stderr).To(MatchRegexp(`ratelimit/orders: .*rate limit.*; waiting \S+ as the manager would`))
+	g.Expect(stdout).To(ContainSubstring("create a registration for https://hooks.example.com/orders"))
+	lists := 0
+	for _, r := range stripeSrv.Requests() {
+		if r.Account == stripefake.AccountLabel(tn.apiKey) && r.Method == "GET" {
+			lists++
+		}
+	}
+	g.Expect(lists).To(Equal(2), "the refused list and the one after the wait")
 }
