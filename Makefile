@@ -161,11 +161,16 @@ validate-profile: ## Check a REST provider profile (PROFILE=path) before anythin
 
 ##@ Build
 .PHONY: build
-build: ## Build static binaries into bin/ (CGO_ENABLED=0, version from VERSION).
+build: cli ## Build static binaries into bin/ (CGO_ENABLED=0, version from VERSION).
 	$(GO_BUILD) -o $(BIN)/manager ./cmd/manager
 	$(GO_BUILD) -o $(BIN)/receiver ./cmd/receiver
 	$(GO_BUILD) -o $(BIN)/fakestripe ./cmd/fakestripe
 	$(GO_BUILD) -o $(BIN)/fakegithub ./cmd/fakegithub
+
+.PHONY: cli
+cli: ## Build the command line: bin/hookwarden and the kubectl plugin bin/kubectl-hookwarden (the same binary; put either on PATH).
+	$(GO_BUILD) -o $(BIN)/hookwarden ./cmd/hookwarden
+	cp $(BIN)/hookwarden $(BIN)/kubectl-hookwarden
 
 # Images: built here without a container engine (hack/image, go-containerregistry) from the
 # static binaries, cross-built for every platform in PLATFORMS: an OCI image index per image

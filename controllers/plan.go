@@ -38,6 +38,9 @@ type planInput struct {
 	ReceiverURL string
 	Adoption    hookv1.AdoptionPolicy
 	Twins       hookv1.TwinsPolicy
+	// RotateRequested: a rotation of the signing secret was asked for (the annotation
+	// hookwarden.io/rotate-requested-at changed) and no earlier round of this reconcile did it.
+	RotateRequested bool
 	// Rounds is what earlier rounds of this reconcile learned.
 	Rounds rounds
 	// Keys are the account's parsed URLs (nil: parse each); they change no decision.
@@ -52,6 +55,8 @@ type rounds struct {
 	// ReplayRefused are registrations whose create the provider would not replay (parameters
 	// changed since, or no secret in the answer): their secret is recovered by a replacement.
 	ReplayRefused map[string]bool
+	// Rotated: a requested rotation ran in an earlier round.
+	Rotated bool
 }
 
 func (r *rounds) retire(id string) {
@@ -147,6 +152,16 @@ func (p plan) RecoversSecret() bool {
 		case s.Kind == stepReplay, s.Kind == stepFetchSecret, s.Kind == stepSetSecret:
 			return true
 		case s.Kind == stepReplace && len(s.Drift) == 0:
+			return true
+		}
+	}
+	return false
+}
+
+// rotates reports whether the plan carries out a requested rotation.
+func (p plan) rotates() bool {
+	for _, s := range p.Steps {
+		if s.Rotation {
 			return true
 		}
 	}
@@ -257,6 +272,12 @@ func replacement(in planInput, keep providers.Registration) (step, bool) {
 		return replace, true
 	}
 	if !needsSecret(in, keep) {
+		if in.RotateRequested && in.Caps.Secret != providers.SecretNone && !(in.Caps.Secret == providers.SecretClientChosen && updatesInPlace(in.Caps)) {
+			// A requested rotation where no secret can be set in place: a new registration
+			// with a new secret, make-before-break (keep goes once the new one is current).
+			replace.Rotation = true
+			return replace, true
+		}
 		return step{}, false
 	}
 	switch in.Caps.Secret {
@@ -299,6 +320,13 @@ func keepSteps(in planInput, keep providers.Registration) []step {
 			// which keep still has until it is updated.
 			steps = append(steps, step{Kind: stepReplay, Registration: keep, Desired: originalCreate(keep), Key: keep.CreateKey})
 		}
+	}
+	if len(steps) == 0 && in.RotateRequested && in.Caps.Secret == providers.SecretClientChosen {
+		// A requested rotation, in place: the new secret is stored as pending (the receiver
+		// accepts it beside the old one) before the provider is told, and replaces the old one
+		// once the provider took it. The update carries the whole spec: it repairs drift too.
+		steps = append(steps, step{Kind: stepSetSecret, Registration: keep, Desired: in.Desired, Rotation: true})
+		fields = nil
 	}
 	if len(fields) > 0 {
 		steps = append(steps, step{Kind: stepUpdate, Registration: keep, Desired: in.Desired, Drift: fields})

@@ -106,6 +106,9 @@ type step struct {
 	Why pruneReason
 	// ID is the vanished registration whose secret forget drops.
 	ID string
+	// Rotation: the step (set-secret or replace) rotates a secret that is held, because a
+	// rotation was requested.
+	Rotation bool
 }
 
 func pruneStep(r providers.Registration, why pruneReason) step {
@@ -128,8 +131,14 @@ func (s step) String() string {
 	case stepFetchSecret:
 		return "read the signing secret of " + id + " back from the provider"
 	case stepSetSecret:
+		if s.Rotation {
+			return "rotate the signing secret of " + id + " in place (requested; the old one is accepted until the provider has the new one)"
+		}
 		return "set a new signing secret on " + id + " in place"
 	case stepReplace:
+		if s.Rotation {
+			return "rotate the signing secret of " + id + " by a new registration (requested; make-before-break: " + id + " goes once the new one is current)"
+		}
 		if len(s.Drift) > 0 {
 			return fmt.Sprintf("replace %s (the provider cannot change %s in place)", id, strings.Join(s.Drift, ", "))
 		}

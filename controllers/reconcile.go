@@ -269,6 +269,18 @@ type session struct {
 	desired providers.Desired
 	// signing is what the signing Secret holds, kept in step with this session's own writes.
 	signing signingState
+	// rotate: a rotation of the signing secret was requested and not yet handled.
+	rotate bool
+}
+
+// rotateRequest is the value of the rotate annotation when it asks for a rotation not yet
+// handled ("" otherwise).
+func rotateRequest(sub *hookv1.WebhookSubscription) string {
+	v := sub.Annotations[hookv1.AnnotationRotateRequestedAt]
+	if v == sub.Status.LastHandledRotateAt {
+		return ""
+	}
+	return v
 }
 
 // reconcile observes, plans and acts, in rounds: a round whose step changed which registration
@@ -300,10 +312,16 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if signing.imported {
+		if err := r.claimImported(ctx, sub); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	o, unlock := acct.Lock()
 	defer unlock()
 
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, desired: providers.Desired{
+	rotate := rotateRequest(sub)
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,
@@ -344,6 +362,9 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if p.rotates() {
+			rs.Rotated = true
+		}
 		if !out.replan {
 			s.r.reportNearTwins(sub, p)
 			kept = out.kept
@@ -351,6 +372,10 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		}
 		// Plan the next round from the cached list: it holds what this round wrote.
 		maxAge = cachedList
+	}
+	if rotate != "" {
+		// Handled: rotated, or nothing to rotate (a create made a new secret; unsigned).
+		sub.Status.LastHandledRotateAt = rotate
 	}
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
@@ -374,20 +399,21 @@ const cachedList = time.Duration(1<<63 - 1)
 func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs rounds) planInput {
 	sub := s.sub
 	return planInput{
-		Desired:       s.desired,
-		Generation:    sub.Generation,
-		Observed:      observed,
-		Caps:          s.caps,
-		CanPing:       s.ops.CanPing(),
-		RecordedID:    sub.Status.EndpointID,
-		RecordedURL:   sub.Status.URL,
-		HeldSecrets:   s.signing.held(),
-		CurrentID:     s.signing.current,
-		PendingSecret: s.signing.pending != nil,
-		ReceiverURL:   ownReceiverURL,
-		Adoption:      sub.Spec.Policies.Adoption,
-		Twins:         sub.Spec.Policies.Twins,
-		Rounds:        rs,
-		Keys:          s.ops.URLKeys(),
+		Desired:         s.desired,
+		Generation:      sub.Generation,
+		Observed:        observed,
+		Caps:            s.caps,
+		CanPing:         s.ops.CanPing(),
+		RecordedID:      sub.Status.EndpointID,
+		RecordedURL:     sub.Status.URL,
+		HeldSecrets:     s.signing.held(),
+		CurrentID:       s.signing.current,
+		PendingSecret:   s.signing.pending != nil,
+		ReceiverURL:     ownReceiverURL,
+		Adoption:        sub.Spec.Policies.Adoption,
+		Twins:           sub.Spec.Policies.Twins,
+		Rounds:          rs,
+		RotateRequested: s.rotate && !rs.Rotated,
+		Keys:            s.ops.URLKeys(),
 	}
 }

@@ -39,7 +39,7 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 		}
 		return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
 	}
-	if !metav1.IsControlledBy(sec, sub) {
+	if !metav1.IsControlledBy(sec, sub) && !importedFor(sec, sub) {
 		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
 	}
 	// The receiver's copy follows each version read, before anything is acted on.
@@ -47,6 +47,13 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 		return nil, err
 	}
 	return sec, nil
+}
+
+// importedFor reports whether sec is a signing Secret `hookwarden import --secret` wrote for sub:
+// no controller yet, and marked for sub by name. Its secret is the one the provider verifies
+// with, so adopting the registration needs no rotation.
+func importedFor(sec *corev1.Secret, sub *hookv1.WebhookSubscription) bool {
+	return metav1.GetControllerOf(sec) == nil && sec.Annotations[hookv1.AnnotationImportedFor] == sub.Name && sec.Labels[hookv1.LabelSubscription] == sub.Name
 }
 
 // signingState is what the signing Secret holds: the secret of each registration by id, the id
@@ -58,6 +65,9 @@ type signingState struct {
 	pending []byte
 	// verifier is the stored description of the verification scheme (REST profiles).
 	verifier []byte
+	// imported: the Secret is one `hookwarden import --secret` wrote, not yet controlled by the
+	// subscription (see importedFor).
+	imported bool
 }
 
 // held reports the ids of the registrations whose secret is held.
@@ -85,6 +95,7 @@ func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSu
 		st.pending = v
 	}
 	st.verifier = sec.Data[hookv1.SecretKeyVerifier]
+	st.imported = importedFor(sec, sub)
 	current := sec.Annotations[hookv1.AnnotationEndpointID]
 	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyPrefix+current]) {
 		current = ""
@@ -133,6 +144,13 @@ func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.Webhoo
 	r.ownWrites.record(sec)
 	// In the same step, the receiver's copy: a pending secret is there before the provider hears of it.
 	return r.RouteSecrets.ensure(ctx, sub, sec)
+}
+
+// claimImported makes the subscription the controller of a signing Secret written by
+// `hookwarden import --secret`, so it is garbage-collected with it like the ones the manager
+// writes.
+func (r *Reconciler) claimImported(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { delete(sec.Annotations, hookv1.AnnotationImportedFor) })
 }
 
 // storeSecret records the signing secret of registration id.

@@ -115,4 +115,16 @@ const (
 	// SecretKeyVerifier holds, for providers whose verification scheme is described rather than
 	// known by type (REST profiles), that description (JSON), so the receiver reads no ConfigMap.
 	SecretKeyVerifier = "verifier.json"
+	// AnnotationRotateRequestedAt asks for a rotation of the signing secret, make-before-break,
+	// whenever its value changes (a timestamp by convention; `hookwarden rotate` sets it); the
+	// value handled last is status.lastHandledRotateAt.
+	AnnotationRotateRequestedAt = "hookwarden.io/rotate-requested-at"
+	// AnnotationImportedFrom, on a subscription `hookwarden import` wrote, names the registration
+	// it was imported from (informational).
+	AnnotationImportedFrom = "hookwarden.io/imported-from"
+	// AnnotationImportedFor, on a signing Secret that `hookwarden import --secret` wrote before
+	// its subscription existed, names that subscription: the manager takes such a Secret (one
+	// with no controller) as the subscription's own, and sets itself as its controller at its
+	// first write.
+	AnnotationImportedFor = "hookwarden.io/imported-for"
 )

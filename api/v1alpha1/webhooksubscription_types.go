@@ -349,6 +349,11 @@ type WebhookSubscriptionStatus struct {
 	// reconcile, with a fresh list from the provider, has run.
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// LastHandledRotateAt is the value of the hookwarden.io/rotate-requested-at annotation the
+	// manager last acted on: when it equals the annotation, the requested rotation is done (the
+	// provider verifies with the new secret, and the old one is no longer accepted).
+	// +optional
+	LastHandledRotateAt string `json:"lastHandledRotateAt,omitempty"`
 	// Recovery is the state of missed-delivery recovery: how far it got, its last run, totals.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`

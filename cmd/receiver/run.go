@@ -169,7 +169,10 @@ func run(ctx context.Context, o options) error {
 	}
 	// Secrets only in the receiver's namespace, and only the route Secrets there.
 	cacheOpts := receiver.CacheOptions(o.receiverNS, o.namespaces)
-	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr}
+	// The dead-letter admin API shares the metrics listener and, with --metrics-secure, its
+	// authentication and authorization (receiver.AdminPath).
+	admin := &receiver.Admin{Store: st, Now: time.Now}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: admin.Handlers()}
 	if o.metricsSecure {
 		metricsOpts.SecureServing = true
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization

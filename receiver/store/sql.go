@@ -673,6 +673,25 @@ func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
 	return nil
 }
 
+// Purge implements Purger: the dead job is marked completed (never delivered: last_error says
+// purged), so its event keeps answering redeliveries as duplicates until it is swept. It
+// returns ErrNotDead when the job is not dead-lettered.
+func (s *SQL) Purge(ctx context.Context, jobID int64, now time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE hw_events SET state = 'completed', last_error = 'purged from the dead letters', lease_until = 0, updated_at = $2
+	WHERE id = $1 AND state = 'dead'`, jobID, now.UnixMicro())
+	if err != nil {
+		return fmt.Errorf("store: purge job %d: %w", jobID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: purge job %d: %w", jobID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: purge job %d: %w", jobID, ErrNotDead)
+	}
+	return nil
+}
+
 // sweepBatch bounds the events one Sweep statement deletes, so that no transaction holds the
 // SQLite write lock (or many PostgreSQL row locks) for long.
 const sweepBatch = 1000

@@ -661,3 +661,44 @@ func injectClaimFailure(t *testing.T, e *env, sub, eventID string) (undo func())
 		}
 	}
 }
+
+// TestDeadLetterPurge: a purged dead letter is never delivered and leaves the dead letters, and
+// its event still answers a redelivery as a duplicate; only dead jobs can be purged. Every store
+// that implements Purger runs it.
+func TestDeadLetterPurge(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		p, ok := e.s.(Purger)
+		if !ok {
+			return // Redis: the admin API answers 501
+		}
+		ctx := testCtx(t)
+		bad, good := event("ns/a", "evt_bad", t0), event("ns/a", "evt_good", t0.Add(time.Second))
+		mustClaim(t, e.s, bad, good)
+		jobs := mustLease(t, e.s, 10, t0.Add(time.Second), 30*time.Second)
+		if err := e.s.Dead(ctx, jobs[0], "sink answered 400"); err != nil {
+			t.Fatalf("Dead: %v", err)
+		}
+		if err := p.Purge(ctx, jobs[1].ID, t0.Add(time.Hour)); !errors.Is(err, ErrNotDead) {
+			t.Errorf("Purge of a leased job = %v, want ErrNotDead", err)
+		}
+		if err := e.s.Complete(ctx, jobs[1], t0.Add(2*time.Second)); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		if err := p.Purge(ctx, jobs[0].ID, t0.Add(time.Hour)); err != nil {
+			t.Fatalf("Purge: %v", err)
+		}
+		if letters, err := e.s.DeadLetters(ctx, 10); err != nil || len(letters) != 0 {
+			t.Errorf("DeadLetters after Purge = %v, %v; want none", jobIDs(letters), err)
+		}
+		if got := mustLease(t, e.s, 10, t0.Add(2*time.Hour), time.Minute); len(got) != 0 {
+			t.Errorf("Lease after Purge = %v, want none", jobIDs(got))
+		}
+		dup, err := e.s.ClaimBatch(ctx, []Event{bad})
+		if err != nil || len(dup) != 1 || !dup[0] {
+			t.Errorf("redelivery of a purged event: duplicate %v, %v; want a duplicate", dup, err)
+		}
+		if err := e.s.Replay(ctx, jobs[0].ID, t0.Add(3*time.Hour)); !errors.Is(err, ErrNotDead) {
+			t.Errorf("Replay after Purge = %v, want ErrNotDead", err)
+		}
+	})
+}

@@ -125,6 +125,12 @@ func PromiseOf(st Store) Promise {
 	return PromiseStrict
 }
 
+// Purger is a Store that can discard a dead letter: it is never delivered, and its event stays
+// in the ledger for dedupe until swept like a completed one. The SQL stores implement it.
+type Purger interface {
+	Purge(ctx context.Context, jobID int64, now time.Time) error
+}
+
 // ErrLeaseLost is returned when a worker reports on a job whose lease it no longer holds
 // (it expired and another worker took the job).
 var ErrLeaseLost = errors.New("job lease lost")

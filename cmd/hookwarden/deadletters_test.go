@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/stripe"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
+)
+
+// sink records each delivery's Idempotency-Key; it fails while failing is set.
+type sink struct {
+	mu      sync.Mutex
+	failing bool
+	keys    []string // every request
+	ok      []string // the requests answered 200
+}
+
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := r.Header.Get("Idempotency-Key")
+	s.keys = append(s.keys, k)
+	if s.failing {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	s.ok = append(s.ok, k)
+}
+
+func (s *sink) set(failing bool) { s.mu.Lock(); s.failing = failing; s.mu.Unlock() }
+func (s *sink) delivered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ok...)
+}
+func (s *sink) requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys...)
+}
+
+// TestDeadLetters: a real receiver (handler, SQLite ledger, delivery pool) dead-letters an event
+// its sink refused; its admin API, on a metrics server that authenticates and authorizes as the
+// receiver's does (TokenReview, SubjectAccessReview against envtest, the ClusterRoles of
+// config/rbac), lists it to a viewer, refuses the viewer a replay, and replays it for an admin:
+// the sink then gets it once, with the Idempotency-Key of the refused attempt. A purged one is
+// never delivered and its redelivery by the provider is still a duplicate.
+func TestDeadLetters(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tn := newTenant(t, g, "deadletters")
+
+	snk := &sink{failing: true}
+	sinkSrv := httptest.NewServer(snk)
+	defer sinkSrv.Close()
+	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	batcher := store.NewBatcher(st, store.BatcherOptions{})
+	defer func() { batcher.Close(); st.Close() }()
+	routes := receiver.NewRoutes()
+	const secret = "whsec_deadletters"
+	routes.Set(receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe", Secrets: [][]byte{[]byte(secret)}, Sink: sinkSrv.URL, MaxAttempts: 1})
+	h := &receiver.Handler{Routes: routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
+		MaxBody: 1 << 16, ClaimTimeout: 5 * time.Second, Log: logr.Discard(), Now: time.Now}
+	hooks := httptest.NewServer(h.Mux())
+	defer hooks.Close()
+	resolve := func(key string) (deliver.Sink, bool) {
+		ns, name, _ := strings.Cut(key, "/")
+		r, ok := routes.Lookup(ns, name)
+		return deliver.Sink{URL: r.Sink, MaxAttempts: r.MaxAttempts}, ok
+	}
+	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), resolve,
+		deliver.Options{Workers: 2, PollInterval: 20 * time.Millisecond, Wake: batcher.Committed(), Logger: logr.Discard()})
+	go func() { _ = pool.Run(ctx) }()
+
+	// The admin API as cmd/receiver serves it with --metrics-secure.
+	admin := &receiver.Admin{Store: st, Now: time.Now}
+	addr := freeAddr(t)
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization,
+		ExtraHandlers: admin.Handlers()}, env.Config, httpClient)
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = srv.Start(ctx) }()
+	base := "https://" + addr
+
+	viewer, adminTok := tokenFor(t, g, tn.ns, "dl-viewer", "deadletters-viewer"), tokenFor(t, g, tn.ns, "dl-admin", "deadletters-admin")
+	dl := func(token string, args ...string) (int, string, string) {
+		return run(t, nil, append(append([]string{"deadletters"}, args...), "--receiver", base, "--receiver-token-file", token, "--receiver-insecure-skip-tls-verify")...)
+	}
+	post := func(id string) int {
+		body := []byte(`{"id":"` + id + `","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{}}}`)
+		req, _ := http.NewRequest(http.MethodPost, hooks.URL+"/hooks/"+tn.ns+"/orders", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(stripe.SignatureHeader, stripe.SignHeader(secret, time.Now(), body))
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	g.Expect(post("evt_dead_1")).To(BeNumerically("<", 300))
+	g.Eventually(func(g Gomega) {
+		jobs, err := st.DeadLetters(ctx, 10)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(jobs).To(HaveLen(1))
+	}).Should(Succeed())
+	refusedKeys := snk.requests()
+	g.Expect(refusedKeys).To(HaveLen(1))
+
+	g.Eventually(func() int { code, _, _ := dl(viewer, "list"); return code }).Should(Equal(cli.ExitOK)) // the server is up
+	code, stdout, stderr := dl(viewer, "list")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).To(MatchRegexp(`(?m)^ID\s+SUBSCRIPTION\s+EVENT\s+TYPE\s+ATTEMPTS\s+RECEIVED\s+LAST-ERROR$`))
+	g.Expect(stdout).To(ContainSubstring("deadletters/orders  evt_dead_1  invoice.paid  1"))
+	id := strings.Fields(strings.Split(stdout, "\n")[1])[0]
+	code, stdout, _ = dl(viewer, "show", id)
+	g.Expect(code).To(Equal(cli.ExitOK))
+	g.Expect(stdout).To(ContainSubstring("eventID: evt_dead_1"))
+
+	// A viewer may not replay; an unknown id is bad input; no token is refused.
+	code, _, stderr = dl(viewer, "replay", id)
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(stderr).To(ContainSubstring("403"))
+	code, _, stderr = dl(adminTok, "replay", "999999")
+	g.Expect(code).To(Equal(cli.ExitUsage), stderr)
+	g.Expect(snk.delivered()).To(BeEmpty())
+
+	// Replayed for an admin: delivered once, with the key of the refused attempt.
+	snk.set(false)
+	code, stdout, stderr = dl(adminTok, "replay", id)
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).To(Equal("replayed " + id + "\n"))
+	g.Eventually(snk.delivered).Should(Equal(refusedKeys))
+	g.Eventually(func() (int, error) { return st.Depth(ctx) }).Should(BeZero())
+	code, stdout, _ = dl(viewer, "list")
+	g.Expect(code).To(Equal(cli.ExitOK))
+	g.Expect(stdout).NotTo(ContainSubstring("evt_dead_1"))
+	g.Expect(snk.delivered()).To(HaveLen(1))
+
+	// Purged: never delivered, and the provider's redelivery is a duplicate.
+	snk.set(true)
+	g.Expect(post("evt_dead_2")).To(BeNumerically("<", 300))
+	var purgeID string
+	g.Eventually(func(g Gomega) {
+		jobs, err := st.DeadLetters(ctx, 10)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(jobs).To(HaveLen(1))
+		purgeID = strconv.FormatInt(jobs[0].ID, 10)
+	}).Should(Succeed())
+	code, stdout, stderr = dl(adminTok, "purge", purgeID)
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).To(Equal("purged " + purgeID + "\n"))
+	jobs, err := st.DeadLetters(ctx, 10)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(jobs).To(BeEmpty())
+	snk.set(false)
+	requestsBefore := len(snk.requests())
+	g.Expect(post("evt_dead_2")).To(BeNumerically("<", 300))
+	g.Expect(st.Depth(ctx)).To(BeZero())
+	g.Expect(snk.requests()).To(HaveLen(requestsBefore))
+	g.Expect(snk.delivered()).To(HaveLen(1))
+}
+
+// tokenFor makes a ServiceAccount bound to the ClusterRole of config/rbac named role (prefixed
+// as kustomize does not: the test creates it under its own name) and returns a file with its token.
+func tokenFor(t *testing.T, g *WithT, ns, name, role string) string {
+	t.Helper()
+	ctx := context.Background()
+	cr := clusterRoleFromConfig(t, g, role)
+	cr.Name = ns + "-" + role
+	_ = env.Client.Create(ctx, cr)
+	g.Expect(env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cr.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}}})).To(Succeed())
+	cs, err := kubernetes.NewForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(t.TempDir(), name+".token")
+	g.Expect(os.WriteFile(path, []byte(tr.Status.Token), 0o600)).To(Succeed())
+	return path
+}
+
+func clusterRoleFromConfig(t *testing.T, g *WithT, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "config", "rbac", "metrics_auth_role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var cr rbacv1.ClusterRole
+		if err := dec.Decode(&cr); err != nil {
+			t.Fatalf("ClusterRole %s not in config/rbac/metrics_auth_role.yaml: %v", name, err)
+		}
+		if cr.Kind == "ClusterRole" && cr.Name == name {
+			return &cr
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/cli"
+)
+
+// TestRotate: five subscriptions (three Stripe, two GitHub) rotated. The first run has no
+// manager to answer and times out (exit 4) with the requests made; the second, started before
+// the manager comes back, resumes them (no new request) and ends when every rotation is
+// confirmed: Stripe endpoints replaced and the old ones deleted, GitHub hooks kept with a new
+// secret, each signing Secret holding exactly the provider's current secret.
+func TestRotate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "rotate")
+	var subs []*hookv1.WebhookSubscription
+	for i := range 3 {
+		subs = append(subs, tn.stripeSub(fmt.Sprintf("pay-%d", i), fmt.Sprintf("https://hooks.example.com/pay-%d", i), "invoice.paid"))
+	}
+	for i := range 2 {
+		subs = append(subs, tn.githubSub(fmt.Sprintf("repo-%d", i), fmt.Sprintf("https://hooks.example.com/repo-%d", i), "push"))
+	}
+	before := map[string]*hookv1.WebhookSubscription{}
+	for _, s := range subs {
+		s.Labels["team"] = "rot"
+		g.Expect(env.Client.Create(ctx, s.DeepCopy())).To(Succeed())
+	}
+	stop := startManager(t)
+	for _, s := range subs {
+		before[s.Name] = expectReady(g, s)
+	}
+	stop()
+
+	code, _, stderr := run(t, nil, "rotate", "-n", tn.ns, "-l", "team=rot", "--timeout", "2s", "--poll-interval", "100ms")
+	g.Expect(code).To(Equal(cli.ExitTimeout), stderr)
+	g.Expect(strings.Count(stderr, "rotation requested")).To(Equal(5), stderr)
+	g.Expect(stderr).To(ContainSubstring("run the command again to resume"))
+
+	// Resumed: started while no manager runs, it follows the pending requests.
+	var out, errOut syncBuffer
+	resumed := make(chan int, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		resumed <- cli.Run(rctx, []string{"rotate", "-n", tn.ns, "-l", "team=rot", "--poll-interval", "100ms", "--kubeconfig", env.Kubeconfig},
+			cli.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}})
+	}()
+	g.Eventually(func() int { return strings.Count(errOut.String(), "still pending: following it") }).Should(Equal(5))
+	stop = startManager(t)
+	defer stop()
+	g.Eventually(resumed).WithTimeout(time.Minute).Should(Receive(Equal(cli.ExitOK)), "stderr: %s", errOut.String())
+	g.Expect(errOut.String()).To(ContainSubstring("rotated 5/5"))
+	g.Expect(errOut.String()).NotTo(ContainSubstring(": rotation requested"))
+
+	for _, s := range subs {
+		live := &hookv1.WebhookSubscription{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(s), live)).To(Succeed())
+		g.Expect(live.Status.LastHandledRotateAt).To(Equal(live.Annotations[hookv1.AnnotationRotateRequestedAt]))
+		old := before[s.Name].Status.EndpointID
+		g.Expect(out.String()).To(ContainSubstring(s.Name))
+		sec := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: s.Spec.SigningSecret.Name}, sec)).To(Succeed())
+		current := string(sec.Data[hookv1.SecretKeyCurrent])
+		if s.Spec.Provider.Type == hookv1.ProviderStripe {
+			// A new endpoint, the old one deleted (eventually: pruned in the round after).
+			g.Expect(live.Status.EndpointID).NotTo(Equal(old))
+			g.Eventually(func() []string { return stripeIDs(tn) }).ShouldNot(ContainElement(old))
+			g.Expect(stripeSecret(tn, live.Status.EndpointID)).To(Equal(current))
+			continue
+		}
+		// The same hook, a new secret.
+		g.Expect(live.Status.EndpointID).To(Equal(old))
+		id, _ := strconv.ParseInt(old, 10, 64)
+		hookSecret := ""
+		for _, h := range ghSrv.Hooks(tn.repo) {
+			if h.ID == id {
+				hookSecret = h.Config.Secret
+			}
+		}
+		g.Expect(hookSecret).To(Equal(current))
+		g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPending))
+	}
+	g.Expect(stripeSrv.Endpoints(tn.apiKey)).To(HaveLen(3))
+	g.Expect(ghSrv.Hooks(tn.repo)).To(HaveLen(2))
+}
+
+func stripeIDs(tn *tenant) []string {
+	var ids []string
+	for _, e := range stripeSrv.Endpoints(tn.apiKey) {
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+func stripeSecret(tn *tenant, id string) string {
+	for _, e := range stripeSrv.Endpoints(tn.apiKey) {
+		if e.ID == id {
+			return e.Secret
+		}
+	}
+	return ""
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

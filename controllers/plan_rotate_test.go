@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+// TestPlanRotation: a requested rotation (hookwarden.io/rotate-requested-at) of a secret that is
+// held becomes one step, make-before-break: set in place where the client chooses the secret
+// and the provider can update, a new registration otherwise; nothing where deliveries are
+// unsigned; never twice in one reconcile.
+func TestPlanRotation(t *testing.T) {
+	rotated := func(s step) step { s.Rotation = true; return s }
+	cases := []struct {
+		reason   string
+		caps     providers.Capabilities
+		observed []providers.Registration
+		held     []string
+		pending  bool
+		request  bool
+		rounds   rounds
+		want     plan
+	}{
+		{
+			reason:   "no request: nothing to do",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0)},
+			held:     []string{"we_1"},
+			want:     keeps(reg("we_1", 0)),
+		},
+		{
+			reason:   "Stripe shows a secret only at create: a new registration replaces keep (pruned in the next round)",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0)},
+			held:     []string{"we_1"},
+			request:  true,
+			want:     keeps(reg("we_1", 0), rotated(replaceStep(reg("we_1", 0)))),
+		},
+		{
+			reason:   "GitHub-like (client-chosen, updatable): a new secret set on the same hook",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("h1", 0)},
+			held:     []string{"h1"},
+			request:  true,
+			want:     keeps(hook("h1", 0), rotated(setSecretStep(hook("h1", 0)))),
+		},
+		{
+			reason:   "a set-secret already pending (a crash mid-rotation) is finished first, and is the rotation",
+			caps:     markerlessCaps,
+			observed: []providers.Registration{hook("h1", 0)},
+			held:     []string{"h1"},
+			pending:  true,
+			request:  true,
+			want:     keeps(hook("h1", 0), setSecretStep(hook("h1", 0))),
+		},
+		{
+			reason:   "client-chosen without an update (Calendly-like): a new registration",
+			caps:     noUpdateCaps,
+			observed: []providers.Registration{hook("h1", 0)},
+			held:     []string{"h1"},
+			request:  true,
+			want:     keeps(hook("h1", 0), rotated(replaceStep(hook("h1", 0)))),
+		},
+		{
+			reason:   "readable or fetched secrets: a new registration (reading back gives the same secret)",
+			caps:     fetchedCaps,
+			observed: []providers.Registration{reg("we_1", 0)},
+			held:     []string{"we_1"},
+			request:  true,
+			want:     keeps(reg("we_1", 0), rotated(replaceStep(reg("we_1", 0)))),
+		},
+		{
+			reason:   "unsigned deliveries: nothing to rotate",
+			caps:     unsignedCaps,
+			observed: []providers.Registration{reg("we_1", 0)},
+			request:  true,
+			want:     keeps(reg("we_1", 0)),
+		},
+		{
+			reason:   "a lost secret is recovered as usual, which already gives a new one: no second rotation",
+			caps:     stripeCaps,
+			observed: []providers.Registration{reg("we_1", 0)},
+			request:  true,
+			want:     keeps(reg("we_1", 0), replayStep(reg("we_1", 0)), markStep(reg("we_1", 0))),
+		},
+		{
+			reason:  "nothing registered: the create makes a new secret",
+			caps:    stripeCaps,
+			request: true,
+			want:    creates(),
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			in := planInput{
+				Desired: planDesired(planURL), Generation: 1, Observed: c.observed, Caps: c.caps,
+				RecordedID: "", HeldSecrets: heldSet(c.held), CurrentID: currentOf("", firstOf(c.held), c.held),
+				PendingSecret: c.pending, RotateRequested: c.request, Rounds: c.rounds,
+			}
+			if len(c.observed) > 0 {
+				in.RecordedID = c.observed[0].ID
+				in.CurrentID = currentOf("", in.RecordedID, c.held)
+			}
+			got := computePlan(in)
+			if diff := cmp.Diff(c.want, got, planStepDetail); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if got.rotates() != (c.request && hasRotation(c.want)) {
+				t.Errorf("rotates() = %v", got.rotates())
+			}
+		})
+	}
+}
+
+func firstOf(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+func hasRotation(p plan) bool {
+	for _, s := range p.Steps {
+		if s.Rotation {
+			return true
+		}
+	}
+	return false
+}

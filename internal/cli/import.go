@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/providers"
+)
+
+type importFlags struct {
+	provider      string
+	credentials   string
+	credentialKey string
+	apiURL        string
+	owner, repo   string
+	org           string
+	profile       string
+	restParams    map[string]string
+	secrets       []string
+	namePrefix    string
+	clusterName   string
+}
+
+func newImportCommand(g *globals) *cobra.Command {
+	var f importFlags
+	cmd := &cobra.Command{
+		Use:   "import --provider stripe|github|rest --credentials SECRET [target flags]",
+		Short: "Write WebhookSubscription manifests that adopt the registrations an account already has",
+		Long: `import lists the registrations of a Stripe account, a GitHub repository or organization, or
+a REST profile's target (read-only, through the same client the manager uses, with the credential
+in the Secret --credentials names in the namespace) and writes one WebhookSubscription per
+registration to stdout: its URL, its events as a set, its description, policies.adoption Adopt.
+Applied, each adopts its registration without a create, except where the provider cannot give
+its secret back (below).
+
+What adopting means for the signing secret, per provider (also printed per registration on stderr):
+  stripe  Stripe shows a secret only in the create response: the manager adopts by rotation (a new
+          endpoint, make-before-break, then the old one is deleted), unless you supply the secret
+          with --secret ID=FILE (from the dashboard), which writes a signing Secret beside the
+          subscription: then nothing is created.
+  github  GitHub masks the secret: a new secret is set on the same hook (no new hook).
+  rest    as the profile's secret mode says (readable or fetched: read back; client-chosen: set anew).
+
+A registration carrying another cluster's ownership marker is refused (it is that cluster's), and
+one already owned by a subscription of this cluster is skipped.`,
+		Example: `  hookwarden import --provider stripe --credentials stripe-api -n shop > stripe.yaml
+  hookwarden import --provider stripe --credentials stripe-api --secret we_123=whsec.txt > stripe.yaml
+  hookwarden import --provider github --credentials github-api --owner acme --repository shop > github.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.runImport(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.provider, "provider", "", "provider type: stripe, github or rest")
+	fl.StringVar(&f.credentials, "credentials", "", "name of the Secret (in the namespace) holding the provider credential; the manifests reference it")
+	fl.StringVar(&f.credentialKey, "credentials-key", "", "key in that Secret (default: the provider's, apiKey or token)")
+	fl.StringVar(&f.apiURL, "api-url", "", "provider API base URL (default: the provider's public API)")
+	fl.StringVar(&f.owner, "owner", "", "GitHub: repository owner")
+	fl.StringVar(&f.repo, "repository", "", "GitHub: repository name")
+	fl.StringVar(&f.org, "organization", "", "GitHub: organization (organization hooks)")
+	fl.StringVar(&f.profile, "profile", "", "REST: name of the built-in profile")
+	fl.StringToStringVar(&f.restParams, "parameter", nil, "REST: profile parameters (NAME=VALUE, repeatable)")
+	fl.StringArrayVar(&f.secrets, "secret", nil, "ID=FILE: the signing secret of registration ID, read from FILE (Stripe: adopt without rotation); repeatable")
+	fl.StringVar(&f.namePrefix, "name-prefix", "", "prefix of the subscriptions' names (default: the provider type)")
+	fl.StringVar(&f.clusterName, "cluster-name", "", "the manager's --cluster-name (default: as the manager's, the UID of kube-system)")
+	return cmd
+}
+
+// importNote is what import says about one registration.
+type importNote struct {
+	Registration string `json:"registration"`
+	URL          string `json:"url"`
+	Subscription string `json:"subscription,omitempty"`
+	// Outcome: imported, refused or skipped.
+	Outcome string `json:"outcome"`
+	Secret  string `json:"secret"`
+}
+
+func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
+	if f.provider == "" || f.credentials == "" {
+		return usageError("--provider and --credentials are required")
+	}
+	secrets := map[string][]byte{}
+	for _, s := range f.secrets {
+		id, file, ok := strings.Cut(s, "=")
+		if !ok || id == "" || file == "" {
+			return usageError("--secret %q: want ID=FILE", s)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return usageError("--secret %s: %v", id, err)
+		}
+		secrets[id] = []byte(strings.TrimSpace(string(b)))
+	}
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+	c, err := g.cluster()
+	if err != nil {
+		return err
+	}
+	name, err := clusterName(ctx, c, f.clusterName)
+	if err != nil {
+		return err
+	}
+	tmpl := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace}, Spec: hookv1.WebhookSubscriptionSpec{
+		Provider: hookv1.ProviderSpec{Type: hookv1.ProviderType(f.provider), CredentialsRef: hookv1.SecretKeySelector{Name: f.credentials, Key: f.credentialKey}, APIURL: f.apiURL},
+		Events:   []string{"*"},
+	}}
+	switch tmpl.Spec.Provider.Type {
+	case hookv1.ProviderStripe:
+	case hookv1.ProviderGitHub:
+		tmpl.Spec.Provider.GitHub = &hookv1.GitHubTarget{Owner: f.owner, Repository: f.repo, Organization: f.org}
+	case hookv1.ProviderREST:
+		tmpl.Spec.Provider.REST = &hookv1.RESTProvider{Profile: f.profile, Parameters: f.restParams}
+	default:
+		return usageError("--provider %q: want stripe, github or rest", f.provider)
+	}
+	r := &controllers.Reconciler{APIReader: readOnly{c.client}, Accounts: controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now}), ClusterName: name}
+	g.progress(cmd.ErrOrStderr(), "listing the %s account's registrations", f.provider)
+	regs, caps, err := r.Observe(ctx, tmpl)
+	if err != nil {
+		return err
+	}
+	prefix := f.namePrefix
+	if prefix == "" {
+		prefix = f.provider
+	}
+	var docs []string
+	var notes []importNote
+	used := map[string]bool{}
+	for _, reg := range regs {
+		note := importNote{Registration: reg.ID, URL: reg.URL}
+		switch {
+		case reg.Unfit != "":
+			note.Outcome, note.Secret = "skipped", "the provider's object does not fit its client ("+reg.Unfit+")"
+		case !reg.Owner.IsZero() && reg.Owner.Cluster != name:
+			note.Outcome, note.Secret = "refused", fmt.Sprintf("carries the ownership marker of cluster %q (%s/%s): it is that cluster's", reg.Owner.Cluster, reg.Owner.Namespace, reg.Owner.Name)
+		case !reg.Owner.IsZero():
+			note.Outcome, note.Secret = "skipped", fmt.Sprintf("already owned by %s/%s in this cluster", reg.Owner.Namespace, reg.Owner.Name)
+		}
+		if note.Outcome != "" {
+			notes = append(notes, note)
+			continue
+		}
+		sub := importedSubscription(tmpl, reg, uniqueName(prefix, reg.ID, used))
+		note.Subscription, note.Outcome = key(sub), "imported"
+		note.Secret = secretNote(caps, reg.ID, secrets[reg.ID] != nil)
+		b, err := yaml.Marshal(sub)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, string(b))
+		if s, ok := secrets[reg.ID]; ok {
+			sec := importedSigningSecret(sub, reg.ID, s)
+			b, err := yaml.Marshal(sec)
+			if err != nil {
+				return err
+			}
+			docs = append(docs, string(b))
+			delete(secrets, reg.ID)
+		}
+		notes = append(notes, note)
+	}
+	for id := range secrets {
+		return usageError("--secret %s: the account has no importable registration %s", id, id)
+	}
+	for _, n := range notes {
+		if n.Subscription != "" {
+			g.progress(cmd.ErrOrStderr(), "%s %s (%s) as %s: %s", n.Outcome, n.Registration, n.URL, n.Subscription, n.Secret)
+		} else {
+			g.progress(cmd.ErrOrStderr(), "%s %s (%s): %s", n.Outcome, n.Registration, n.URL, n.Secret)
+		}
+	}
+	if g.output == "json" || g.output == "yaml" {
+		return g.print(cmd.OutOrStdout(), notes, nil)
+	}
+	_, err = fmt.Fprint(cmd.OutOrStdout(), strings.Join(docs, "---\n"))
+	return err
+}
+
+func importedSubscription(tmpl *hookv1.WebhookSubscription, reg providers.Registration, name string) *hookv1.WebhookSubscription {
+	events := slices.Clone(reg.Events)
+	slices.Sort(events)
+	events = slices.Compact(events)
+	spec := *tmpl.Spec.DeepCopy()
+	spec.Endpoint = hookv1.EndpointSpec{URL: reg.URL}
+	spec.Events = events
+	spec.Description = reg.Description
+	spec.Disabled = reg.Disabled
+	spec.SigningSecret = hookv1.SigningSecretSpec{Name: name + "-signing"}
+	spec.Policies.Adoption = hookv1.AdoptionAdopt
+	return &hookv1.WebhookSubscription{
+		TypeMeta:   metav1.TypeMeta{APIVersion: hookv1.GroupVersion.String(), Kind: "WebhookSubscription"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: name, Annotations: map[string]string{hookv1.AnnotationImportedFrom: reg.ID}},
+		Spec:       spec,
+	}
+}
+
+// importedSigningSecret is a signing Secret holding a secret the user supplied for reg, marked
+// for the subscription that adopts it (the manager takes it as its own).
+func importedSigningSecret(sub *hookv1.WebhookSubscription, id string, secret []byte) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name,
+			Labels:      map[string]string{hookv1.LabelSigningSecret: "true", hookv1.LabelSubscription: sub.Name},
+			Annotations: map[string]string{hookv1.AnnotationEndpointID: id, hookv1.AnnotationImportedFor: sub.Name}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{hookv1.SecretKeyPrefix + id: secret, hookv1.SecretKeyCurrent: secret},
+	}
+}
+
+func secretNote(caps providers.Capabilities, id string, supplied bool) string {
+	switch caps.Secret {
+	case providers.SecretReturnedOnCreate:
+		if supplied {
+			return "adopted with the signing secret you supplied (a signing Secret is written): nothing is created"
+		}
+		return "the provider shows a secret only at create: adopting rotates (a new registration, make-before-break, then " + id + " is deleted); pass --secret " + id + "=FILE to keep it"
+	case providers.SecretClientChosen:
+		return "the provider masks its secret: a new secret is set on the same registration"
+	case providers.SecretReadable, providers.SecretFetched:
+		return "its secret is read back from the provider"
+	case providers.SecretNone:
+		return "deliveries are not signed"
+	}
+	return caps.Secret.String()
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// uniqueName makes a DNS-1123 name for a registration.
+func uniqueName(prefix, id string, used map[string]bool) string {
+	base := strings.Trim(nonName.ReplaceAllString(strings.ToLower(prefix+"-"+id), "-"), "-")
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	name := base
+	for i := 2; used[name]; i++ {
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	used[name] = true
+	return name
+}

@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/controllers"
+)
+
+type planFlags struct {
+	files        []string
+	selector     string
+	clusterName  string
+	receiverBase string
+}
+
+func newPlanCommand(g *globals) *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan [-f manifests.yaml | -l selector]",
+		Short: "Show what the manager would change, without changing anything",
+		Long: `plan runs the manager's own observe and plan for each subscription (a fresh, read-only list
+of the provider account, the signing Secret) and prints the decision and the steps: create,
+update (with the fields that change), adopt, prune (which twin, and why), recover the signing
+secret (by replaying the create, reading it back, or a rotation), or nothing.
+
+With -f the subscriptions are the manifests in the file (what a merge would apply; a
+subscription already in the cluster is planned with its recorded status); without it, the
+subscriptions in the cluster (-n, -A, -l).
+
+Nothing is written, to the provider or to the cluster. The provider credentials are read from
+the Secrets the specs name (spec.provider.credentialsRef), as the manager reads them: the
+caller needs get on those Secrets and on the signing Secrets.
+
+Exit code 2 when any subscription has pending steps (as terraform plan -detailed-exitcode), 1
+when one could not be planned.`,
+		Example: `  hookwarden plan -f subscriptions.yaml
+  hookwarden plan -n shop -l team=payments -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.runPlan(cmd, f) },
+	}
+	cmd.Flags().StringSliceVarP(&f.files, "filename", "f", nil, "manifest file with WebhookSubscriptions (- for stdin); repeatable")
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector of the subscriptions in the cluster to plan")
+	cmd.Flags().StringVar(&f.clusterName, "cluster-name", "", "the manager's --cluster-name (default: as the manager's, the UID of kube-system)")
+	cmd.Flags().StringVar(&f.receiverBase, "receiver-base-url", "", "the manager's --receiver-base-url, for subscriptions with spec.endpoint.receiver")
+	return cmd
+}
+
+// planResult is one subscription's plan (or why it has none), as -o yaml|json prints it.
+type planResult struct {
+	Subscription string               `json:"subscription"`
+	InCluster    bool                 `json:"inCluster"`
+	Plan         *controllers.Preview `json:"plan,omitempty"`
+	Error        string               `json:"error,omitempty"`
+}
+
+// readOnly hides a client's writes: plan gives the reconciler nothing it could write with.
+type readOnly struct{ client.Reader }
+
+func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
+	if len(f.files) > 0 && f.selector != "" {
+		return usageError("-f and -l exclude each other")
+	}
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+	c, err := g.cluster()
+	if err != nil {
+		return err
+	}
+	subs, inCluster, err := g.planTargets(ctx, cmd, c, f)
+	if err != nil {
+		return err
+	}
+	name, err := clusterName(ctx, c, f.clusterName)
+	if err != nil {
+		return err
+	}
+	r := &controllers.Reconciler{
+		APIReader:       readOnly{c.client},
+		Accounts:        controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now}),
+		ClusterName:     name,
+		ReceiverBaseURL: f.receiverBase,
+	}
+	results := make([]planResult, 0, len(subs))
+	pending, failed := false, 0
+	for i := range subs {
+		sub := &subs[i]
+		res := planResult{Subscription: key(sub), InCluster: inCluster[i]}
+		g.progress(cmd.ErrOrStderr(), "planning %s (%d/%d): listing the %s account", key(sub), i+1, len(subs), sub.Spec.Provider.Type)
+		p, err := g.preview(ctx, cmd, r, sub)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			res.Error = oneLine(err)
+			failed++
+		} else {
+			res.Plan = &p
+			pending = pending || p.Changes()
+		}
+		results = append(results, res)
+	}
+	if err := g.print(cmd.OutOrStdout(), results, func(t *table) { planTable(t, results) }); err != nil {
+		return err
+	}
+	switch {
+	case failed > 0:
+		return &exitError{code: ExitError, err: fmt.Errorf("%d of %d subscriptions could not be planned", failed, len(subs))}
+	case pending:
+		return pendingChanges
+	}
+	return nil
+}
+
+// preview plans one subscription, waiting out provider rate limits as the manager would.
+func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controllers.Reconciler, sub *hookv1.WebhookSubscription) (controllers.Preview, error) {
+	for {
+		p, err := r.Preview(ctx, sub)
+		after, limited := controllers.RetryAfter(err)
+		if !limited {
+			return p, err
+		}
+		g.progress(cmd.ErrOrStderr(), "%s: %v; waiting %s as the manager would", key(sub), err, after)
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-time.After(after):
+		}
+	}
+}
+
+// planTargets are the subscriptions to plan: the manifests (each with the status and UID of the
+// one in the cluster, when it exists) or the cluster's.
+func (g *globals) planTargets(ctx context.Context, cmd *cobra.Command, c *cluster, f planFlags) ([]hookv1.WebhookSubscription, []bool, error) {
+	if len(f.files) == 0 {
+		subs, err := g.listSubscriptions(ctx, c, f.selector)
+		inCluster := make([]bool, len(subs))
+		for i := range inCluster {
+			inCluster[i] = true
+		}
+		return subs, inCluster, err
+	}
+	var subs []hookv1.WebhookSubscription
+	var inCluster []bool
+	for _, path := range f.files {
+		got, err := readManifests(path, cmd.InOrStdin(), c.namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, sub := range got {
+			var live hookv1.WebhookSubscription
+			err := c.client.Get(ctx, client.ObjectKeyFromObject(&sub), &live)
+			switch {
+			case apierrors.IsNotFound(err) && !isCRDMissing(err):
+				inCluster = append(inCluster, false)
+			case err != nil:
+				return nil, nil, kubeError("reading WebhookSubscription "+key(&sub), err)
+			default:
+				// The plan reads what the manager recorded; the spec is the manifest's.
+				sub.UID, sub.Status, sub.Generation = live.UID, live.Status, live.Generation
+				if !equality.Semantic.DeepEqual(sub.Spec, live.Spec) {
+					sub.Generation++
+				}
+				inCluster = append(inCluster, true)
+			}
+			subs = append(subs, sub)
+		}
+	}
+	return subs, inCluster, nil
+}
+
+func planTable(t *table, results []planResult) {
+	t.header("SUBSCRIPTION", "PROVIDER", "DECISION", "ACTION", "REGISTRATION", "DETAIL")
+	for _, res := range results {
+		if res.Error != "" {
+			t.row(res.Subscription, "-", "error", "-", "-", res.Error)
+			continue
+		}
+		p := res.Plan
+		decision := p.Decision
+		if p.Keep != nil {
+			if p.Adopt {
+				decision = "adopt"
+			}
+		}
+		first := true
+		row := func(action, reg, detail string) {
+			if first {
+				t.row(res.Subscription, p.Provider, decision, action, reg, detail)
+				first = false
+				return
+			}
+			t.row("", "", "", action, reg, detail)
+		}
+		switch {
+		case p.Stall != "":
+			row("-", "-", p.Stall)
+		case p.Conflict != "":
+			row("-", "-", p.Conflict)
+		case len(p.Steps) == 0:
+			id := ""
+			if p.Keep != nil {
+				id = p.Keep.ID
+			}
+			row("nothing", id, "registration matches the spec")
+		}
+		for _, s := range p.Steps {
+			detail := s.Description
+			if s.Secret == "rotation" {
+				detail += "; signing secret by rotation"
+			}
+			row(s.Action, dash(s.Registration), detail)
+			for _, ch := range s.Changes {
+				row("", "", "  "+changeLine(ch))
+			}
+		}
+		for _, r := range p.KeptTwins {
+			row("report", r.ID, "twin kept (policies.twins: Keep): "+r.URL)
+		}
+		for _, r := range p.NearTwins {
+			row("report", r.ID, "near twin left alone (differs by a slash or the scheme): "+r.URL)
+		}
+		for _, r := range p.Unproven {
+			row("report", r.ID, "cannot be proven ours, left alone: "+r.URL)
+		}
+		for _, r := range p.Unfit {
+			row("report", r.ID, "foreign registration the provider's client cannot read, skipped")
+		}
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// changeLine says how a field changes; events, a set, as what is added and removed.
+func changeLine(ch controllers.FieldChange) string {
+	if ch.Field != "events" {
+		return fmt.Sprintf("%s: %s -> %s", ch.Field, ch.From, ch.To)
+	}
+	from, to := strings.Split(ch.From, ","), strings.Split(ch.To, ",")
+	var parts []string
+	for _, e := range to {
+		if e != "" && !slices.Contains(from, e) {
+			parts = append(parts, "+"+e)
+		}
+	}
+	for _, e := range from {
+		if e != "" && !slices.Contains(to, e) {
+			parts = append(parts, "-"+e)
+		}
+	}
+	return "events: " + strings.Join(parts, " ")
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+// AnnotationRecoverRequestedAt asks the manager for a recovery run of missed events whenever its
+// value changes; status.recovery.lastHandledRequestedAt is the value handled last.
+const AnnotationRecoverRequestedAt = "hookwarden.io/recover-requested-at"
+
+type recoverFlags struct {
+	selector string
+	interval time.Duration
+}
+
+func newRecoverCommand(g *globals) *cobra.Command {
+	var f recoverFlags
+	cmd := &cobra.Command{
+		Use:   "recover [NAME] [-l selector]",
+		Short: "Ask for a recovery run of missed events and follow it to its end",
+		Long: `recover sets the annotation hookwarden.io/recover-requested-at on each subscription and
+follows status.recovery until status.recovery.lastHandledRequestedAt equals the request, then
+prints what the run found: events recovered, skipped (already received) and beyond the
+provider's window (no longer retrievable).
+
+Resumable: a request still pending is followed, not made again.`,
+		Example: `  hookwarden recover -n shop -l team=payments --timeout 30m`,
+		Args:    cobra.MaximumNArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
+	}
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
+	cmd.Flags().DurationVar(&f.interval, "poll-interval", time.Second, "how often status is read")
+	return cmd
+}
+
+// recoveryRun is the end of one recovery run, read from status.recovery (through unstructured:
+// the fields are the manager's, whatever version of the API types this binary has).
+type recoveryRun struct {
+	Subscription string `json:"subscription"`
+	RequestedAt  string `json:"requestedAt"`
+	Recovered    int64  `json:"recovered"`
+	Skipped      int64  `json:"skipped"`
+	BeyondWindow int64  `json:"beyondWindow"`
+	Resumed      bool   `json:"resumed,omitempty"`
+}
+
+// recoveryOf reads status.recovery: handled is lastHandledRequestedAt, and the figures of
+// lastRun.
+func recoveryOf(u *unstructured.Unstructured) (handled string, run recoveryRun) {
+	handled, _, _ = unstructured.NestedString(u.Object, "status", "recovery", "lastHandledRequestedAt")
+	run.Recovered = nestedInt(u, "recovered")
+	run.Skipped = nestedInt(u, "skipped")
+	run.BeyondWindow = nestedInt(u, "beyondWindow")
+	return handled, run
+}
+
+func nestedInt(u *unstructured.Unstructured, field string) int64 {
+	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "recovery", "lastRun", field)
+	if !found {
+		return 0
+	}
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	case string:
+		i, _ := strconv.ParseInt(n, 10, 64)
+		return i
+	}
+	return 0
+}
+
+func (g *globals) runRecover(cmd *cobra.Command, args []string, f recoverFlags) error {
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+	c, err := g.cluster()
+	if err != nil {
+		return err
+	}
+	subs, err := g.selectSubscriptions(ctx, c, args, f.selector)
+	if err != nil {
+		return err
+	}
+	now := g.opts.Now().UTC().Format(time.RFC3339Nano)
+	runs := make([]recoveryRun, len(subs))
+	for i := range subs {
+		s := &subs[i]
+		u, err := getUnstructured(ctx, c, types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
+		if err != nil {
+			return err
+		}
+		handled, _ := recoveryOf(u)
+		runs[i] = recoveryRun{Subscription: key(s)}
+		if v := u.GetAnnotations()[AnnotationRecoverRequestedAt]; v != "" && v != handled {
+			runs[i].RequestedAt, runs[i].Resumed = v, true
+			g.progress(cmd.ErrOrStderr(), "%s: a recovery requested at %s is still running: following it", key(s), v)
+			continue
+		}
+		patch := client.MergeFrom(s.DeepCopy())
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[AnnotationRecoverRequestedAt] = now
+		if err := c.client.Patch(ctx, s, patch); err != nil {
+			return kubeError("requesting a recovery of "+key(s), err)
+		}
+		runs[i].RequestedAt = now
+		g.progress(cmd.ErrOrStderr(), "%s: recovery requested", key(s))
+	}
+	tick := time.NewTicker(f.interval)
+	defer tick.Stop()
+	for i := range runs {
+		for {
+			u, err := getUnstructured(ctx, c, types.NamespacedName{Namespace: subs[i].Namespace, Name: subs[i].Name})
+			if err == nil {
+				if handled, run := recoveryOf(u); handled == runs[i].RequestedAt {
+					run.Subscription, run.RequestedAt, run.Resumed = runs[i].Subscription, runs[i].RequestedAt, runs[i].Resumed
+					runs[i] = run
+					g.progress(cmd.ErrOrStderr(), "recovered %d/%d: %s: %d recovered, %d skipped, %d beyond the window", i+1, len(runs), run.Subscription, run.Recovered, run.Skipped, run.BeyondWindow)
+					break
+				}
+			} else if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w (%d of %d recoveries ended)", runs[i].Subscription, ctx.Err(), i, len(runs))
+			case <-tick.C:
+			}
+		}
+	}
+	return g.print(cmd.OutOrStdout(), runs, func(t *table) {
+		t.header("SUBSCRIPTION", "RECOVERED", "SKIPPED", "BEYOND-WINDOW", "REQUESTED-AT")
+		for _, r := range runs {
+			t.row(r.Subscription, strconv.FormatInt(r.Recovered, 10), strconv.FormatInt(r.Skipped, 10), strconv.FormatInt(r.BeyondWindow, 10), r.RequestedAt)
+		}
+	})
+}
+
+func getUnstructured(ctx context.Context, c *cluster, nn types.NamespacedName) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(hookv1.GroupVersion.WithKind("WebhookSubscription"))
+	if err := c.client.Get(ctx, nn, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}

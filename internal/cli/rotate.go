@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+)
+
+type rotateFlags struct {
+	selector string
+	interval time.Duration
+}
+
+func newRotateCommand(g *globals) *cobra.Command {
+	var f rotateFlags
+	cmd := &cobra.Command{
+		Use:   "rotate [NAME] [-l selector]",
+		Short: "Rotate signing secrets, make-before-break, and wait until each is confirmed",
+		Long: `rotate asks the manager to rotate the signing secret of each subscription (it sets the
+annotation hookwarden.io/rotate-requested-at) and follows status until the manager reports it
+handled (status.lastHandledRotateAt equals the request) and Ready again. The manager rotates
+make-before-break: on GitHub a new secret is set on the same hook, stored first as pending so the
+receiver accepts old and new until GitHub has it; on Stripe a new endpoint is created, both
+secrets are accepted, and the old endpoint is deleted once the new one is current. The manager
+paces its requests by the provider's rate limits.
+
+Resumable: a subscription whose request is still pending is followed, not asked again, so running
+the command again after an interruption or --timeout (exit 4) continues where it stopped.`,
+		Example: `  hookwarden rotate -n shop -l team=payments
+  hookwarden rotate orders --timeout 10m`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return g.runRotate(cmd, args, f) },
+	}
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
+	cmd.Flags().DurationVar(&f.interval, "poll-interval", time.Second, "how often status is read")
+	return cmd
+}
+
+type rotateResult struct {
+	Subscription string `json:"subscription"`
+	Before       string `json:"before"`
+	After        string `json:"after"`
+	RequestedAt  string `json:"requestedAt"`
+	Resumed      bool   `json:"resumed,omitempty"`
+}
+
+func (g *globals) runRotate(cmd *cobra.Command, args []string, f rotateFlags) error {
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+	c, err := g.cluster()
+	if err != nil {
+		return err
+	}
+	subs, err := g.selectSubscriptions(ctx, c, args, f.selector)
+	if err != nil {
+		return err
+	}
+	results := make([]rotateResult, len(subs))
+	now := g.opts.Now().UTC().Format(time.RFC3339Nano)
+	for i := range subs {
+		s := &subs[i]
+		res := rotateResult{Subscription: key(s), Before: s.Status.EndpointID}
+		if v := s.Annotations[hookv1.AnnotationRotateRequestedAt]; v != "" && v != s.Status.LastHandledRotateAt {
+			res.RequestedAt, res.Resumed = v, true
+			g.progress(cmd.ErrOrStderr(), "%s: a rotation requested at %s is still pending: following it", key(s), v)
+		} else {
+			patch := client.MergeFrom(s.DeepCopy())
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[hookv1.AnnotationRotateRequestedAt] = now
+			if err := c.client.Patch(ctx, s, patch); err != nil {
+				return kubeError("requesting a rotation of "+key(s), err)
+			}
+			res.RequestedAt = now
+			g.progress(cmd.ErrOrStderr(), "%s: rotation requested", key(s))
+		}
+		results[i] = res
+	}
+	done := 0
+	for i := range subs {
+		s := &subs[i]
+		after, err := g.follow(ctx, c, s, f.interval, func(live *hookv1.WebhookSubscription) bool {
+			return live.Status.LastHandledRotateAt == results[i].RequestedAt && readyNow(live)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w (%d of %d rotated)", key(s), err, done, len(subs))
+		}
+		done++
+		results[i].After = after.Status.EndpointID
+		g.progress(cmd.ErrOrStderr(), "rotated %d/%d: %s (%s)", done, len(subs), key(s), after.Status.EndpointID)
+	}
+	return g.print(cmd.OutOrStdout(), results, func(t *table) {
+		t.header("SUBSCRIPTION", "BEFORE", "AFTER", "REQUESTED-AT")
+		for _, r := range results {
+			t.row(r.Subscription, dash(r.Before), dash(r.After), r.RequestedAt)
+		}
+	})
+}
+
+// selectSubscriptions is the named subscription or those the selector matches.
+func (g *globals) selectSubscriptions(ctx context.Context, c *cluster, args []string, selector string) ([]hookv1.WebhookSubscription, error) {
+	if len(args) == 0 {
+		return g.listSubscriptions(ctx, c, selector)
+	}
+	if selector != "" {
+		return nil, usageError("a NAME and -l exclude each other")
+	}
+	var sub hookv1.WebhookSubscription
+	if err := c.client.Get(ctx, nsName(c.namespace, args[0]), &sub); err != nil {
+		return nil, notFoundIsUsage(kubeError("reading WebhookSubscription "+c.namespace+"/"+args[0], err), err)
+	}
+	return []hookv1.WebhookSubscription{sub}, nil
+}
+
+// follow reads sub until done says so (or ctx ends), reporting a stall once.
+func (g *globals) follow(ctx context.Context, c *cluster, sub *hookv1.WebhookSubscription, interval time.Duration, done func(*hookv1.WebhookSubscription) bool) (*hookv1.WebhookSubscription, error) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		live := &hookv1.WebhookSubscription{}
+		err := c.client.Get(ctx, client.ObjectKeyFromObject(sub), live)
+		switch {
+		case err != nil && (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)):
+			return nil, kubeError("reading "+key(sub), err)
+		case err != nil:
+			// Transient (or the deadline's own client-side wait): read again at the next tick.
+		case done(live):
+			return live, nil
+		}
+		if st := meta.FindStatusCondition(live.Status.Conditions, hookv1.ConditionStalled); err == nil && st != nil && st.Status == metav1.ConditionTrue && st.ObservedGeneration == live.Generation {
+			return nil, fmt.Errorf("stalled: %s: %s", st.Reason, st.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func readyNow(s *hookv1.WebhookSubscription) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, hookv1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && s.Status.ObservedGeneration == s.Generation
+}
