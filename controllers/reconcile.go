@@ -283,6 +283,25 @@ func rotateRequest(sub *hookv1.WebhookSubscription) string {
 	return v
 }
 
+// pendingRotation is rotateRequest, confirmed against the API server: the cached object may
+// predate the status write that recorded the rotation as handled, and a second rotation would
+// replace a registration that was just made (a new Stripe endpoint, twice).
+func (r *Reconciler) pendingRotation(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
+	rotate := rotateRequest(sub)
+	if rotate == "" || r.APIReader == nil {
+		return rotate, nil
+	}
+	live := &hookv1.WebhookSubscription{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sub), live); err != nil {
+		return "", fmt.Errorf("reading the subscription to confirm a rotation request: %w", err)
+	}
+	if live.Status.LastHandledRotateAt == rotate {
+		sub.Status.LastHandledRotateAt = rotate
+		return "", nil
+	}
+	return rotate, nil
+}
+
 // reconcile observes, plans and acts, in rounds: a round whose step changed which registration
 // is kept (a replacement) ends early, and the next round plans again from the account's cached
 // list, which holds our own writes. fresh skips the account's shared list.
@@ -320,7 +339,10 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	o, unlock := acct.Lock()
 	defer unlock()
 
-	rotate := rotateRequest(sub)
+	rotate, err := r.pendingRotation(ctx, sub)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
