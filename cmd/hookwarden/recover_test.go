@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -34,4 +39,68 @@ func TestRecoverResumes(t *testing.T) {
 	g.Expect(stderr).To(ContainSubstring("a recovery requested at " + requested + " is still running: following it"))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sub), live)).To(Succeed())
 	g.Expect(live.Annotations[cli.AnnotationRecoverRequestedAt]).To(Equal(requested))
+}
+
+// TestRecoverFollowsTheManagersRun: events Stripe failed to deliver while the endpoint answered
+// 503 come back through `hookwarden recover`: the manager's run hands each to the endpoint once,
+// signed as Stripe signs, and the command prints the run's figures.
+func TestRecoverFollowsTheManagersRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "recover-run")
+	var mu sync.Mutex
+	down, got := true, map[string]int{}
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed) // the manager's reachability probe
+			return
+		}
+		var ev struct {
+			ID string `json:"id"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &ev)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case down:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case r.Header.Get("Stripe-Signature") == "":
+			w.WriteHeader(http.StatusBadRequest)
+		case got[ev.ID] > 0:
+			got[ev.ID]++
+			w.WriteHeader(http.StatusOK)
+		default:
+			got[ev.ID]++
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	defer endpoint.Close()
+	sub := tn.stripeSub("orders", endpoint.URL+"/hooks/recover-run/orders", "invoice.paid")
+	sub.Spec.Endpoint.AllowInsecureHTTP = true
+	sub.Spec.Recovery = hookv1.RecoverySpec{Mode: hookv1.RecoveryManual}
+	g.Expect(env.Client.Create(ctx, sub.DeepCopy())).To(Succeed())
+	stop := startManager(t)
+	defer stop()
+	expectReady(g, sub)
+
+	var ids []string
+	for range 3 {
+		ids = append(ids, stripeSrv.Emit(tn.apiKey, "invoice.paid", map[string]any{"object": "invoice"}).ID)
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+
+	code, stdout, stderr := run(t, nil, "recover", "orders", "-n", tn.ns, "-o", "json", "--timeout", "2m", "--poll-interval", "200ms")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	var runs []map[string]any
+	g.Expect(json.Unmarshal([]byte(stdout), &runs)).To(Succeed(), stdout)
+	g.Expect(runs).To(HaveLen(1))
+	g.Expect(runs[0]).To(HaveKeyWithValue("recovered", BeNumerically("==", 3)), stdout)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		g.Expect(got).To(HaveKeyWithValue(id, 1), "event %s at the endpoint", id)
+	}
 }
