@@ -23,6 +23,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/childproc"
+	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -47,6 +48,9 @@ type recEnv struct {
 	stripe       *stripefake.Server
 	stripeURL    string
 	stripeOffset atomic.Int64 // the fake Stripe's clock minus the wall clock, in ns
+
+	github    *ghfake.Server
+	githubURL string
 }
 
 func newRecEnv(t *testing.T) *recEnv {
@@ -68,6 +72,9 @@ func newRecEnv(t *testing.T) *recEnv {
 	e.stripe = stripefake.New(stripefake.WithClock(func() time.Time { return time.Now().Add(time.Duration(e.stripeOffset.Load())) }))
 	var stop func()
 	e.stripeURL, stop = e.stripe.Start()
+	t.Cleanup(stop)
+	e.github = ghfake.New(ghfake.WithDeliveries(&http.Client{Timeout: 5 * time.Second}))
+	e.githubURL, stop = e.github.Start()
 	t.Cleanup(stop)
 	return e
 }
@@ -334,6 +341,7 @@ func TestRecoveryEndToEnd(t *testing.T) {
 	e.startManager()
 
 	t.Run("stripe four days down", func(t *testing.T) { e.h.t = t; stripeFourDaysDown(e) })
+	t.Run("github four days down", func(t *testing.T) { e.h.t = t; githubFourDaysDown(e) })
 	t.Run("stripe manager killed mid-recovery", func(t *testing.T) { e.h.t = t; stripeKilledMidRecovery(e) })
 	t.Run("stripe rate-limit storm", func(t *testing.T) { e.h.t = t; stripeRateLimitStorm(e) })
 }
@@ -544,4 +552,92 @@ func (e *recEnv) setMode(name string, mode hookv1.RecoveryMode) {
 		sub.Spec.Recovery.Mode = mode
 		return e.h.k8s.Patch(ctx, sub, client.MergeFrom(base))
 	})
+}
+
+// --- GitHub
+
+// GitHub keeps a hook's deliveries and redelivers those of the last 3 days: of 35 events over
+// four days, those older than that are reported, the rest come back once, under their guid.
+func githubFourDaysDown(e *recEnv) {
+	t := e.h.t
+	const name, tok, target = "github-down", "ghp_recoverye2e0001", "repos/octo/recover"
+	e.github.Grant(tok, target)
+	e.secret("github-down-credentials", "token", tok)
+	e.subscription(name, hookv1.ProviderSpec{Type: hookv1.ProviderGitHub, APIURL: e.githubURL,
+		CredentialsRef: hookv1.SecretKeySelector{Name: "github-down-credentials", Key: "token"},
+		GitHub:         &hookv1.GitHubTarget{Owner: "octo", Repository: "recover"}}, []string{"push"}, hookv1.RecoveryAuto, 7*24*time.Hour)
+	e.waitReady(name)
+	hooks := e.github.Hooks(target)
+	if len(hooks) != 1 {
+		t.Fatalf("%d hooks on %s, want 1", len(hooks), target)
+	}
+	live, err := e.github.Emit(target, "push", []byte(`{"ref":"refs/heads/main"}`))
+	if err != nil || len(live) != 1 || live[0].Code/100 != 2 {
+		t.Fatalf("the live delivery: %+v, %v", live, err)
+	}
+
+	e.stopReceiver()
+	start := time.Now().Add(-stripeDown)
+	var ids, inside, beyond []string
+	failed := 0
+	for i := range 35 {
+		at := start.Add(time.Duration(i) * stripeDown / 35)
+		ds, err := e.github.EmitAt(at, target, "push", []byte(fmt.Sprintf(`{"ref":"refs/heads/main","n":%d}`, i)))
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("emitting: %+v, %v", ds, err)
+		}
+		ids = append(ids, ds[0].GUID)
+		if ds[0].Code/100 != 2 {
+			failed++
+		}
+		// A margin of a minute either side of the window's edge, for the time the run takes.
+		switch age := time.Since(at); {
+		case age < ghfake.RedeliveryWindow-time.Minute:
+			inside = append(inside, ds[0].GUID)
+		case age > ghfake.RedeliveryWindow+time.Minute:
+			beyond = append(beyond, ds[0].GUID)
+		default:
+			t.Fatalf("event %d at the window's edge; the spacing should avoid that", i)
+		}
+	}
+	e.startReceiver()
+
+	// GitHub reports the failures (last_response): an automatic run redelivers.
+	e.waitAllOnce(name, inside, 2*time.Minute)
+	var st *hookv1.RecoveryStatus
+	e.h.eventually("the automatic run recorded", time.Minute, func(ctx context.Context) error {
+		sub, err := e.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		st = sub.Status.Recovery
+		if st == nil || st.LastRun == nil || st.LastRun.Result == hookv1.RecoveryRunning || st.Recovered < int64(len(inside)) {
+			return fmt.Errorf("status.recovery %+v", st)
+		}
+		return nil
+	})
+	if st.LastRun.Trigger != hookv1.TriggerAuto {
+		t.Errorf("first run %s, want Auto", st.LastRun.Trigger)
+	}
+	msg := st.LastRun.Message
+	// A requested run afterwards finds nothing more to send.
+	st = e.waitHandled(name, e.requestRecovery(name))
+	e.github.WaitDeliveries()
+	got := e.sink.counts(name)
+	arrivedBeyond := 0
+	for _, id := range beyond {
+		if got[id] > 0 {
+			arrivedBeyond++
+		}
+	}
+	arrived, twice, _ := e.sink.tally(name, inside)
+	reported := st.BeyondWindow > 0 || strings.Contains(msg, "beyond")
+	fmt.Printf("REPORT recovery github four days down: sent %d, failed at the provider %d, recovered %d, beyond the window %d (status beyondWindow %d; run message %q), delivered twice %d\n",
+		len(ids), failed, arrived, len(beyond), st.BeyondWindow, msg, twice)
+	if arrived != len(inside) || twice != 0 || arrivedBeyond != 0 || !reported {
+		t.Errorf("inside the window %d of %d arrived, %d twice; beyond it %d arrived, reported %v: want all once, none beyond, reported", arrived, len(inside), twice, arrivedBeyond, reported)
+	}
+	if st.Recovered != int64(len(inside)) {
+		t.Errorf("status.recovery.recovered %d, want %d", st.Recovered, len(inside))
+	}
 }
