@@ -87,6 +87,9 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	}
 	if st.LastRun != nil {
 		in.LastRunStart = st.LastRun.StartTime.Time
+		if st.LastRun.Result == hookv1.RecoveryPartial {
+			in.Unfinished = st.LastRun.Trigger
+		}
 	}
 	d := decideRecovery(in)
 	st.LookbackClamped = d.Clamped

@@ -24,6 +24,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/childproc"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/gitlab"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -51,6 +52,26 @@ type recEnv struct {
 
 	github    *ghfake.Server
 	githubURL string
+
+	gitlab    *gitlab.Server
+	gitlabURL string
+	glMu      sync.Mutex
+	glBase    time.Time // the fake GitLab's time at glStart
+	glStart   time.Time // wall clock
+	glSpeed   time.Duration
+}
+
+// setGitLabClock sets the fake GitLab's clock to at, running speed times as fast as the wall's.
+func (e *recEnv) setGitLabClock(at time.Time, speed time.Duration) {
+	e.glMu.Lock()
+	defer e.glMu.Unlock()
+	e.glBase, e.glStart, e.glSpeed = at, time.Now(), speed
+}
+
+func (e *recEnv) gitlabNow() time.Time {
+	e.glMu.Lock()
+	defer e.glMu.Unlock()
+	return e.glBase.Add(time.Since(e.glStart) * e.glSpeed)
 }
 
 func newRecEnv(t *testing.T) *recEnv {
@@ -75,6 +96,12 @@ func newRecEnv(t *testing.T) *recEnv {
 	t.Cleanup(stop)
 	e.github = ghfake.New(ghfake.WithDeliveries(&http.Client{Timeout: 5 * time.Second}))
 	e.githubURL, stop = e.github.Start()
+	t.Cleanup(stop)
+	e.gitlab = gitlab.New()
+	e.gitlab.AddProject("42", "group/project")
+	e.setGitLabClock(time.Now(), 1)
+	e.gitlab.Clock.Set(e.gitlabNow)
+	e.gitlabURL, stop = e.gitlab.Start()
 	t.Cleanup(stop)
 	return e
 }
@@ -342,6 +369,7 @@ func TestRecoveryEndToEnd(t *testing.T) {
 
 	t.Run("stripe four days down", func(t *testing.T) { e.h.t = t; stripeFourDaysDown(e) })
 	t.Run("github four days down", func(t *testing.T) { e.h.t = t; githubFourDaysDown(e) })
+	t.Run("gitlab four days down", func(t *testing.T) { e.h.t = t; gitlabFourDaysDown(e) })
 	t.Run("stripe manager killed mid-recovery", func(t *testing.T) { e.h.t = t; stripeKilledMidRecovery(e) })
 	t.Run("stripe rate-limit storm", func(t *testing.T) { e.h.t = t; stripeRateLimitStorm(e) })
 }
@@ -422,7 +450,11 @@ func (e *recEnv) waitAllOnce(name string, ids []string, timeout time.Duration) {
 			return stopWaiting{err}
 		}
 		if n, _, missing := e.sink.tally(name, ids); n != len(ids) {
-			return fmt.Errorf("%d of %d at the sink; missing %v", n, len(ids), missing[:min(3, len(missing))])
+			var run any
+			if sub, err := e.get(ctx, name); err == nil && sub.Status.Recovery != nil {
+				run = sub.Status.Recovery.LastRun
+			}
+			return fmt.Errorf("%d of %d at the sink; missing %v; last run %+v", n, len(ids), missing[:min(3, len(missing))], run)
 		}
 		return nil
 	})
@@ -639,5 +671,103 @@ func githubFourDaysDown(e *recEnv) {
 	}
 	if st.Recovered != int64(len(inside)) {
 		t.Errorf("status.recovery.recovered %d, want %d", st.Recovered, len(inside))
+	}
+}
+
+// --- GitLab (REST profile)
+
+// glSpeed is how much faster than the wall the fake GitLab's clock runs once the receiver is
+// back, with the profile's resend rate scaled to match: GitLab's 5 resends a minute would
+// otherwise make this run take minutes of real time.
+const glSpeed = 10
+
+// GitLab sends each event once, disables the hook after 4 failures in a row (for 1 minute,
+// then twice as long after each further failure, up to a day) and never sends what happens
+// meanwhile. Once the receiver is back (after the hook's disable has ended), every event
+// GitLab sent and logged is resent once, with its Idempotency-Key.
+func gitlabFourDaysDown(e *recEnv) {
+	t := e.h.t
+	const name, tok = "gitlab-down", "glpat-recoverye2e"
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "rest", "gitlab-project-hooks.profile.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rate = "rate: {requests: 5, period: 1m}"
+	if !strings.Contains(string(b), rate) {
+		t.Fatalf("the GitLab profile no longer says %q", rate)
+	}
+	profile := strings.Replace(string(b), rate, fmt.Sprintf("rate: {requests: %d, period: 1m}", 5*glSpeed), 1)
+	e.secret("gitlab-down-credentials", "token", tok)
+	e.subscription(name, hookv1.ProviderSpec{Type: hookv1.ProviderREST, APIURL: e.gitlabURL + "/api/v4",
+		CredentialsRef: hookv1.SecretKeySelector{Name: "gitlab-down-credentials", Key: "token"},
+		REST:           &hookv1.RESTProvider{Profile: profile, Parameters: map[string]string{"project": "42"}}}, []string{"push"}, hookv1.RecoveryManual, 7*24*time.Hour)
+	e.waitReady(name)
+	if sent, _ := e.gitlab.Emit("42", "push_events", []byte(`{"object_kind":"push","live":true}`)); sent != 1 {
+		t.Fatalf("the live event was sent to %d hooks", sent)
+	}
+	hooks := e.gitlab.Hooks("42")
+	if len(hooks) != 1 {
+		t.Fatalf("%d hooks, want 1", len(hooks))
+	}
+	hook := hooks[0].ID
+	e.h.eventually("the live event at the sink", time.Minute, func(context.Context) error {
+		if len(e.sink.counts(name)) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+
+	e.stopReceiver()
+	start := time.Now().Add(-stripeDown)
+	logged := len(e.gitlab.Events("42", hook))
+	sent, never := 0, 0
+	for i := range 35 {
+		e.setGitLabClock(start.Add(time.Duration(i)*stripeDown/35), 1)
+		s, k := e.gitlab.Emit("42", "push_events", []byte(fmt.Sprintf(`{"object_kind":"push","n":%d}`, i)))
+		sent, never = sent+s, never+k
+	}
+	var ids []string
+	for _, ev := range e.gitlab.Events("42", hook)[logged:] {
+		ids = append(ids, ev.IdempotencyKey())
+	}
+	if len(ids) != sent || never == 0 {
+		t.Fatalf("logged %d, sent %d, never sent %d: want the hook disabled partway", len(ids), sent, never)
+	}
+	// Back once the hook's disable has ended (GitLab's profile has no way to end it early).
+	back := time.Now()
+	if h := e.gitlab.Hooks("42")[0]; h.DisabledUntil != nil && h.DisabledUntil.After(back) {
+		back = h.DisabledUntil.Add(time.Second)
+	}
+	e.setGitLabClock(back, glSpeed)
+	e.startReceiver()
+	e.setMode(name, hookv1.RecoveryAuto)
+
+	e.waitAllOnce(name, ids, 2*time.Minute)
+	var st *hookv1.RecoveryStatus
+	e.h.eventually("the automatic runs recorded", time.Minute, func(ctx context.Context) error {
+		sub, err := e.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		st = sub.Status.Recovery
+		if st == nil || st.LastRun == nil || st.LastRun.Result == hookv1.RecoveryRunning || st.Recovered < int64(len(ids)) {
+			return fmt.Errorf("status.recovery %+v", st)
+		}
+		return nil
+	})
+	if st.LastRun.Trigger != hookv1.TriggerAuto {
+		t.Errorf("last run %s, want Auto", st.LastRun.Trigger)
+	}
+	limited := 0
+	for _, r := range e.gitlab.Requests() {
+		if r.Status == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	arrived, twice, _ := e.sink.tally(name, ids)
+	fmt.Printf("REPORT recovery gitlab four days down: sent %d (never sent, hook auto-disabled: %d), failed at the provider %d, recovered %d, beyond the window %d, delivered twice %d, resends answered 429 %d\n",
+		35, never, sent, st.Recovered, st.BeyondWindow, twice, limited)
+	if arrived != len(ids) || twice != 0 || st.Recovered != int64(len(ids)) || st.BeyondWindow != 0 {
+		t.Errorf("arrived %d of %d, twice %d, status %+v", arrived, len(ids), twice, st)
 	}
 }
