@@ -372,6 +372,8 @@ func TestRecoveryEndToEnd(t *testing.T) {
 	t.Run("gitlab four days down", func(t *testing.T) { e.h.t = t; gitlabFourDaysDown(e) })
 	t.Run("stripe manager killed mid-recovery", func(t *testing.T) { e.h.t = t; stripeKilledMidRecovery(e) })
 	t.Run("stripe rate-limit storm", func(t *testing.T) { e.h.t = t; stripeRateLimitStorm(e) })
+	e.h.t = t
+	e.h.checkLogs() // a data race (under -race) or a panic in any process's log fails the test
 }
 
 func stripeFourDaysDown(e *recEnv) {
