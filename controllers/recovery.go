@@ -104,6 +104,9 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	}
 	if st.LastRun != nil {
 		in.LastRunStart = st.LastRun.StartTime.Time
+		if st.LastRun.Result == hookv1.RecoveryPartial {
+			in.Unfinished = st.LastRun.Trigger
+		}
 	}
 	d := decideRecovery(in)
 	st.LookbackClamped = d.Clamped
@@ -137,6 +140,13 @@ func (x *recoveryRunner) logger(ctx context.Context) logr.Logger {
 // start records the run as Running, so a run that never ends is visible, and an automatic run
 // is not started again within the resync interval, whatever happens to this manager.
 func (x *recoveryRunner) start(ctx context.Context, now time.Time) {
+	if prev := x.st.LastRun; prev != nil && prev.Result == hookv1.RecoveryRunning {
+		// A run that never finished (its manager was killed): what it persisted joins the
+		// totals, since finish never added it and this run does not hand it over again.
+		x.st.Recovered += prev.Recovered
+		x.st.Skipped += prev.Skipped
+		x.st.BeyondWindow += prev.BeyondWindow
+	}
 	x.run = &hookv1.RecoveryRun{Trigger: x.d.Trigger, StartTime: metav1.NewTime(now), Result: hookv1.RecoveryRunning}
 	x.st.LastRun = x.run
 	x.logger(ctx).Info("recovery run starts", "trigger", string(x.d.Trigger), "since", x.d.Since, logReason, x.d.Why)

@@ -59,6 +59,11 @@ type recoveryInput struct {
 	Health providers.DeliveryHealth
 	// Watermark and LastRunStart come from status (zero when unset).
 	Watermark, LastRunStart time.Time
+	// Unfinished is the trigger of the last run when it ended Partial (stopped partway: a rate
+	// limit's pause, an answer that stopped it), "" otherwise: the run goes on, whatever the
+	// provider's health says now (a redelivery that succeeded makes it look healthy) and in
+	// Manual mode too (it was asked for).
+	Unfinished hookv1.RecoveryTrigger
 	// Resync is the subscription's resync interval: automatic runs start at most once per
 	// interval.
 	Resync time.Duration
@@ -122,6 +127,8 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	switch {
 	case requested:
 		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerRequested, "requested through "+hookv1.AnnotationRecoverRequestedAt
+	case in.Unfinished != "":
+		d.Action, d.Trigger, d.Why = recoverRun, in.Unfinished, "the last run stopped partway: it goes on from the watermark"
 	case in.Mode == hookv1.RecoveryManual:
 		d.Why = "mode Manual: runs only on request"
 	case !due:

@@ -49,6 +49,9 @@ func lastRunAgo(d time.Duration) func(*recoveryInput) {
 func lookback(d time.Duration) func(*recoveryInput) {
 	return func(in *recoveryInput) { in.Lookback = d }
 }
+func unfinished(tr hookv1.RecoveryTrigger) func(*recoveryInput) {
+	return func(in *recoveryInput) { in.Unfinished = tr }
+}
 func notSynced(in *recoveryInput)     { in.Synced = false }
 func cannotRecover(in *recoveryInput) { in.CanRecover = false }
 func canReenable(in *recoveryInput)   { in.CanReenable = true }
@@ -83,6 +86,9 @@ func TestDecideRecovery(t *testing.T) {
 		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
 		{"a request already handled: nothing", recIn(requestedAt("1", "1")), want{}},
 		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"Auto, the last run paused partway a moment ago, the provider healthy now (a redelivery arrived): it goes on", recIn(lastRunAgo(2*time.Second), unfinished(hookv1.TriggerAuto), watermarkAgo(time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour}},
+		{"Manual, a requested run paused partway: it goes on as requested", recIn(mode(hookv1.RecoveryManual), requestedAt("1", "1"), lastRunAgo(2*time.Second), unfinished(hookv1.TriggerRequested)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"Off, an unfinished run: nothing", recIn(mode(hookv1.RecoveryOff), unfinished(hookv1.TriggerAuto)), want{}},
 		{"Manual, failing: no automatic run", recIn(mode(hookv1.RecoveryManual), health(failingNow)), want{}},
 		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
 		{"Off, failing: nothing", recIn(mode(hookv1.RecoveryOff), health(failingNow)), want{}},

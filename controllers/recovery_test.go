@@ -640,3 +640,27 @@ func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 		t.Errorf("healthy gauge %v after the state changed", v)
 	}
 }
+
+// A run its manager never finished (killed mid-run: status says Running, with the counts it
+// persisted after each page): the next run adds those counts to the totals, since the events
+// behind the watermark are not handed over again and finish never added them.
+func TestRecoveryAfterAKilledRunKeepsItsCounts(t *testing.T) {
+	e1, e2 := missedAt("evt_1", 40, "invoice.paid"), missedAt("evt_2", 10, "invoice.paid")
+	f := newFakeRecoverer(fetchCaps, e1, e2)
+	h := newRecHarness(t, f)
+	mark := metav1.NewTime(e1.At)
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark, Recovered: 7,
+		LastRun: &hookv1.RecoveryRun{Trigger: hookv1.TriggerAuto, StartTime: metav1.NewTime(h.clock.now().Add(-time.Hour)), Result: hookv1.RecoveryRunning, Recovered: 3, Skipped: 1}}
+	h.ledgerHas("evt_1") // handed over by the killed run; listed again from the watermark
+
+	h.recover()
+	st := h.sub.Status.Recovery
+	if st.LastRun.Result != hookv1.RecoverySucceeded || st.LastRun.Recovered != 1 || st.LastRun.Skipped != 1 {
+		t.Fatalf("run %+v, want Succeeded with evt_2 recovered and evt_1 skipped", st.LastRun)
+	}
+	if st.Recovered != 7+3+1 || st.Skipped != 1+1 {
+		t.Errorf("totals recovered %d, skipped %d; want 11 and 2 (the killed run's 3 and 1 included)", st.Recovered, st.Skipped)
+	}
+}
+
+func (h *recHarness) ledgerHas(id string) { h.receiver.ledger[id] = true }
