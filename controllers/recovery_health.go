@@ -21,6 +21,9 @@ func (r *Reconciler) deliveryHealth(ctx context.Context, sub *hookv1.WebhookSubs
 	var h providers.DeliveryHealth
 	if reg.Health != nil {
 		h = *reg.Health
+		if listSuffices(sub, h) {
+			return h
+		}
 	}
 	key := subscriptionKey(sub) + "\x00" + reg.ID
 	report, ok := r.health.get(key, now, resyncInterval(sub))
@@ -37,10 +40,23 @@ func (r *Reconciler) deliveryHealth(ctx context.Context, sub *hookv1.WebhookSubs
 		}
 		r.health.put(key, now, report)
 	}
-	if h.State == providers.HealthDisabled {
-		return h
-	}
 	return report
+}
+
+// listSuffices reports whether what the list says about deliveries needs no report of recent
+// deliveries: nothing delivered yet, disabled, or healthy when the last word was healthy too. A
+// steady, healthy fleet then costs one list per page and no request per registration. Failing,
+// or healthy again after failures (the receiver is back: how many failed decides whether a
+// recovery runs), asks the provider.
+func listSuffices(sub *hookv1.WebhookSubscription, h providers.DeliveryHealth) bool {
+	switch h.State {
+	case providers.HealthFailing:
+		return false
+	case providers.HealthHealthy:
+		c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionDelivering)
+		return c != nil && c.Status == metav1.ConditionTrue
+	}
+	return true
 }
 
 // setDelivering sets the Delivering condition from the provider's view of deliveries.

@@ -664,3 +664,40 @@ func TestRecoveryAfterAKilledRunKeepsItsCounts(t *testing.T) {
 }
 
 func (h *recHarness) ledgerHas(id string) { h.receiver.ledger[id] = true }
+
+// TestDeliveryHealthFromTheListAlone: what the list says about deliveries costs nothing; the
+// provider's report of recent deliveries is asked only where the list says failing, says nothing
+// at all, or says healthy again after failures (how many failed decides whether a run is due).
+func TestDeliveryHealthFromTheListAlone(t *testing.T) {
+	f := newFakeRecoverer(redeliCaps)
+	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 2, Total: 9}
+	h := newRecHarness(t, f)
+	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
+	step := func(list *providers.DeliveryHealth) {
+		h.reg.Health = list
+		h.clock.advance(11 * time.Minute) // past the report's memo
+		h.recover()
+	}
+	step(&providers.DeliveryHealth{State: providers.HealthUnknown, Message: "nothing delivered yet"})
+	if f.healthCalls != 0 {
+		t.Errorf("report asked %d times for a registration nothing was delivered to", f.healthCalls)
+	}
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 2, Total: 7}
+	step(&providers.DeliveryHealth{State: providers.HealthFailing, Message: "last response 502"})
+	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 2, Total: 9}
+	if f.healthCalls != 1 {
+		t.Errorf("report asked %d times when the list says failing, want 1", f.healthCalls)
+	}
+	step(&providers.DeliveryHealth{State: providers.HealthHealthy, Message: "last response 200"})
+	if f.healthCalls != 2 {
+		t.Errorf("report asked %d times when the list says healthy right after failures, want 2 (the receiver is back: how many failed?)", f.healthCalls)
+	}
+	step(&providers.DeliveryHealth{State: providers.HealthHealthy, Message: "last response 200"})
+	if f.healthCalls != 2 {
+		t.Errorf("report asked %d times in a steady healthy state, want no more", f.healthCalls)
+	}
+	step(nil)
+	if f.healthCalls != 3 {
+		t.Errorf("report asked %d times when the list says nothing (organization hooks), want 3", f.healthCalls)
+	}
+}

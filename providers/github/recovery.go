@@ -284,7 +284,8 @@ func (c *Client) Health(ctx context.Context, reg providers.Registration) (provid
 }
 
 // listHealth is what a hook's last_response says about deliveries, at no extra request: a 2xx
-// is healthy; "unused" (nothing delivered yet) or no report says nothing; anything else (an
+// is healthy; "unused" (nothing delivered yet) is unknown, and says the delivery log is empty;
+// no last_response (organization hooks) is nil; anything else (an
 // error code, or no answer) is failing.
 func listHealth(lr *providers.DeliveryReport) *providers.DeliveryHealth {
 	switch {
@@ -293,7 +294,8 @@ func listHealth(lr *providers.DeliveryReport) *providers.DeliveryHealth {
 	case lr.Code >= 200 && lr.Code < 300:
 		return &providers.DeliveryHealth{State: providers.HealthHealthy, Message: "last response " + strconv.Itoa(lr.Code)}
 	case lr.Code == 0 && (lr.Status == "unused" || lr.Status == ""):
-		return nil
+		// Said, not unknown: nothing was delivered, so the delivery log has nothing to add.
+		return &providers.DeliveryHealth{State: providers.HealthUnknown, Message: "nothing delivered yet"}
 	}
 	msg := "last response " + strconv.Itoa(lr.Code)
 	if lr.Code == 0 {

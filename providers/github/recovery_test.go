@@ -501,7 +501,7 @@ func TestListHealth(t *testing.T) {
 		want *providers.DeliveryHealth
 	}{
 		{"answered", fake.LastResponse{Code: 200, Status: "active", Message: "OK"}, &providers.DeliveryHealth{State: providers.HealthHealthy, Message: "last response 200"}},
-		{"unused", fake.LastResponse{Status: "unused"}, nil},
+		{"unused", fake.LastResponse{Status: "unused"}, &providers.DeliveryHealth{State: providers.HealthUnknown, Message: "nothing delivered yet"}},
 		{"error", fake.LastResponse{Code: 503, Status: "failed", Message: "Invalid HTTP Response: 503"}, &providers.DeliveryHealth{State: providers.HealthFailing, Message: "last response 503: Invalid HTTP Response: 503"}},
 		{"no answer", fake.LastResponse{Status: "failed", Message: "failed to connect to host"}, &providers.DeliveryHealth{State: providers.HealthFailing, Message: "last delivery got no answer: failed to connect to host"}},
 	} {
