@@ -217,7 +217,7 @@ func TestCreateSendsJSONVerifiedTLSAndTheSecret(t *testing.T) {
 				t.Errorf("stored hook active=%v events=%v, want inactive [issues push]", h.Active, h.Events)
 			}
 			want := providers.Registration{ID: fmt.Sprint(h.ID), URL: d.URL, Events: []string{"issues", "push"}, Disabled: true, Created: h.CreatedAt}
-			if d := cmp.Diff(want, reg, cmpopts.IgnoreFields(providers.Registration{}, "LastDelivery")); d != "" {
+			if d := cmp.Diff(want, reg, cmpopts.IgnoreFields(providers.Registration{}, "LastDelivery", "Health")); d != "" {
 				t.Errorf("Create (-want +got):\n%s", d)
 			}
 			if body := e.srv.Requests()[0].Body; strings.Contains(body, d.Secret) || !strings.Contains(body, `"secret":"********"`) {
@@ -260,7 +260,8 @@ func TestUpdateResendsTheSecretAndRepairsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := providers.Registration{ID: id, URL: d.URL, Events: []string{"*", "issues"}, Created: h.CreatedAt,
-		LastDelivery: &providers.DeliveryReport{Status: "unused"}}
+		LastDelivery: &providers.DeliveryReport{Status: "unused"},
+		Health:       &providers.DeliveryHealth{State: providers.HealthUnknown, Message: "nothing delivered yet"}}
 	if d := cmp.Diff(want, reg); d != "" {
 		t.Errorf("Update (-want +got):\n%s", d)
 	}
