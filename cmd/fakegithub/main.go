@@ -35,7 +35,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
@@ -69,7 +68,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	clock := &offsetClock{}
+	clock := &fakeapi.Clock{} // the wall clock, moved ahead by POST /_fake/clock
 	opts := []fake.Option{fake.WithClock(clock.Now), fake.WithRedeliveryWindow(*window), fake.WithPageSize(*pageSize), fake.WithHookCap(*hookCap), fake.WithRateLimit(*rateLimit), fake.WithRateLimitStatus(*limitStatus), fake.WithChaos(chaos)}
 	if *deliveries {
 		opts = append(opts, fake.WithDeliveries(nil))
@@ -77,26 +76,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	m := meter()
 	srv := fake.New(append(opts, fake.WithMeter(m))...)
 	return fakeapi.Run(ctx, "fakegithub", *addr, handler(srv, m, clock), stderr, srv.WaitDeliveries)
-}
-
-// offsetClock is the wall clock moved forward by what POST /_fake/clock asked, so a script can
-// say "four days later".
-type offsetClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *offsetClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *offsetClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
-	return c.Now()
 }
 
 type grantRequest struct {
@@ -113,14 +92,6 @@ type emitRequest struct {
 	Ago string `json:"ago"`
 }
 
-type clockRequest struct {
-	Advance string `json:"advance"`
-}
-
-type clockAnswer struct {
-	Now time.Time `json:"now"`
-}
-
 type deliverRequest struct {
 	Target  string          `json:"target"`
 	HookID  int64           `json:"hook_id"`
@@ -128,12 +99,12 @@ type deliverRequest struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handler {
+func handler(srv *fake.Server, m *fakeapi.Meter, clock *fakeapi.Clock) http.Handler {
 	mux := http.NewServeMux()
 	fakeapi.HandleDebug(mux, m, srv.Requests, srv.Chaos)
 	mux.HandleFunc("POST /_fake/grant", func(w http.ResponseWriter, r *http.Request) {
 		var g grantRequest
-		if err := decode(r, &g); err != nil || g.Token == "" || len(g.Targets) == 0 {
+		if err := fakeapi.DecodeJSON(r, &g); err != nil || g.Token == "" || len(g.Targets) == 0 {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"token":T,"targets":["repos/<owner>/<repo>" or "orgs/<org>", ...]}`})
 			return
 		}
@@ -165,7 +136,7 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 	mux.HandleFunc("POST /_fake/hooks", func(w http.ResponseWriter, r *http.Request) {
 		target := r.URL.Query().Get("target")
 		var h fake.Hook
-		if err := decode(r, &h); err != nil || !fake.ValidTarget(target) {
+		if err := fakeapi.DecodeJSON(r, &h); err != nil || !fake.ValidTarget(target) {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter target (repos/<owner>/<repo> or orgs/<org>) and a JSON hook body are required"})
 			return
 		}
@@ -173,7 +144,7 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 	})
 	mux.HandleFunc("POST /_fake/deliver", func(w http.ResponseWriter, r *http.Request) {
 		var d deliverRequest
-		if err := decode(r, &d); err != nil || d.Event == "" {
+		if err := fakeapi.DecodeJSON(r, &d); err != nil || d.Event == "" {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":T,"hook_id":N,"event":E,"payload":{...}}`})
 			return
 		}
@@ -186,7 +157,7 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 	})
 	mux.HandleFunc("POST /_fake/emit", func(w http.ResponseWriter, r *http.Request) {
 		var e emitRequest
-		if err := decode(r, &e); err != nil || e.Event == "" || !fake.ValidTarget(e.Target) {
+		if err := fakeapi.DecodeJSON(r, &e); err != nil || e.Event == "" || !fake.ValidTarget(e.Target) {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"target":"repos/<owner>/<repo>" or "orgs/<org>","event":E,"payload":{...}}`})
 			return
 		}
@@ -204,12 +175,12 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 			fakeapi.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return
 		}
-		fakeapi.WriteJSON(w, http.StatusOK, nonNil(out))
+		fakeapi.WriteJSON(w, http.StatusOK, fakeapi.NonNil(out))
 	})
 	mux.HandleFunc("GET /_fake/deliveries", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("target") == "" && q.Get("hook_id") == "" {
-			fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Deliveries()))
+			fakeapi.WriteJSON(w, http.StatusOK, fakeapi.NonNil(srv.Deliveries()))
 			return
 		}
 		id, err := strconv.ParseInt(q.Get("hook_id"), 10, 64)
@@ -224,21 +195,7 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 		}
 		fakeapi.WriteJSON(w, http.StatusOK, log)
 	})
-	mux.HandleFunc("GET /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: clock.Now().UTC()})
-	})
-	mux.HandleFunc("POST /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
-		var c clockRequest
-		d, err := time.Duration(0), decode(r, &c)
-		if err == nil {
-			d, err = time.ParseDuration(c.Advance)
-		}
-		if err != nil || d < 0 {
-			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"advance":"96h"} (a Go duration, not negative)`})
-			return
-		}
-		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: clock.Advance(d).UTC()})
-	})
+	fakeapi.ClockRoutes(mux, clock.Now, clock.Advance)
 	mux.HandleFunc("GET /_fake/stats", func(w http.ResponseWriter, r *http.Request) {
 		fakeapi.WriteJSON(w, http.StatusOK, srv.Stats())
 	})
@@ -248,17 +205,4 @@ func handler(srv *fake.Server, m *fakeapi.Meter, clock *offsetClock) http.Handle
 	})
 	mux.Handle("/", srv)
 	return mux
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }

@@ -30,7 +30,6 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -94,7 +93,7 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 	mux.HandleFunc("POST /_fake/events", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("key")
 		var e emitRequest
-		if err := decode(r, &e); err != nil || key == "" || e.Type == "" {
+		if err := fakeapi.DecodeJSON(r, &e); err != nil || key == "" || e.Type == "" {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `query parameter key (the API key) and a body {"type":T,"object":{...}} are required`})
 			return
 		}
@@ -106,31 +105,15 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "query parameter key (the API key) is required"})
 			return
 		}
-		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Events(key)))
+		fakeapi.WriteJSON(w, http.StatusOK, fakeapi.NonNil(srv.Events(key)))
 	})
 	mux.HandleFunc("GET /_fake/attempts", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.Attempts()))
+		fakeapi.WriteJSON(w, http.StatusOK, fakeapi.NonNil(srv.Attempts()))
 	})
 	mux.HandleFunc("POST /_fake/retry", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, nonNil(srv.RetryDue()))
+		fakeapi.WriteJSON(w, http.StatusOK, fakeapi.NonNil(srv.RetryDue()))
 	})
-	mux.HandleFunc("GET /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
-		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: srv.Now()})
-	})
-	mux.HandleFunc("POST /_fake/clock", func(w http.ResponseWriter, r *http.Request) {
-		var c clockRequest
-		err := decode(r, &c)
-		var d time.Duration
-		if err == nil {
-			d, err = time.ParseDuration(c.Advance)
-		}
-		if err != nil || d < 0 {
-			fakeapi.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"advance":"96h"} (a Go duration, not negative)`})
-			return
-		}
-		srv.AdvanceClock(d)
-		fakeapi.WriteJSON(w, http.StatusOK, clockAnswer{Now: srv.Now()})
-	})
+	fakeapi.ClockRoutes(mux, srv.Now, srv.AdvanceClock)
 	mux.Handle("/", srv)
 	return mux
 }
@@ -138,25 +121,4 @@ func handler(srv *fake.Server, m *fakeapi.Meter) http.Handler {
 type emitRequest struct {
 	Type   string         `json:"type"`
 	Object map[string]any `json:"object"`
-}
-
-type clockRequest struct {
-	Advance string `json:"advance"`
-}
-
-type clockAnswer struct {
-	Now time.Time `json:"now"`
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }
