@@ -19,13 +19,8 @@ import (
 // value changes; status.recovery.lastHandledRequestedAt is the value handled last.
 const AnnotationRecoverRequestedAt = "hookwarden.io/recover-requested-at"
 
-type recoverFlags struct {
-	selector string
-	interval time.Duration
-}
-
 func newRecoverCommand(g *globals) *cobra.Command {
-	var f recoverFlags
+	var f followFlags
 	cmd := &cobra.Command{
 		Use:   "recover [NAME] [-l selector]",
 		Short: "Ask for a recovery run of missed events and follow it to its end",
@@ -39,8 +34,7 @@ Resumable: a request still pending is followed, not made again.`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
 	}
-	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
-	cmd.Flags().DurationVar(&f.interval, "poll-interval", time.Second, "how often status is read")
+	f.add(cmd)
 	return cmd
 }
 
@@ -82,7 +76,7 @@ func nestedInt(u *unstructured.Unstructured, field string) int64 {
 	return 0
 }
 
-func (g *globals) runRecover(cmd *cobra.Command, args []string, f recoverFlags) error {
+func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) error {
 	ctx, cancel := g.withTimeout(cmd.Context())
 	defer cancel()
 	c, err := g.cluster()

@@ -14,13 +14,20 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
-type rotateFlags struct {
+// followFlags are the flags of the commands that ask the manager for something and follow
+// status until it is done (rotate, recover).
+type followFlags struct {
 	selector string
 	interval time.Duration
 }
 
+func (f *followFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
+	cmd.Flags().DurationVar(&f.interval, "poll-interval", time.Second, "how often status is read")
+}
+
 func newRotateCommand(g *globals) *cobra.Command {
-	var f rotateFlags
+	var f followFlags
 	cmd := &cobra.Command{
 		Use:   "rotate [NAME] [-l selector]",
 		Short: "Rotate signing secrets, make-before-break, and wait until each is confirmed",
@@ -39,8 +46,7 @@ the command again after an interruption or --timeout (exit 4) continues where it
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return g.runRotate(cmd, args, f) },
 	}
-	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
-	cmd.Flags().DurationVar(&f.interval, "poll-interval", time.Second, "how often status is read")
+	f.add(cmd)
 	return cmd
 }
 
@@ -52,7 +58,7 @@ type rotateResult struct {
 	Resumed      bool   `json:"resumed,omitempty"`
 }
 
-func (g *globals) runRotate(cmd *cobra.Command, args []string, f rotateFlags) error {
+func (g *globals) runRotate(cmd *cobra.Command, args []string, f followFlags) error {
 	ctx, cancel := g.withTimeout(cmd.Context())
 	defer cancel()
 	c, err := g.cluster()
