@@ -29,6 +29,8 @@ type Metrics struct {
 	recoveryGaps   *prometheus.CounterVec
 	deliveryHealth *prometheus.GaugeVec
 	watermarkAge   *prometheus.GaugeVec
+	// eventsSuppressed counts Normal Events past the Event budget (EventBudget).
+	eventsSuppressed *prometheus.CounterVec
 
 	mu sync.Mutex
 	// readyProvider is the provider label of each subscription's ready series, so a changed
@@ -83,10 +85,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hookwarden_recovery_watermark_age_seconds",
 			Help: "Age of the subscription's recovery watermark (everything before it was recovered or reported), as of its last reconcile.",
 		}, []string{"namespace", "name", "provider"}),
+		eventsSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_events_suppressed_total",
+			Help: "Normal Events not sent because they came faster than the Event budget (--event-qps, --event-burst), by reason; what they would have said is in the subscriptions' status and the manager's log.",
+		}, []string{"reason"}),
 		readyProvider:    map[string]string{},
 		recoveryProvider: map[string]string{},
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.rateLimited, m.unfit, m.ready, m.recoveryRuns, m.recoveryEvents, m.recoveryGaps, m.deliveryHealth, m.watermarkAge} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.rateLimited, m.unfit, m.ready, m.recoveryRuns, m.recoveryEvents, m.recoveryGaps, m.deliveryHealth, m.watermarkAge, m.eventsSuppressed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -124,6 +130,9 @@ func (m *Metrics) observeRequest(provider, op string, took time.Duration, err er
 
 // rateLimitWait records a request not sent because the credential's rate limit is in force.
 func (m *Metrics) rateLimitWait(provider string) { m.rateLimited.WithLabelValues(provider).Inc() }
+
+// eventSuppressed counts a Normal Event past the Event budget.
+func (m *Metrics) eventSuppressed(reason string) { m.eventsSuppressed.WithLabelValues(reason).Inc() }
 
 // setReady records whether a subscription is Ready.
 func (m *Metrics) setReady(namespace, name, provider string, ready bool) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -84,6 +85,11 @@ type Reconciler struct {
 	DeliveryClient *http.Client
 	// health keeps the providers' reports of deliveries, asked once per resync interval.
 	health healthMemo
+	// Events bounds the Normal Events sent (DefaultEventBudget when zero; a negative
+	// PerSecond sends them all).
+	Events EventBudget
+	// normalEvents is Events as a token bucket (nil: no budget).
+	normalEvents *rate.Limiter
 }
 
 // SetupWithManager registers the controller and its watches.
@@ -103,6 +109,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if r.Metrics == nil {
 		r.Metrics = unregisteredMetrics()
 	}
+	r.normalEvents = r.Events.limiter()
 	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
 	r.ownWrites = newOwnWrites()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
@@ -331,11 +338,6 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if signing.imported {
-		if err := r.claimImported(ctx, sub); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	o, unlock := acct.Lock()
 	defer unlock()
 
@@ -350,6 +352,11 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		Disabled:    sub.Spec.Disabled,
 		Owner:       r.owner(sub),
 	}}
+	if s.signing.imported {
+		if err := s.claimImported(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if err := s.describeVerifier(ctx); err != nil {
 		return ctrl.Result{}, err
 	}

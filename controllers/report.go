@@ -3,6 +3,9 @@ package controllers
 import (
 	"context"
 	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -82,10 +85,43 @@ func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
 	return providers.Owner{Cluster: r.ClusterName, Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID)}
 }
 
-func (r *Reconciler) event(sub *hookv1.WebhookSubscription, typ, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(sub, nil, typ, reason, action, note, args...)
+// EventBudget bounds the Normal Events the manager sends: Burst at once, then PerSecond. A
+// busy start (a GitOps sync of thousands of subscriptions) would otherwise cost the API server
+// one more write per new subscription, on top of the writes that make it Ready, each on a
+// goroutine of the event broadcaster's. Past the budget a Normal Event is counted
+// (hookwarden_events_suppressed_total) and not sent: what it would have said is in the
+// subscription's status and the manager's log. Warnings are always sent.
+type EventBudget struct {
+	PerSecond float64
+	Burst     int
+}
+
+// DefaultEventBudget lets a start of 50 subscriptions send every Event, and a bigger one about
+// five a second after the first 50.
+var DefaultEventBudget = EventBudget{PerSecond: 5, Burst: 50}
+
+// limiter is the budget as a token bucket; nil (no budget: every Event is sent) for a
+// negative rate.
+func (b EventBudget) limiter() *rate.Limiter {
+	if b == (EventBudget{}) {
+		b = DefaultEventBudget
 	}
+	if b.PerSecond < 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(b.PerSecond), max(b.Burst, 1))
+}
+
+// event sends an Event about sub, a Normal one only within the Event budget.
+func (r *Reconciler) event(sub *hookv1.WebhookSubscription, typ, reason, action, note string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	if typ == corev1.EventTypeNormal && r.normalEvents != nil && !r.normalEvents.AllowN(r.clock(), 1) {
+		r.Metrics.eventSuppressed(reason)
+		return
+	}
+	r.Recorder.Eventf(sub, nil, typ, reason, action, note, args...)
 }
 
 // reportUnfit reports, once per account, each foreign registration whose object does not fit
@@ -105,4 +141,13 @@ func (s *session) reportUnfit(ctx context.Context, p plan) {
 		s.r.event(s.sub, corev1.EventTypeWarning, hookv1.ReasonUnfitRegistration, "Reconcile",
 			"skipped registration %s, which is not this subscription's and does not fit what the provider's client reads: %s", id, r.Unfit)
 	}
+}
+
+// clock is the reconciler's time (Now, or the wall clock for a Reconciler not set up through
+// SetupWithManager).
+func (r *Reconciler) clock() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
 }

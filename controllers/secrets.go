@@ -68,6 +68,11 @@ type signingState struct {
 	// imported: the Secret is one `hookwarden import --secret` wrote, not yet controlled by the
 	// subscription (see importedFor).
 	imported bool
+	// obj is the Secret as the API server last answered it, to a read or to this session's
+	// own write (nil: it did not exist). Writes start from it instead of reading again, and
+	// carry its resourceVersion, so a Secret changed by anyone else meanwhile fails the write
+	// (a conflict, and the reconcile retries from a fresh read) rather than being overwritten.
+	obj *corev1.Secret
 }
 
 // held reports the ids of the registrations whose secret is held.
@@ -81,10 +86,18 @@ func (st signingState) held() map[string]bool {
 
 // readSigningState reads the signing Secret (uncached) into a signingState.
 func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSubscription) (signingState, error) {
-	st := signingState{secrets: map[string][]byte{}}
 	sec, err := r.signingSecret(ctx, sub)
-	if err != nil || sec == nil {
-		return st, err
+	if err != nil {
+		return signingState{secrets: map[string][]byte{}}, err
+	}
+	return parseSigningState(sec, sub), nil
+}
+
+// parseSigningState reads what sec holds (nil: nothing).
+func parseSigningState(sec *corev1.Secret, sub *hookv1.WebhookSubscription) signingState {
+	st := signingState{secrets: map[string][]byte{}, obj: sec}
+	if sec == nil {
+		return st
 	}
 	for k, v := range sec.Data {
 		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
@@ -101,17 +114,18 @@ func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSu
 		current = ""
 	}
 	st.current = current
-	return st, nil
+	return st
 }
 
-// mutateSigningSecret creates or updates the signing Secret with fn applied to its data.
-func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.WebhookSubscription, fn func(sec *corev1.Secret)) error {
-	sec, err := r.signingSecret(ctx, sub)
-	if err != nil {
-		return err
-	}
-	exists := sec != nil
-	if !exists {
+// writeSigningSecret creates or updates the signing Secret with fn applied to known, the Secret
+// as the API server last answered it (nil: absent), and returns it as written. It reads
+// nothing: a Secret created or changed by someone else since known was read makes the create
+// (AlreadyExists) or the patch (its resourceVersion) fail, and the reconcile retry.
+func (r *Reconciler) writeSigningSecret(ctx context.Context, sub *hookv1.WebhookSubscription, known *corev1.Secret, fn func(sec *corev1.Secret)) (*corev1.Secret, error) {
+	var sec *corev1.Secret
+	if known != nil {
+		sec = known.DeepCopy()
+	} else {
 		key := r.signingSecretKey(sub)
 		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	}
@@ -127,68 +141,23 @@ func (r *Reconciler) mutateSigningSecret(ctx context.Context, sub *hookv1.Webhoo
 	}
 	fn(sec)
 	if err := controllerutil.SetControllerReference(sub, sec, r.Scheme()); err != nil {
-		return err
+		return nil, err
 	}
+	var err error
 	switch {
-	case !exists:
+	case known == nil:
 		err = r.Create(ctx, sec)
 	case !equality.Semantic.DeepEqual(base, sec):
-		// Optimistic lock: a concurrent writer makes this fail and the reconcile retry.
 		err = r.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	default:
-		return nil
+		return known, nil
 	}
 	if err != nil {
-		return fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
+		return nil, fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
 	}
 	r.ownWrites.record(sec)
 	// In the same step, the receiver's copy: a pending secret is there before the provider hears of it.
-	return r.RouteSecrets.ensure(ctx, sub, sec)
-}
-
-// claimImported makes the subscription the controller of a signing Secret written by
-// `hookwarden import --secret`, so it is garbage-collected with it like the ones the manager
-// writes.
-func (r *Reconciler) claimImported(ctx context.Context, sub *hookv1.WebhookSubscription) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { delete(sec.Annotations, hookv1.AnnotationImportedFor) })
-}
-
-// storeSecret records the signing secret of registration id.
-func (r *Reconciler) storeSecret(ctx context.Context, sub *hookv1.WebhookSubscription, id, secret string) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) {
-		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
-		if sec.Annotations[hookv1.AnnotationEndpointID] == "" {
-			setCurrent(sec, id)
-		}
-	})
-}
-
-// storePending records a client-chosen secret before the provider is asked to use it, so that
-// whatever happens next, the Secret holds the secret the registration may end up verifying with
-// (and the receiver accepts it).
-func (r *Reconciler) storePending(ctx context.Context, sub *hookv1.WebhookSubscription, secret string) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyPending] = []byte(secret) })
-}
-
-// confirmPending records the pending secret as registration id's, now that the provider uses
-// it, makes it current and forgets the pending copy. The secret id had before is dropped: the
-// provider verifies with the new one only.
-func (r *Reconciler) confirmPending(ctx context.Context, sub *hookv1.WebhookSubscription, id, secret string) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) {
-		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
-		delete(sec.Data, hookv1.SecretKeyPending)
-		setCurrent(sec, id)
-	})
-}
-
-// markCurrent makes registration id's secret the current one.
-func (r *Reconciler) markCurrent(ctx context.Context, sub *hookv1.WebhookSubscription, id string) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { setCurrent(sec, id) })
-}
-
-// forgetSecret drops the secret of a registration that no longer exists.
-func (r *Reconciler) forgetSecret(ctx context.Context, sub *hookv1.WebhookSubscription, id string) error {
-	return r.mutateSigningSecret(ctx, sub, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyPrefix+id) })
+	return sec, r.RouteSecrets.ensure(ctx, sub, sec)
 }
 
 func setCurrent(sec *corev1.Secret, id string) {
@@ -267,21 +236,43 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 	return nil, stall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s has no key %q", ref.Field, sub.Namespace, ref.Name, ref.Key)
 }
 
-// The session's writes to the signing Secret keep its in-memory view (s.signing) in step, so
-// one reconcile plans and acts on what the Secret holds now.
+// The session's writes to the signing Secret start from what it last read or wrote, and keep
+// its view (s.signing) in step, so one reconcile plans and acts on what the Secret holds now
+// and a new subscription costs one read and one write of it, not a read before every write.
 
-// storeSecret records the provider-returned secret of registration id.
-func (s *session) storeSecret(ctx context.Context, id, secret string) error {
-	if err := s.r.storeSecret(ctx, s.sub, id, secret); err != nil {
+// mutate applies fn to the signing Secret and takes what was written as the session's view.
+func (s *session) mutate(ctx context.Context, fn func(sec *corev1.Secret)) error {
+	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.signing.obj, fn)
+	if err != nil {
 		return err
 	}
-	s.signing.secrets[id] = []byte(secret)
+	s.signing = parseSigningState(sec, s.sub)
 	return nil
+}
+
+// claimImported makes the subscription the controller of a signing Secret written by
+// `hookwarden import --secret`, so it is garbage-collected with it like the ones the manager
+// writes.
+func (s *session) claimImported(ctx context.Context) error {
+	return s.mutate(ctx, func(sec *corev1.Secret) { delete(sec.Annotations, hookv1.AnnotationImportedFor) })
+}
+
+// storeSecret records the provider-returned secret of registration id (current, when no
+// registration's is yet).
+func (s *session) storeSecret(ctx context.Context, id, secret string) error {
+	return s.mutate(ctx, func(sec *corev1.Secret) {
+		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
+		if sec.Annotations[hookv1.AnnotationEndpointID] == "" {
+			setCurrent(sec, id)
+		}
+	})
 }
 
 // pendingSecret returns the pending client-chosen secret, generating and storing one first when
 // there is none. A pending secret is reused, never replaced: after a crash it may already be the
-// one the provider verifies with.
+// one the provider verifies with. It is stored before the provider is asked to use it, so that
+// whatever happens next, the Secret holds the secret the registration may end up verifying with
+// (and the receiver accepts it).
 func (s *session) pendingSecret(ctx context.Context) (string, error) {
 	if s.signing.pending != nil {
 		return string(s.signing.pending), nil
@@ -290,22 +281,21 @@ func (s *session) pendingSecret(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.r.storePending(ctx, s.sub, secret); err != nil {
+	if err := s.mutate(ctx, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyPending] = []byte(secret) }); err != nil {
 		return "", err
 	}
-	s.signing.pending = []byte(secret)
 	return secret, nil
 }
 
-// confirmPending records the pending secret as registration id's, once the provider uses it.
+// confirmPending records the pending secret as registration id's, now that the provider uses
+// it, makes it current and forgets the pending copy. The secret id had before is dropped: the
+// provider verifies with the new one only.
 func (s *session) confirmPending(ctx context.Context, id, secret string) error {
-	if err := s.r.confirmPending(ctx, s.sub, id, secret); err != nil {
-		return err
-	}
-	s.signing.secrets[id] = []byte(secret)
-	s.signing.pending = nil
-	s.signing.current = id
-	return nil
+	return s.mutate(ctx, func(sec *corev1.Secret) {
+		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
+		delete(sec.Data, hookv1.SecretKeyPending)
+		setCurrent(sec, id)
+	})
 }
 
 // describeVerifier keeps the provider's verification scheme, where it has to be described
@@ -315,29 +305,17 @@ func (s *session) describeVerifier(ctx context.Context) error {
 	if !ok || string(s.signing.verifier) == string(spec) {
 		return nil
 	}
-	if err := s.r.mutateSigningSecret(ctx, s.sub, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyVerifier] = spec }); err != nil {
-		return err
-	}
-	s.signing.verifier = spec
-	return nil
+	return s.mutate(ctx, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyVerifier] = spec })
 }
 
 // markCurrent makes registration id's secret the current one.
 func (s *session) markCurrent(ctx context.Context, id string) error {
-	if err := s.r.markCurrent(ctx, s.sub, id); err != nil {
-		return err
-	}
-	s.signing.current = id
-	return nil
+	return s.mutate(ctx, func(sec *corev1.Secret) { setCurrent(sec, id) })
 }
 
 // forgetSecret drops the secret of a registration that is gone.
 func (s *session) forgetSecret(ctx context.Context, id string) error {
-	if err := s.r.forgetSecret(ctx, s.sub, id); err != nil {
-		return err
-	}
-	delete(s.signing.secrets, id)
-	return nil
+	return s.mutate(ctx, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyPrefix+id) })
 }
 
 // clientSecretBytes is the entropy of a secret we choose: 256 bits, hex-encoded (64 characters,

@@ -77,10 +77,7 @@ const DefaultOutageGrace = 5 * time.Minute
 // counted from the first failure in a row (when Reconciling turned True); past it, or for a
 // subscription never found good, Ready is False with the reason.
 func (r *Reconciler) retrying(sub *hookv1.WebhookSubscription, reason hookv1.Reason, msg string) {
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
+	now := r.clock()
 	since := now
 	if c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReconciling); c != nil && c.Status == metav1.ConditionTrue &&
 		(c.Reason == hookv1.ReasonProviderUnavailable || c.Reason == hookv1.ReasonRateLimited) {

@@ -208,6 +208,9 @@ func startManager(o managerOptions) *runningManager {
 		AfterCreate: o.afterCreate,
 		// The bundled receiver's public URL, for spec.endpoint.receiver.
 		ReceiverBaseURL: receiverBase,
+		// The scenarios look for the Events of their subscriptions; the budget has a test of
+		// its own (TestEventBudget), with its own clock.
+		Events: controllers.EventBudget{PerSecond: -1},
 	}
 	if o.receiverNamespace != "" {
 		r.RouteSecrets = &controllers.RouteSecrets{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(),

@@ -53,6 +53,7 @@ type options struct {
 	listTTL         time.Duration
 	providerQPS     float64
 	providerBurst   int
+	events          controllers.EventBudget
 	requestTimeout  time.Duration
 	concurrency     int
 	outageGrace     time.Duration
@@ -90,6 +91,8 @@ func main() {
 	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "subscriptions reconciled in parallel (one account is always serialized)")
 	flag.DurationVar(&o.outageGrace, "provider-outage-grace", controllers.DefaultOutageGrace, "how long a registration last found matching its spec stays Ready while the provider keeps failing (5xx, timeouts, rate limits); Reconciling says a retry is pending meanwhile")
 	zapOpts := zap.Options{}
+	flag.Float64Var(&o.events.PerSecond, "event-qps", controllers.DefaultEventBudget.PerSecond, "Normal Events sent per second once --event-burst is spent (a busy start would otherwise cost the API server one more write per new subscription); past it they are counted in hookwarden_events_suppressed_total and not sent; Warnings are always sent; negative: send every Event")
+	flag.IntVar(&o.events.Burst, "event-burst", controllers.DefaultEventBudget.Burst, "Normal Events sent at once before --event-qps applies")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if *showVersion {
@@ -216,6 +219,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		ReceiverBaseURL:         o.receiverBase,
 		MaxConcurrentReconciles: o.concurrency,
 		OutageGrace:             o.outageGrace,
+		Events:                  o.events,
 	}
 	if o.receiverNS != "" {
 		r.RouteSecrets = &controllers.RouteSecrets{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(),

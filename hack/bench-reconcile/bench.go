@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,8 +80,15 @@ type result struct {
 	Held       int // registrations at the provider after the row
 	Duplicates int // registrations beyond one per URL
 	Missing    int // subscriptions with no registration for their URL
-	CPU        time.Duration
-	HeapBase   uint64
+	// APIBound is the API server's own time for the cold start's writes (apibound.go), by
+	// Workers workers (the manager's concurrency), with Events Events; APIRequests are the
+	// manager's requests to the API server during the cold start, by method.
+	APIBound    time.Duration
+	Workers     int
+	Events      int
+	APIRequests map[string]int
+	CPU         time.Duration
+	HeapBase    uint64
 	HeapAfter  uint64
 	QueuePeak  int
 }
@@ -138,6 +146,15 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		return res, err
 	}
 
+	workers, err := mgr.metric(ctx, "controller_runtime_max_concurrent_reconciles", `controller="webhooksubscription"`)
+	if err != nil {
+		return res, err
+	}
+	res.Workers = int(workers)
+	api0, err := mgr.apiRequests(ctx)
+	if err != nil {
+		return res, err
+	}
 	fmt.Fprintf(s.Log, "  %s: applying %d credential Secrets and %d subscriptions\n", r, r.M, r.N)
 	started := time.Now()
 	var profiled chan error
@@ -155,6 +172,16 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	}
 	res.Cold = time.Since(started)
 	res.ColdCounts = meter.Counts()
+	api1, err := mgr.apiRequests(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.APIRequests = map[string]int{}
+	for method, n := range api1 {
+		if d := n - api0[method]; d > 0 {
+			res.APIRequests[method] = d
+		}
+	}
 	fmt.Fprintf(s.Log, "  %s: all Ready in %s; waiting for two resync waves (every %s)\n", r, res.Cold.Round(100*time.Millisecond), s.Resync)
 
 	// The first wave after the cold start may find a list a late create refreshed moments
@@ -181,6 +208,20 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		if err := errors.Join(<-profiled, mgr.profile(ctx, "/debug/pprof/heap", s.Profile+r.file()+".heap.pprof")); err != nil {
 			return res, err
 		}
+	}
+
+	fmt.Fprintf(s.Log, "  %s: a steady wave sent %v; the cold start sent the API server %v\n", r, res.WaveCounts, res.APIRequests)
+	var sent eventsv1.EventList
+	if err := k8s.List(ctx, &sent, client.InNamespace(namespace)); err != nil {
+		return res, err
+	}
+	res.Events = len(sent.Items)
+	if err := mgr.stop(); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(s.Log, "  %s: measuring the API bound: %d subscriptions' writes by %d workers, %d Events\n", r, r.N, res.Workers, res.Events)
+	if res.APIBound, err = measureAPIBound(ctx, cfg, scheme, fp, apiWork{N: r.N, Workers: res.Workers, Events: res.Events}); err != nil {
+		return res, err
 	}
 
 	_, createRoute := fp.routes()
@@ -261,25 +302,27 @@ func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string,
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i := range r.N {
-		g.Go(func() error {
-			a := i % r.M
-			sub := &hookv1.WebhookSubscription{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: subName(i)},
-				Spec: hookv1.WebhookSubscriptionSpec{
-					Provider:       fp.spec(a, base, fmt.Sprintf("account-%d", a)),
-					Endpoint:       hookv1.EndpointSpec{URL: subURL(i)},
-					Events:         []string{"push"},
-					SigningSecret:  hookv1.SigningSecretSpec{Name: subName(i) + "-signing"},
-					ResyncInterval: &metav1.Duration{Duration: resync},
-				},
-			}
-			if r.Provider == "stripe" {
-				sub.Spec.Events = []string{"invoice.paid"}
-			}
-			return k8s.Create(ctx, sub)
-		})
+		g.Go(func() error { return k8s.Create(ctx, benchSubscription(fp, base, resync, i, i%r.M)) })
 	}
 	return g.Wait()
+}
+
+// benchSubscription is subscription i of the row, on account a.
+func benchSubscription(fp fakeProvider, base string, resync time.Duration, i, a int) *hookv1.WebhookSubscription {
+	sub := &hookv1.WebhookSubscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: subName(i)},
+		Spec: hookv1.WebhookSubscriptionSpec{
+			Provider:       fp.spec(a, base, fmt.Sprintf("account-%d", a)),
+			Endpoint:       hookv1.EndpointSpec{URL: subURL(i)},
+			Events:         []string{"push"},
+			SigningSecret:  hookv1.SigningSecretSpec{Name: subName(i) + "-signing"},
+			ResyncInterval: &metav1.Duration{Duration: resync},
+		},
+	}
+	if _, ok := fp.(*stripeBench); ok {
+		sub.Spec.Events = []string{"invoice.paid"}
+	}
+	return sub
 }
 
 // tracker follows the subscriptions through an informer (which lists and watches again when

@@ -108,10 +108,31 @@ func (m *manager) heap(ctx context.Context) (uint64, error) {
 // metric reads one sample of the manager's metrics: the first series of name whose labels
 // contain label ("" for any).
 func (m *manager) metric(ctx context.Context, name, label string) (float64, error) {
+	all, err := m.series(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range all {
+		if strings.Contains(s.labels, label) {
+			return s.value, nil
+		}
+	}
+	return 0, fmt.Errorf("metric %s{%s} not found", name, label)
+}
+
+// sample is one series of a metric: its labels as the exposition prints them, and its value.
+type sample struct {
+	labels string
+	value  float64
+}
+
+// series reads every series of metric name from the manager's metrics, in the order served.
+func (m *manager) series(ctx context.Context, name string) ([]sample, error) {
 	var body strings.Builder
 	if code, err := get(ctx, m.metrics+"/metrics", &body); err != nil || code != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: status %d: %v", code, err)
+		return nil, fmt.Errorf("GET /metrics: status %d: %v", code, err)
 	}
+	var out []sample
 	sc := bufio.NewScanner(strings.NewReader(body.String()))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -121,13 +142,36 @@ func (m *manager) metric(ctx context.Context, name, label string) (float64, erro
 			continue
 		}
 		metric, labels, _ := strings.Cut(series, "{")
-		if metric != name || !strings.Contains(labels, label) {
+		if metric != name {
 			continue
 		}
 		value, _, _ = strings.Cut(value, " ")
-		return strconv.ParseFloat(value, 64)
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s{%s: %w", name, labels, err)
+		}
+		out = append(out, sample{labels: labels, value: v})
 	}
-	return 0, fmt.Errorf("metric %s{%s} not found", name, label)
+	return out, sc.Err()
+}
+
+// apiRequests are the manager's requests to the API server so far, by HTTP method
+// (client-go's rest_client_requests_total).
+func (m *manager) apiRequests(ctx context.Context) (map[string]int, error) {
+	all, err := m.series(ctx, "rest_client_requests_total")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range all {
+		_, rest, ok := strings.Cut(s.labels, `method="`)
+		if !ok {
+			continue
+		}
+		method, _, _ := strings.Cut(rest, `"`)
+		out[method] += int(s.value)
+	}
+	return out, nil
 }
 
 // sampleQueue samples the controller's workqueue depth every period until ctx ends; peak
