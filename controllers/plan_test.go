@@ -861,6 +861,43 @@ func TestResyncSinceWaveStart(t *testing.T) {
 	}
 }
 
+// TestResyncSinceDue: a steady subscription accepts any list read since its resync came due on
+// its account's grid, however late its turn in the wave: a wave that outlasts the interval
+// lists the account once, not once more for every subscription served after the next grid
+// point. lastSyncTime is in whole seconds.
+func TestResyncSinceDue(t *testing.T) {
+	epoch := time.Date(2026, 3, 1, 12, 0, 0, 300_000_000, time.UTC) // grid points at :00.3, :20.3, :40.3
+	const interval = 20 * time.Second
+	at := func(d time.Duration) time.Time { return epoch.Add(d) }
+	synced := func(t time.Time) *metav1.Time { v := metav1.NewTime(t.Truncate(time.Second)); return &v }
+	cases := []struct {
+		reason   string
+		lastSync *metav1.Time
+		now      time.Time
+		want     time.Duration
+	}{
+		{"synced in wave 1 (list at :20.5, stored as :20), on time for wave 2: due at :40.3",
+			synced(at(20*time.Second + 200*time.Millisecond)), at(40*time.Second + 800*time.Millisecond), 800 * time.Millisecond},
+		{"the same subscription served late, 25 s past the grid point of wave 2: still wave 2's list",
+			synced(at(20*time.Second + 200*time.Millisecond)), at(65 * time.Second), 25 * time.Second},
+		{"before its due point (a Secret woke it): nothing is this wave's",
+			synced(at(20*time.Second + 200*time.Millisecond)), at(30 * time.Second), 0},
+		{"the truncated second falls before its own wave's grid point: the due point is still the next one",
+			synced(at(20*time.Second + 100*time.Millisecond)), at(22 * time.Second), 0},
+		{"synced before this manager's first list (a restart): any list since the epoch",
+			synced(at(-5 * time.Minute)), at(3 * time.Second), 3 * time.Second},
+		{"never synced: from the latest grid point", nil, at(45 * time.Second), 5 * time.Second},
+	}
+	for _, c := range cases {
+		r := &Reconciler{Now: func() time.Time { return c.now }}
+		sub := resyncSub(interval)
+		sub.Status.LastSyncTime = c.lastSync
+		if got := r.sinceDue(sub, epoch); got != c.want {
+			t.Errorf("sinceDue = %s; want %s (%s)", got, c.want, c.reason)
+		}
+	}
+}
+
 func TestSteadyOnlyAfterSuccessOnTheCurrentSpec(t *testing.T) {
 	ready := func(gen, observed, condGen int64, status metav1.ConditionStatus, reason string) *hookv1.WebhookSubscription {
 		sub := &hookv1.WebhookSubscription{}

@@ -28,17 +28,42 @@ func (r *Reconciler) maxListAge(sub *hookv1.WebhookSubscription) time.Duration {
 }
 
 // listAge is how old a list may be for this reconcile: none for a requested reconcile (fresh);
-// for a resync of a subscription already in step, any list of this wave, however long the wave
-// has run (thousands of subscriptions on one account outlast maxListAge).
+// for a resync of a subscription already in step, any list read since its resync came due
+// (sinceDue), however long the wave has run: thousands of subscriptions on one account outlast
+// maxListAge, and a busy wave may outlast the interval itself.
 func (r *Reconciler) listAge(sub *hookv1.WebhookSubscription, epoch time.Time, fresh bool) time.Duration {
 	maxAge := r.maxListAge(sub)
 	switch {
 	case fresh:
 		return 0
 	case steady(sub):
-		return max(maxAge, r.sinceWaveStart(sub, epoch))
+		return max(maxAge, r.sinceDue(sub, epoch))
 	}
 	return maxAge
+}
+
+// sinceDue is how long ago the subscription's resync came due: the first point of its
+// account's grid after its last sync. A list younger than that was read in this wave, for it.
+// Counting from the subscription's own due point, not from the latest grid point, is what keeps
+// a wave that outlasts the interval at one list: a subscription whose turn comes after the next
+// grid point is still in its wave, and reuses the list read when that wave began (or a newer
+// one) instead of reading the account again.
+//
+// status.lastSyncTime is the time of the list the last sync used, in whole seconds (it is
+// serialized so): the due point is counted from the second after it, so a truncated time never
+// falls before the grid point of its own wave and makes that wave's list look like the next's.
+func (r *Reconciler) sinceDue(sub *hookv1.WebhookSubscription, epoch time.Time) time.Duration {
+	last := sub.Status.LastSyncTime
+	if epoch.IsZero() || last == nil {
+		return r.sinceWaveStart(sub, epoch)
+	}
+	interval := resyncInterval(sub)
+	after := last.Add(time.Second).Sub(epoch)
+	due := epoch
+	if after >= 0 {
+		due = epoch.Add((after/interval + 1) * interval)
+	}
+	return max(r.Now().Sub(due), 0)
 }
 
 // sinceWaveStart is how long ago the subscription's current resync period began on its

@@ -86,7 +86,7 @@ func measureAPIBound(ctx context.Context, cfg *rest.Config, scheme *runtime.Sche
 					return err
 				}
 				if events.Add(-1) >= 0 {
-					sent.Go(func() error { return k8s.Create(gctx, benchEvent(sub)) })
+					sent.Go(func() error { return k8s.Create(ctx, benchEvent(sub)) })
 				}
 			}
 			return nil
@@ -135,7 +135,8 @@ func newSubscriptionWrites(ctx context.Context, k8s client.Client, sub *hookv1.W
 func benchEvent(sub *hookv1.WebhookSubscription) *eventsv1.Event {
 	now := metav1.NowMicro()
 	return &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: sub.Namespace, GenerateName: sub.Name + "."},
+		// Named as the event recorder names them: the object's name and the time in hex.
+		ObjectMeta:          metav1.ObjectMeta{Namespace: sub.Namespace, Name: fmt.Sprintf("%s.%x", sub.Name, now.UnixNano())},
 		EventTime:           now,
 		ReportingController: "hookwarden-manager",
 		ReportingInstance:   "hookwarden-manager-bench",

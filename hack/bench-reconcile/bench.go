@@ -135,7 +135,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
-	sampler := mgr.sampleQueue(ctx, 200*time.Millisecond)
+	sampler := mgr.sampleQueue(ctx, time.Second)
 
 	// The informer stops before the control plane does (a watch left open holds up its
 	// shutdown).
@@ -216,6 +216,11 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		return res, err
 	}
 	res.Events = len(sent.Items)
+	reasons := map[string]int{}
+	for _, e := range sent.Items {
+		reasons[e.Reason]++
+	}
+	fmt.Fprintf(s.Log, "  %s: Events by reason: %v\n", r, reasons)
 	if err := mgr.stop(); err != nil {
 		return res, err
 	}
