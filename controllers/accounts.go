@@ -266,6 +266,9 @@ type account struct {
 	// unfitSeen are the unfit registrations already reported (unfitKey), among those the
 	// last list held.
 	unfitSeen map[string]bool
+	// look is the account's shared listing of undelivered events (recovery_look.go); it has a
+	// lock of its own, since recovery runs outside the account's.
+	look sharedLook
 }
 
 // ops is the view of an account given to one reconcile while it holds the account's lock.

@@ -86,6 +86,7 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
 	r.Metrics.forget(sub.Namespace, sub.Name)
 	r.Accounts.Release(subscriptionKey(sub))
+	r.signingMemo.forget(r.signingSecretKey(sub))
 	if err := r.RouteSecrets.remove(ctx, sub.Namespace, sub.Name, string(sub.UID)); err != nil {
 		return err
 	}

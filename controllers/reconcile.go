@@ -78,6 +78,8 @@ type Reconciler struct {
 	Metrics *Metrics
 	// ownWrites keeps the manager's own signing-Secret writes from waking the subscription.
 	ownWrites *ownWrites
+	// signingMemo spares a resync the read of a signing Secret that has not changed.
+	signingMemo *signingMemo
 	// RouteSecrets, when set, copies signing material into the receiver's namespace.
 	RouteSecrets *RouteSecrets
 	// DeliveryClient sends recovered events to a registration's URL, and asks it whether it
@@ -112,6 +114,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	r.normalEvents = r.Events.limiter()
 	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
 	r.ownWrites = newOwnWrites()
+	r.signingMemo = newSigningMemo(mgr.GetCache())
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
 		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
 	}); err != nil {
@@ -363,6 +366,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		return ctrl.Result{}, err
 	}
 	maxAge := r.listAge(sub, o.Epoch(), fresh)
+	target.listAge = maxAge
 	var rs rounds
 	var kept providers.Registration
 	providerDisabled := false
@@ -410,7 +414,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	}
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
-	*target = recoveryTarget{acct: acct, kept: kept, secret: string(s.signing.secrets[s.signing.current]),
+	*target = recoveryTarget{acct: acct, listAge: target.listAge, kept: kept, secret: string(s.signing.secrets[s.signing.current]),
 		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID), created: s.created[kept.ID]}
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched

@@ -38,6 +38,9 @@ type recoveryTarget struct {
 	providerDisabled bool
 	// created: this reconcile created the kept registration.
 	created bool
+	// listAge is how old a list of the account this reconcile accepted (listAge): a shared
+	// look at missed events may be as old.
+	listAge time.Duration
 }
 
 // disabledByProvider reports whether the registration id is listed as disabled by the provider.
@@ -131,11 +134,40 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 		return 0
 	}
 	st.Message = ""
+	if covered, ok := r.lookFirst(ctx, sub, ro, t, d, now); ok {
+		// Nothing missed, as one listing of the account shows: the watermark moves on without a run.
+		st.Watermark = &metav1.Time{Time: covered}
+		return 0
+	}
 	x := &recoveryRunner{r: r, sub: sub, ro: ro, reg: t.kept, secret: t.secret, d: d, st: st, persisted: persisted}
 	x.start(ctx, now)
 	x.carryOut(ctx)
 	x.finish(ctx, in.Requested)
 	return x.requeue
+}
+
+// lookFirst answers an automatic run on a provider whose listing of missed events is
+// account-wide (RecoveryCapabilities.AccountWide: Stripe) from the account's shared look
+// (recovery_look.go): ok when it shows nothing missed for the
+// subscription since the run's start, up to covered. A run that has more to do (re-enabling, a
+// gap to report, the time the provider disabled the registration) or a look that cannot answer
+// for certain runs as before.
+func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, d recoveryDecision, now time.Time) (covered time.Time, ok bool) {
+	st := sub.Status.Recovery
+	if d.Trigger != hookv1.TriggerAuto || !ro.Caps().AccountWide || d.Reenable || !d.Gap.IsZero() || st.ProviderDisabledAt != nil {
+		return time.Time{}, false
+	}
+	// One listing serves watermarks up to two intervals old, the whole wave's.
+	floor := now.Add(-2 * resyncInterval(sub))
+	if w := ro.Caps().Window; w > 0 {
+		floor = earliest(floor, floor, now.Add(-w))
+	}
+	nothing, covered, sure, err := ro.Look(ctx, t.kept.Events, d.Since, floor, t.listAge)
+	if err != nil {
+		log.FromContext(ctx).Info("the shared look at missed events failed; the subscription's run lists for itself", logSubscription, subscriptionKey(sub), "error", err.Error())
+		return time.Time{}, false
+	}
+	return covered, sure && nothing
 }
 
 func (x *recoveryRunner) logger(ctx context.Context) logr.Logger {

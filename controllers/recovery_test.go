@@ -701,3 +701,73 @@ func TestDeliveryHealthFromTheListAlone(t *testing.T) {
 		t.Errorf("report asked %d times when the list says nothing (organization hooks), want 3", f.healthCalls)
 	}
 }
+
+// TestRecoverySharedLook: on a provider whose listing of missed events is account-wide
+// (Stripe), the subscriptions of one account in one wave share one listing; one with nothing
+// missed starts no run and writes nothing but its watermark; one the listing shows something
+// for runs as before; a listing cut short answers nothing for certain.
+func TestRecoverySharedLook(t *testing.T) {
+	wide := fetchCaps
+	wide.AccountWide = true
+	elsewhere := missedAt("evt_other", 5, "charge.refunded") // failed at another endpoint of the account
+	f := newFakeRecoverer(wide, elsewhere)
+	h := newRecHarness(t, f)
+	watermark := metav1.NewTime(h.clock.now().Add(-10 * time.Minute)) // the last wave's
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &watermark, LastRun: &hookv1.RecoveryRun{
+		Trigger: hookv1.TriggerAuto, Result: hookv1.RecoverySucceeded, StartTime: watermark}}
+	second := h.sub.DeepCopy()
+	second.Name, second.UID = "refunds", "uid-refunds"
+	second.Spec.Events = []string{"invoice.paid"}
+	target := recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret, listAge: time.Minute}
+
+	for _, sub := range []*hookv1.WebhookSubscription{h.sub, second} {
+		if wait := h.r.recoverMissed(context.Background(), sub, target); wait != 0 {
+			t.Fatalf("%s: requeue %s", sub.Name, wait)
+		}
+		st := sub.Status.Recovery
+		if st.LastRun.StartTime != watermark {
+			t.Errorf("%s: a run started (%+v); nothing of its types was missed", sub.Name, st.LastRun)
+		}
+		if !st.Watermark.Time.Equal(h.clock.now()) {
+			t.Errorf("%s: watermark %s, want the look's time %s", sub.Name, st.Watermark.Time, h.clock.now())
+		}
+	}
+	if len(f.listed) != 1 {
+		t.Fatalf("two subscriptions of one account listed missed events %d times, want once (shared)", len(f.listed))
+	}
+	if want := h.clock.now().Add(-20 * time.Minute); !f.listed[0].Equal(want) {
+		t.Errorf("the shared look listed from %s, want two intervals back (%s), so the wave's older watermarks are covered", f.listed[0], want)
+	}
+	if len(h.receiver.received) != 0 {
+		t.Errorf("the endpoint received %v", h.receiver.received)
+	}
+
+	// Something of the subscription's type: the look says so, and the run lists for itself.
+	missed := providers.Missed{ID: "evt_9", At: h.clock.now().Add(5 * time.Minute), Type: "invoice.paid", Payload: []byte(`{"id":"evt_9","type":"invoice.paid"}`)}
+	f.mu.Lock()
+	f.log = append(f.log, missed)
+	f.mu.Unlock()
+	h.clock.advance(11 * time.Minute) // the next wave
+	target.listAge = 0                // and a look older than the list the reconcile used
+	h.r.recoverMissed(context.Background(), h.sub, target)
+	if run := h.sub.Status.Recovery.LastRun; run.Result != hookv1.RecoverySucceeded || run.Recovered != 1 {
+		t.Fatalf("run %+v, want one event recovered", run)
+	}
+	if diff := cmp.Diff([]string{"evt_9"}, h.receiver.received); diff != "" {
+		t.Errorf("received (-want +got):\n%s", diff)
+	}
+
+	// A look cut at its page size cannot say nothing was missed: the subscription runs.
+	f.mu.Lock()
+	f.pageCap = 1
+	f.mu.Unlock()
+	h.clock.advance(11 * time.Minute)
+	before := len(f.listed)
+	h.r.recoverMissed(context.Background(), second, target)
+	if second.Status.Recovery.LastRun.StartTime.Time != h.clock.now() {
+		t.Errorf("after a cut look no run started: %+v", second.Status.Recovery.LastRun)
+	}
+	if got := len(f.listed) - before; got < 2 {
+		t.Errorf("%d listings after a cut look, want the look and the run's own", got)
+	}
+}

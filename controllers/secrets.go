@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,17 +28,25 @@ func (r *Reconciler) signingSecretKey(sub *hookv1.WebhookSubscription) types.Nam
 	return types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}
 }
 
-// signingSecret reads the signing Secret through the API reader (nil when it does not exist
-// yet): the cache may not have seen a Secret written moments ago, and acting on that stale view
-// would look like a lost secret, try to create it twice or drop a key. A Secret this
-// subscription does not control is a conflict.
+// signingSecret reads the signing Secret (nil when it does not exist yet) from the API server,
+// unless the version the metadata watch shows is the one this manager last read or wrote
+// (signingMemo): a resync wave then costs no read per subscription. Never from the cache
+// alone: it may not have seen a Secret written moments ago, and acting on that stale view would
+// look like a lost secret, try to create it twice or drop a key. A Secret this subscription
+// does not control is a conflict.
 func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubscription) (*corev1.Secret, error) {
-	sec := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, r.signingSecretKey(sub), sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
+	key := r.signingSecretKey(sub)
+	sec := r.signingMemo.lookup(ctx, key)
+	if sec == nil {
+		sec = &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, key, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				r.signingMemo.forget(key)
+				return nil, nil
+			}
+			return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
 		}
-		return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
+		r.signingMemo.remember(sec)
 	}
 	if !metav1.IsControlledBy(sec, sub) && !importedFor(sec, sub) {
 		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
@@ -47,6 +56,64 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 		return nil, err
 	}
 	return sec, nil
+}
+
+// signingMemo keeps each signing Secret as this manager last read or wrote it, and hands it
+// out while the metadata watch (the manager's cache: versions, no content) shows that same
+// version. A version the watch has not caught up with, or one someone else wrote, is read from
+// the API server again; a write that started from a copy someone has changed since fails its
+// optimistic lock. A nil memo remembers nothing.
+type signingMemo struct {
+	meta client.Reader
+
+	mu sync.Mutex
+	m  map[types.NamespacedName]*corev1.Secret
+}
+
+func newSigningMemo(meta client.Reader) *signingMemo {
+	return &signingMemo{meta: meta, m: map[types.NamespacedName]*corev1.Secret{}}
+}
+
+// lookup returns a copy of the Secret key as last read or written, when the watch shows its
+// version still; nil otherwise.
+func (m *signingMemo) lookup(ctx context.Context, key types.NamespacedName) *corev1.Secret {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	sec, ok := m.m[key]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	current := &metav1.PartialObjectMetadata{}
+	current.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := m.meta.Get(ctx, key, current); err != nil || current.ResourceVersion != sec.ResourceVersion {
+		return nil
+	}
+	return sec.DeepCopy()
+}
+
+// remember keeps sec as the API server answered it (without its managed fields).
+func (m *signingMemo) remember(sec *corev1.Secret) {
+	if m == nil {
+		return
+	}
+	kept := sec.DeepCopy()
+	kept.ManagedFields = nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[client.ObjectKeyFromObject(sec)] = kept
+}
+
+// forget drops what is kept of the Secret key.
+func (m *signingMemo) forget(key types.NamespacedName) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, key)
 }
 
 // importedFor reports whether sec is a signing Secret `hookwarden import --secret` wrote for sub:
@@ -156,6 +223,7 @@ func (r *Reconciler) writeSigningSecret(ctx context.Context, sub *hookv1.Webhook
 		return nil, fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
 	}
 	r.ownWrites.record(sec)
+	r.signingMemo.remember(sec)
 	// In the same step, the receiver's copy: a pending secret is there before the provider hears of it.
 	return sec, r.RouteSecrets.ensure(ctx, sub, sec)
 }

@@ -54,6 +54,10 @@ type RecoveryCapabilities struct {
 	// RedeliverRate, when set, is the provider's own limit on redelivery requests (GitLab:
 	// 5 resends a minute), kept below the credential's general pace.
 	RedeliverRate Rate
+	// AccountWide: Missed lists the account's undelivered events whatever the registration
+	// (Stripe's /v1/events?delivery_success=false names no endpoint), so one listing of every
+	// type ("*") answers for all the account's subscriptions in a resync wave.
+	AccountWide bool
 }
 
 // Missed is one delivery the provider reports as not delivered to a registration.

@@ -67,7 +67,7 @@ func measureAPIBound(ctx context.Context, cfg *rest.Config, scheme *runtime.Sche
 		apply.SetLimit(16)
 		for i := range w.N {
 			apply.Go(func() error {
-				sub := benchSubscription(fp, "http://unused.invalid", time.Minute, i, 0)
+				sub := benchSubscription(fp, "http://unused.invalid", "https://hooks.example.com/"+subName(i), time.Minute, i, 0)
 				sub.Namespace = apiBoundNamespace
 				if err := k8s.Create(actx, sub); err != nil {
 					return err

@@ -110,6 +110,11 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	meter := fakeapi.NewMeter(limit)
 	base, stopFake := fp.start(meter, s.PageCap, r.M, perAccount)
 	defer stopFake()
+	ep, err := startEndpoints()
+	if err != nil {
+		return res, err
+	}
+	defer ep.stop()
 
 	tmp, err := os.MkdirTemp("", "bench-reconcile-")
 	if err != nil {
@@ -164,7 +169,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 			profiled <- mgr.profile(ctx, "/debug/pprof/profile?seconds=30", s.Profile+r.file()+".cpu.pprof")
 		}()
 	}
-	if err := apply(ctx, k8s, fp, base, s.Resync, r); err != nil {
+	if err := apply(ctx, k8s, fp, base, ep, s.Resync, r); err != nil {
 		return res, err
 	}
 	if err := subs.waitReady(ctx, r.N, mgr); err != nil {
@@ -210,7 +215,8 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		}
 	}
 
-	fmt.Fprintf(s.Log, "  %s: a steady wave sent %v; the cold start sent the API server %v\n", r, res.WaveCounts, res.APIRequests)
+	fmt.Fprintf(s.Log, "  %s: a steady wave sent %v; the cold start sent the API server %v; the endpoints saw %d checks and %d recovered events\n",
+		r, res.WaveCounts, res.APIRequests, ep.probes.Load(), ep.events.Load())
 	var sent eventsv1.EventList
 	if err := k8s.List(ctx, &sent, client.InNamespace(namespace)); err != nil {
 		return res, err
@@ -264,7 +270,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 			seen[u] = true
 		}
 		for i := a; i < r.N; i += r.M {
-			if !seen[subURL(i)] {
+			if !seen[ep.subURL(i)] {
 				res.Missing++
 			}
 		}
@@ -292,11 +298,10 @@ func diff(after, before []fakeapi.RouteCount) []fakeapi.RouteCount {
 
 func subName(i int) string { return fmt.Sprintf("sub-%04d", i) }
 
-func subURL(i int) string { return "https://hooks.example.com/bench/" + subName(i) }
 
 // apply creates one credential Secret per account and the subscriptions, subscription i on
 // account i mod M, in parallel as kubectl apply of a big manifest would.
-func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string, resync time.Duration, r row) error {
+func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string, ep *endpoints, resync time.Duration, r row) error {
 	for a := range r.M {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("account-%d", a)},
 			StringData: map[string]string{"apiKey": fp.credential(a), "token": fp.credential(a)}}
@@ -307,18 +312,18 @@ func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string,
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i := range r.N {
-		g.Go(func() error { return k8s.Create(ctx, benchSubscription(fp, base, resync, i, i%r.M)) })
+		g.Go(func() error { return k8s.Create(ctx, benchSubscription(fp, base, ep.subURL(i), resync, i, i%r.M)) })
 	}
 	return g.Wait()
 }
 
 // benchSubscription is subscription i of the row, on account a.
-func benchSubscription(fp fakeProvider, base string, resync time.Duration, i, a int) *hookv1.WebhookSubscription {
+func benchSubscription(fp fakeProvider, base, url string, resync time.Duration, i, a int) *hookv1.WebhookSubscription {
 	sub := &hookv1.WebhookSubscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: subName(i)},
 		Spec: hookv1.WebhookSubscriptionSpec{
 			Provider:       fp.spec(a, base, fmt.Sprintf("account-%d", a)),
-			Endpoint:       hookv1.EndpointSpec{URL: subURL(i)},
+			Endpoint:       hookv1.EndpointSpec{URL: url, AllowInsecureHTTP: true},
 			Events:         []string{"push"},
 			SigningSecret:  hookv1.SigningSecretSpec{Name: subName(i) + "-signing"},
 			ResyncInterval: &metav1.Duration{Duration: resync},

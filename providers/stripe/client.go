@@ -51,7 +51,7 @@ var capabilities = providers.Capabilities{
 	Fields:           providers.FieldDescription | providers.FieldDisabled | providers.FieldMarker,
 	RateLimitBackoff: rateLimitBackoff,
 	// Events are fetched from /v1/events, which goes back 30 days.
-	Recovery: providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: EventRetention},
+	Recovery: providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: EventRetention, AccountWide: true},
 }
 
 // rateLimitBackoff fits Stripe's limiters, which count per second (PROVIDERS.md §1.3) and
