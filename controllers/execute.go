@@ -277,7 +277,6 @@ func (s *session) create(ctx context.Context, st step) (providers.Registration, 
 		}
 		return reg, fromProvider("creating registration", err)
 	}
-	s.markCreated(reg.ID)
 	if err := s.afterCreate(ctx, reg); err != nil {
 		return reg, err
 	}
@@ -308,19 +307,10 @@ func (s *session) createWithOwnSecret(ctx context.Context, d providers.Desired, 
 		// turn a stall into a loop), and an outcome that is unknown (a timeout) needs it anyway.
 		return reg, fromProvider("creating registration", err)
 	}
-	s.markCreated(reg.ID)
 	if err := s.afterCreate(ctx, reg); err != nil {
 		return reg, err
 	}
 	return reg, s.confirmPending(ctx, reg.ID, secret)
-}
-
-// markCreated notes that this session created registration id.
-func (s *session) markCreated(id string) {
-	if s.created == nil {
-		s.created = map[string]bool{}
-	}
-	s.created[id] = true
 }
 
 func (s *session) afterCreate(ctx context.Context, reg providers.Registration) error {

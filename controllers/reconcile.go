@@ -281,8 +281,6 @@ type session struct {
 	signing signingState
 	// rotate: a rotation of the signing secret was requested and not yet handled.
 	rotate bool
-	// created are the registrations this session created, by id.
-	created map[string]bool
 }
 
 // rotateRequest is the value of the rotate annotation when it asks for a rotation not yet
@@ -415,7 +413,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
 	*target = recoveryTarget{acct: acct, listAge: target.listAge, kept: kept, secret: string(s.signing.secrets[s.signing.current]),
-		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID), created: s.created[kept.ID]}
+		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID)}
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil

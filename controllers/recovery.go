@@ -36,8 +36,6 @@ type recoveryTarget struct {
 	// providerDisabled: the provider had disabled the registration when this reconcile listed
 	// it (drift repair may have enabled it again since).
 	providerDisabled bool
-	// created: this reconcile created the kept registration.
-	created bool
 	// listAge is how old a list of the account this reconcile accepted (listAge): a shared
 	// look at missed events may be as old.
 	listAge time.Duration
@@ -98,7 +96,7 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 
 	in := recoveryInput{
 		Provider: provider, Mode: sub.Spec.Recovery.Mode, Requested: sub.Annotations[hookv1.AnnotationRecoverRequestedAt], LastHandled: st.LastHandledRequestedAt,
-		Caps: caps, CanRecover: ro.CanRecover(), CanReenable: ro.CanReenable(), Synced: t.kept.ID != "" && !sub.Spec.Disabled, Created: t.created,
+		Caps: caps, CanRecover: ro.CanRecover(), CanReenable: ro.CanReenable(), Synced: t.kept.ID != "" && !sub.Spec.Disabled,
 		Health: health, Resync: resyncInterval(sub), Now: now,
 	}
 	if sub.Spec.Recovery.Lookback != nil {
@@ -128,9 +126,6 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s", d.Why)
 		return 0
 	case recoverNone:
-		if !d.Begin.IsZero() && st.Watermark == nil {
-			st.Watermark = &metav1.Time{Time: d.Begin}
-		}
 		return 0
 	}
 	st.Message = ""

@@ -55,8 +55,6 @@ type recoveryInput struct {
 	// Synced: the kept registration matches the spec (this reconcile succeeded) and is not
 	// disabled by the spec.
 	Synced bool
-	// Created: this reconcile created the kept registration.
-	Created bool
 	// Health is the provider's view of deliveries to the kept registration (merged).
 	Health providers.DeliveryHealth
 	// Watermark and LastRunStart come from status (zero when unset).
@@ -87,9 +85,6 @@ type recoveryDecision struct {
 	Gap, GapEnd time.Time
 	// Clamped is the lookback-clamped message ("" when the lookback fits the window).
 	Clamped string
-	// Begin, when not zero, is where a subscription with no watermark yet starts it, without a
-	// run: its registration was created just now, and nothing before that was addressed to it.
-	Begin time.Time
 }
 
 // requested reports whether the annotation asks for a run not handled yet.
@@ -123,13 +118,6 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	case !in.Synced:
 		// A request waits (it stays unhandled) until the registration is in step again.
 		d.Why = "the registration does not match the spec yet (or the spec disables it)"
-		return d
-	}
-	if in.Created && in.Watermark.IsZero() && !requested {
-		// A new subscription's first look would list the lookback of the whole account for a
-		// registration that did not exist then: on a cold start of thousands that is a status
-		// write, a probe of the endpoint and a provider request each, for nothing.
-		d.Begin, d.Why = in.Now, "the registration was created just now: nothing before it was addressed to it"
 		return d
 	}
 	failing := in.Health.State == providers.HealthFailing || in.Health.State == providers.HealthDisabled || in.Health.Failed > 0

@@ -55,7 +55,6 @@ func unfinished(tr hookv1.RecoveryTrigger) func(*recoveryInput) {
 func notSynced(in *recoveryInput)     { in.Synced = false }
 func cannotRecover(in *recoveryInput) { in.CanRecover = false }
 func canReenable(in *recoveryInput)   { in.CanReenable = true }
-func createdNow(in *recoveryInput)    { in.Created = true }
 
 func TestDecideRecovery(t *testing.T) {
 	type want struct {
@@ -65,8 +64,6 @@ func TestDecideRecovery(t *testing.T) {
 		SinceAgo, GapAgo time.Duration
 		Reenable         bool
 		Clamped          string
-		// BeginAgo: the watermark starts this long before now without a run (-1: not set).
-		BeginAgo time.Duration
 	}
 	cases := []struct {
 		reason string
@@ -107,22 +104,12 @@ func TestDecideRecovery(t *testing.T) {
 		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-100 * time.Hour)})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 100 * time.Hour}},
 		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
 		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240 * time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"a registration created by this reconcile, no watermark: it starts now, no run", recIn(caps(fetchCaps), createdNow), want{BeginAgo: 0}},
-		{"created now and failing already (a replaced registration keeps nothing): no run either", recIn(health(failingNow), createdNow), want{BeginAgo: 0}},
-		{"created now, a watermark from the registration it replaced: a run from it", recIn(caps(fetchCaps), createdNow, watermarkAgo(time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour, BeginAgo: -1}},
-		{"created now with a recovery requested: the request runs", recIn(createdNow, requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, BeginAgo: -1}},
 		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
 			d := decideRecovery(tc.in)
-			got := want{Action: d.Action, Trigger: d.Trigger, Reenable: d.Reenable, Clamped: d.Clamped, BeginAgo: -1}
-			if !d.Begin.IsZero() {
-				got.BeginAgo = recNow.Sub(d.Begin)
-			}
-			if !tc.in.Created && tc.want.BeginAgo == 0 {
-				tc.want.BeginAgo = -1 // the cases that do not create say nothing of Begin
-			}
+			got := want{Action: d.Action, Trigger: d.Trigger, Reenable: d.Reenable, Clamped: d.Clamped}
 			if !d.Since.IsZero() {
 				got.SinceAgo = recNow.Sub(d.Since)
 			}

@@ -62,7 +62,8 @@ type setup struct {
 type result struct {
 	Row row
 	// Bound is the rate-limit bound of the cold start: the most requests any one credential
-	// must make (its first, empty list and one create per subscription) over its rate.
+	// must make (its first, empty list and, per subscription, its create and on GitHub the
+	// ping status.ping reports) over its rate.
 	BoundRequests int
 	Bound         time.Duration
 	Cold          time.Duration
@@ -75,6 +76,9 @@ type result struct {
 	// reconciled once by its timer), WaveCounts by route.
 	WaveCalls  int
 	WaveCounts []fakeapi.RouteCount
+	// WaveLists are the wave's list pages, WaveLooks its looks at missed events (one per
+	// account where the provider keeps them account-wide).
+	WaveLists, WaveLooks int
 	Creates    int // creates the fake accepted, cold
 	Limited    int // requests the meter refused, over the row
 	Held       int // registrations at the provider after the row
@@ -89,8 +93,8 @@ type result struct {
 	APIRequests map[string]int
 	CPU         time.Duration
 	HeapBase    uint64
-	HeapAfter  uint64
-	QueuePeak  int
+	HeapAfter   uint64
+	QueuePeak   int
 }
 
 // runRow runs one row on a control plane, a fake and a manager of its own, and stops them all.
@@ -244,8 +248,16 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	for _, c := range meter.Counts() {
 		res.Limited += c.Limited
 	}
+	listRoute, _ := fp.routes()
+	lookRoute, _ := fp.look()
 	for _, c := range res.WaveCounts {
 		res.WaveCalls += c.Requests
+		switch c.Route {
+		case listRoute:
+			res.WaveLists += c.Requests
+		case lookRoute:
+			res.WaveLooks += c.Requests
+		}
 	}
 	pageCap := clientPageSize
 	if s.PageCap > 0 {
@@ -256,7 +268,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 		byAccount[i%r.M]++
 	}
 	for a, n := range byAccount {
-		res.BoundRequests = max(res.BoundRequests, 1+n)
+		res.BoundRequests = max(res.BoundRequests, 1+n*fp.perSubscription())
 		pages := max(1, (n+pageCap-1)/pageCap)
 		res.PagesPerAccount = max(res.PagesPerAccount, pages)
 		res.Pages += pages
@@ -297,7 +309,6 @@ func diff(after, before []fakeapi.RouteCount) []fakeapi.RouteCount {
 }
 
 func subName(i int) string { return fmt.Sprintf("sub-%04d", i) }
-
 
 // apply creates one credential Secret per account and the subscriptions, subscription i on
 // account i mod M, in parallel as kubectl apply of a big manifest would.

@@ -15,7 +15,9 @@ import (
 // TestSmallRows is make bench-reconcile in small, as a correctness test: it checks what must
 // hold whatever the machine's speed (every subscription Ready with one registration, one
 // create each, no duplicate, no request over the provider's rate, one list of each account
-// per resync wave, page by page) and never how long anything took.
+// per resync wave, page by page, and on Stripe one shared look at each account's missed
+// events) and never how long anything took. Its subscribers' endpoints answer, so recovery's
+// looks are made, not cut short by an unreachable URL.
 func TestSmallRows(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -55,14 +57,22 @@ func TestSmallRows(t *testing.T) {
 			if want := r.M * ((r.N/r.M + 3) / 4); res.Pages != want {
 				t.Fatalf("pages = %d, want %d (%d accounts of %d in pages of 4)", res.Pages, want, r.M, r.N/r.M)
 			}
-			if res.WaveCalls != res.Pages {
-				t.Errorf("a resync wave made %d provider requests (%v), want %d: one list of each account, page by page", res.WaveCalls, res.WaveCounts, res.Pages)
+			if res.WaveLists != res.Pages {
+				t.Errorf("a resync wave listed %d pages (%v), want %d: one list of each account, page by page", res.WaveLists, res.WaveCounts, res.Pages)
 			}
 			fp, _ := newFakeProvider(r.Provider)
 			listRoute, _ := fp.routes()
+			lookRoute, looks := fp.look()
+			wantLooks := 0
+			if looks {
+				wantLooks = r.M
+			}
+			if res.WaveLooks != wantLooks {
+				t.Errorf("a resync wave looked at missed events %d times (%v), want %d: one shared look per account", res.WaveLooks, res.WaveCounts, wantLooks)
+			}
 			for _, c := range res.WaveCounts {
-				if c.Route != listRoute {
-					t.Errorf("a steady-state wave sent %d × %s %s; it should only list", c.Requests, c.Method, c.Pattern)
+				if c.Route != listRoute && c.Route != lookRoute {
+					t.Errorf("a steady-state wave sent %d × %s %s; it should only list (and look at missed events)", c.Requests, c.Method, c.Pattern)
 				}
 			}
 			t.Logf("%s: cold %s (bound %s), cold requests %v, wave %v, CPU %s, heap +%d KiB, queue peak %d",

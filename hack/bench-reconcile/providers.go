@@ -27,6 +27,13 @@ type fakeProvider interface {
 	held(acct int) []string
 	// routes are the meter's names of a list page and of a create.
 	routes() (list, create fakeapi.Route)
+	// look is the route of the one shared look at an account's missed events per resync
+	// wave, where the provider keeps them account-wide (Stripe's /v1/events); ok false where
+	// a healthy fleet needs no look (GitHub reports delivery health in its list).
+	look() (route fakeapi.Route, ok bool)
+	// perSubscription is what a new subscription costs at the provider: its create, and on
+	// GitHub the ping after it that status.ping reports.
+	perSubscription() int
 	// limit is how the fake is metered: the provider's limit for one credential.
 	limit() fakeapi.MeterOptions
 }
@@ -56,6 +63,12 @@ func (b *stripeBench) held(acct int) []string {
 func (b *stripeBench) routes() (list, create fakeapi.Route) {
 	return fakeapi.Route{Method: http.MethodGet, Pattern: "/v1/webhook_endpoints"}, fakeapi.Route{Method: http.MethodPost, Pattern: "/v1/webhook_endpoints"}
 }
+
+func (b *stripeBench) look() (fakeapi.Route, bool) {
+	return fakeapi.Route{Method: http.MethodGet, Pattern: "/v1/events"}, true
+}
+
+func (b *stripeBench) perSubscription() int { return 1 }
 
 func (b *stripeBench) limit() fakeapi.MeterOptions {
 	return fakeapi.MeterOptions{Rate: 25, Latency: 20 * time.Millisecond}
@@ -95,6 +108,10 @@ func (b *githubBench) routes() (list, create fakeapi.Route) {
 	const hooks = "/repos/{owner}/{repo}/hooks"
 	return fakeapi.Route{Method: http.MethodGet, Pattern: hooks}, fakeapi.Route{Method: http.MethodPost, Pattern: hooks}
 }
+
+func (b *githubBench) look() (fakeapi.Route, bool) { return fakeapi.Route{}, false }
+
+func (b *githubBench) perSubscription() int { return 2 }
 
 func (b *githubBench) limit() fakeapi.MeterOptions {
 	return fakeapi.MeterOptions{Rate: 80.0 / 60, Burst: 80, Latency: 20 * time.Millisecond}

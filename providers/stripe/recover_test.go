@@ -368,7 +368,7 @@ func TestSignDeliveryHeadersAreStripes(t *testing.T) {
 
 func TestRecoveryCapabilitiesAndRedeliver(t *testing.T) {
 	c := newClient(t, "http://127.0.0.1:1")
-	want := providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: 30 * 24 * time.Hour}
+	want := providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: 30 * 24 * time.Hour, AccountWide: true}
 	if diff := cmp.Diff(want, c.Capabilities().Recovery); diff != "" {
 		t.Errorf("Capabilities().Recovery (-want +got):\n%s", diff)
 	}
