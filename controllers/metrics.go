@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_provider_requests_total",
-			Help: "Requests to provider APIs by provider, operation (list, create, update, delete, ping, fetch_secret) and result (ok or the error class: transient, not_found, permanent, unauthorized, rate_limited, quota_exceeded, already_exists).",
+			Help: "Requests to provider APIs by provider, operation (list, create, update, delete, ping, fetch_secret; recovery's look, missed, events, redeliver, recover_since, reenable, health) and result (ok or the error class: transient, not_found, permanent, unauthorized, rate_limited, quota_exceeded, already_exists).",
 		}, []string{"provider", "operation", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hookwarden_provider_request_duration_seconds",

@@ -152,8 +152,10 @@ func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscript
 	if d.Trigger != hookv1.TriggerAuto || !ro.Caps().AccountWide || d.Reenable || !d.Gap.IsZero() || st.ProviderDisabledAt != nil {
 		return time.Time{}, false
 	}
-	// One listing serves watermarks up to two intervals old, the whole wave's.
-	floor := now.Add(-2 * resyncInterval(sub))
+	// One listing serves watermarks up to three intervals old: the whole wave's, including a
+	// subscription that missed the last wave (first synced just before its grid point) and
+	// watermarks stored in whole seconds.
+	floor := now.Add(-3 * resyncInterval(sub)).Truncate(time.Second)
 	if w := ro.Caps().Window; w > 0 {
 		floor = earliest(floor, floor, now.Add(-w))
 	}

@@ -735,8 +735,8 @@ func TestRecoverySharedLook(t *testing.T) {
 	if len(f.listed) != 1 {
 		t.Fatalf("two subscriptions of one account listed missed events %d times, want once (shared)", len(f.listed))
 	}
-	if want := h.clock.now().Add(-20 * time.Minute); !f.listed[0].Equal(want) {
-		t.Errorf("the shared look listed from %s, want two intervals back (%s), so the wave's older watermarks are covered", f.listed[0], want)
+	if want := h.clock.now().Add(-30 * time.Minute); !f.listed[0].Equal(want) {
+		t.Errorf("the shared look listed from %s, want three intervals back (%s), so the wave's older watermarks are covered", f.listed[0], want)
 	}
 	if len(h.receiver.received) != 0 {
 		t.Errorf("the endpoint received %v", h.receiver.received)

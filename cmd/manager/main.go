@@ -54,6 +54,8 @@ type options struct {
 	providerQPS     float64
 	providerBurst   int
 	events          controllers.EventBudget
+	kubeQPS         float64
+	kubeBurst       int
 	requestTimeout  time.Duration
 	concurrency     int
 	outageGrace     time.Duration
@@ -93,6 +95,8 @@ func main() {
 	zapOpts := zap.Options{}
 	flag.Float64Var(&o.events.PerSecond, "event-qps", controllers.DefaultEventBudget.PerSecond, "Normal Events sent per second once --event-burst is spent (a busy start would otherwise cost the API server one more write per new subscription); past it they are counted in hookwarden_events_suppressed_total and not sent; Warnings are always sent; negative: send every Event")
 	flag.IntVar(&o.events.Burst, "event-burst", controllers.DefaultEventBudget.Burst, "Normal Events sent at once before --event-qps applies")
+	flag.Float64Var(&o.kubeQPS, "kube-api-qps", 0, "requests per second to the Kubernetes API server, client side; 0: no client-side limit (the API server's priority and fairness decides), as controller-runtime sets it")
+	flag.IntVar(&o.kubeBurst, "kube-api-burst", 0, "burst of requests to the Kubernetes API server with --kube-api-qps (default: twice the rate)")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if *showVersion {
@@ -102,6 +106,12 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	cfg, err := ctrl.GetConfig()
+	if err == nil && o.kubeQPS > 0 {
+		cfg.QPS, cfg.Burst = float32(o.kubeQPS), o.kubeBurst
+		if cfg.Burst <= 0 {
+			cfg.Burst = max(int(2*o.kubeQPS), 1)
+		}
+	}
 	if err == nil {
 		err = run(ctrl.SetupSignalHandler(), cfg, o)
 	}
