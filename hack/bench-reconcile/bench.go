@@ -45,7 +45,8 @@ type setup struct {
 	Assets  string // kube-apiserver, etcd
 	Manager string // the manager binary
 	CRDs    string
-	// Resync is every subscription's spec.resyncInterval: the period of the waves.
+	// Resync is every subscription's spec.resyncInterval, the period of the waves: at least
+	// this, and perSubscriptionWave for each subscription of the row (resyncFor).
 	Resync time.Duration
 	// PageCap caps the fake's list pages below the clients' 100 (0: no cap).
 	PageCap int
@@ -76,6 +77,9 @@ type result struct {
 	// reconciled once by its timer), WaveCounts by route.
 	WaveCalls  int
 	WaveCounts []fakeapi.RouteCount
+	// Wave is how long the measured wave took, first subscription synced to last; Resync the
+	// interval of the waves.
+	Wave, Resync time.Duration
 	// WaveLists are the wave's list pages, WaveLooks its looks at missed events (one per
 	// account where the provider keeps them account-wide).
 	WaveLists, WaveLooks int
@@ -95,6 +99,17 @@ type result struct {
 	HeapBase    uint64
 	HeapAfter   uint64
 	QueuePeak   int
+}
+
+// perSubscriptionWave is the part of a resync interval given to each subscription of a row: a
+// steady wave costs the API server a status patch per subscription, and a wave that outlasts its
+// interval runs into the next one, so the lists of two waves would fall into one measured wave.
+// 2,000 subscriptions get 40 s.
+const perSubscriptionWave = 20 * time.Millisecond
+
+// resyncFor is the resync interval of row r's subscriptions.
+func (s setup) resyncFor(r row) time.Duration {
+	return max(s.Resync, time.Duration(r.N)*perSubscriptionWave)
 }
 
 // runRow runs one row on a control plane, a fake and a manager of its own, and stops them all.
@@ -173,7 +188,9 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 			profiled <- mgr.profile(ctx, "/debug/pprof/profile?seconds=30", s.Profile+r.file()+".cpu.pprof")
 		}()
 	}
-	if err := apply(ctx, k8s, fp, base, ep, s.Resync, r); err != nil {
+	resync := s.resyncFor(r)
+	res.Resync = resync
+	if err := apply(ctx, k8s, fp, base, ep, resync, r); err != nil {
 		return res, err
 	}
 	if err := subs.waitReady(ctx, r.N, mgr); err != nil {
@@ -191,18 +208,21 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 			res.APIRequests[method] = d
 		}
 	}
-	fmt.Fprintf(s.Log, "  %s: all Ready in %s; waiting for two resync waves (every %s)\n", r, res.Cold.Round(100*time.Millisecond), s.Resync)
+	fmt.Fprintf(s.Log, "  %s: all Ready in %s; waiting for two resync waves (every %s)\n", r, res.Cold.Round(100*time.Millisecond), resync)
 
 	// The first wave after the cold start may find a list a late create refreshed moments
 	// before; the second starts from the first's list, one resync interval old: that is the
 	// steady state.
-	if err := subs.waitWave(ctx, mgr); err != nil {
+	if _, _, err := subs.waitWave(ctx, mgr); err != nil {
 		return res, fmt.Errorf("first wave: %w", err)
 	}
 	before := meter.Counts()
-	if err := subs.waitWave(ctx, mgr); err != nil {
+	took, lists, err := subs.waitWave(ctx, mgr)
+	if err != nil {
 		return res, fmt.Errorf("second wave: %w", err)
 	}
+	res.Wave = took
+	fmt.Fprintf(s.Log, "  %s: the second wave took %s; subscriptions by the time of the list they used: %v\n", r, took.Round(100*time.Millisecond), lists)
 	res.WaveCounts = diff(meter.Counts(), before)
 	cpu1, err := mgr.cpu()
 	if err != nil {
@@ -354,12 +374,14 @@ type tracker struct {
 	changed chan struct{} // closed and replaced on every event
 	ready   map[string]bool
 	synced  map[string]time.Time
-	err     error
+	// seen is when the bench saw each subscription's lastSyncTime change.
+	seen map[string]time.Time
+	err  error
 }
 
 // follow starts the informer; it stops with ctx.
 func follow(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*tracker, error) {
-	t := &tracker{changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}}
+	t := &tracker{changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}, seen: map[string]time.Time{}}
 	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme, DefaultNamespaces: map[string]crcache.Config{namespace: {}}})
 	if err != nil {
 		return nil, err
@@ -409,6 +431,9 @@ func (t *tracker) update(o any, deleted bool) {
 		c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
 		t.ready[sub.Name] = c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == sub.Generation
 		if ls := sub.Status.LastSyncTime; ls != nil {
+			if !ls.Time.Equal(t.synced[sub.Name]) {
+				t.seen[sub.Name] = time.Now()
+			}
 			t.synced[sub.Name] = ls.Time
 		}
 	}
@@ -457,8 +482,10 @@ func (t *tracker) waitReady(ctx context.Context, n int, m *manager) error {
 }
 
 // waitWave waits until every subscription has been synced with a list newer than every sync
-// seen so far: one wave, all of it.
-func (t *tracker) waitWave(ctx context.Context, m *manager) error {
+// seen so far: one wave, all of it. It returns how long the wave took, from the first
+// subscription the bench saw synced in it to the last, and the lists it used (their times, with
+// how many subscriptions used each).
+func (t *tracker) waitWave(ctx context.Context, m *manager) (took time.Duration, lists map[string]int, err error) {
 	t.mu.Lock()
 	var latest time.Time
 	for _, ls := range t.synced {
@@ -467,7 +494,7 @@ func (t *tracker) waitWave(ctx context.Context, m *manager) error {
 		}
 	}
 	t.mu.Unlock()
-	return t.until(ctx, m, func() bool {
+	err = t.until(ctx, m, func() bool {
 		for _, ls := range t.synced {
 			if !ls.After(latest) {
 				return false
@@ -475,6 +502,25 @@ func (t *tracker) waitWave(ctx context.Context, m *manager) error {
 		}
 		return true
 	})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var first, last time.Time
+	lists = map[string]int{}
+	for name, at := range t.seen {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		last = later(last, at)
+		lists[t.synced[name].Format("15:04:05")]++
+	}
+	return last.Sub(first), lists, err
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // goBuild builds the manager into dir, for the test (make bench-reconcile builds it first).

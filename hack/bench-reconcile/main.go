@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder with kube-apiserver and etcd (hack/control-plane.sh --print-dir)")
 	fs.StringVar(&s.Manager, "manager", filepath.Join("bin", "manager"), "the manager binary")
 	fs.StringVar(&s.CRDs, "crds", filepath.Join("config", "crd", "bases"), "folder with the CRD manifests")
-	fs.DurationVar(&s.Resync, "resync", 20*time.Second, "spec.resyncInterval of every subscription: the period of the waves")
+	fs.DurationVar(&s.Resync, "resync", 20*time.Second, "spec.resyncInterval of every subscription, the period of the waves: at least this, and 20 ms per subscription of the row (so a wave fits its interval: 40 s for 2,000)")
 	fs.IntVar(&s.PageCap, "page-cap", 0, "cap the fake's list pages below the clients' 100 (0: no cap)")
 	fs.DurationVar(&s.Timeout, "row-timeout", 8*time.Minute, "give up on a row after this long")
 	fs.Func("manager-flag", "add a flag to the manager's command line (repeatable), e.g. -manager-flag=--max-concurrent-reconciles=16", func(v string) error {
@@ -124,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(s.ManagerFlags) > 0 {
 		flags = strings.Join(s.ManagerFlags, " ")
 	}
-	fmt.Fprintf(stdout, "\n%d rows in %s; resync waves every %s; manager with %s\n", len(results), time.Since(start).Round(time.Second), s.Resync, flags)
+	fmt.Fprintf(stdout, "\n%d rows in %s; resync waves every %s (at least; 20 ms per subscription); manager with %s\n", len(results), time.Since(start).Round(time.Second), s.Resync, flags)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d rows failed their checks", failed, len(results))
 	}
@@ -171,7 +171,7 @@ func (r result) problems() []string {
 
 func printTable(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "provider\tN\tM\tpages/acct\tbound\tAPI bound\tcold\tcold÷bound\tcold÷max\tcold calls\tAPI req/sub\twave calls\twave÷pages\tlooks/acct\t429s\tCPU ms/sub\theap KiB/sub\tqueue peak\tchecks\t")
+	fmt.Fprintln(tw, "provider\tN\tM\tpages/acct\tbound\tAPI bound\tcold\tcold÷bound\tcold÷max\tcold calls\tAPI req/sub\tresync\twave\twave calls\twave÷pages\tlooks/acct\t429s\tCPU ms/sub\theap KiB/sub\tqueue peak\tchecks\t")
 	for _, r := range results {
 		check := "ok"
 		if len(r.problems()) > 0 {
@@ -186,16 +186,16 @@ func printTable(w io.Writer, results []result) {
 			api += n
 		}
 		heapPerSub := (float64(r.HeapAfter) - float64(r.HeapBase)) / float64(r.Row.N) / 1024
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1fs\t%.1fs\t%.1fs\t%.2f\t%.2f\t%d\t%.2f\t%d\t%.2f\t%.2f\t%d\t%.2f\t%.1f\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1fs\t%.1fs\t%.1fs\t%.2f\t%.2f\t%d\t%.2f\t%.0fs\t%.1fs\t%d\t%.2f\t%.2f\t%d\t%.2f\t%.1f\t%d\t%s\t\n",
 			r.Row.Provider, r.Row.N, r.Row.M, r.PagesPerAccount, r.Bound.Seconds(), r.APIBound.Seconds(), r.Cold.Seconds(),
 			r.Cold.Seconds()/r.Bound.Seconds(), r.Cold.Seconds()/max(r.Bound, r.APIBound).Seconds(),
-			cold, float64(api)/float64(r.Row.N), r.WaveCalls, float64(r.WaveLists)/float64(r.Pages), float64(r.WaveLooks)/float64(r.Row.M), r.Limited,
+			cold, float64(api)/float64(r.Row.N), r.Resync.Seconds(), r.Wave.Seconds(), r.WaveCalls, float64(r.WaveLists)/float64(r.Pages), float64(r.WaveLooks)/float64(r.Row.M), r.Limited,
 			float64(r.CPU.Microseconds())/1000/float64(r.Row.N), heapPerSub, r.QueuePeak, check)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nbound: (1 list of the empty account + per subscription its create, and on GitHub the ping status.ping reports) of the busiest credential ÷ its rate; cold calls: every provider request until all Ready")
 	fmt.Fprintln(w, "API bound: the same control plane taking the cold start's writes alone (N applied subscriptions, and per subscription the finalizer patch, the signing Secret read and create, the status patch; the Events the manager sent) by as many workers as the manager's; cold÷max: cold ÷ max(bound, API bound)")
 	fmt.Fprintln(w, "API req/sub: the manager's requests to the API server during the cold start ÷ N (reads and writes; its informers' lists and watches too)")
-	fmt.Fprintln(w, "wave calls: provider requests of one steady-state resync wave; wave÷pages: its list requests ÷ list pages of all accounts (target 1.00); looks/acct: its looks at missed events per account (Stripe 1.00: one shared listing of undelivered events; GitHub 0)")
+	fmt.Fprintln(w, "resync: the subscriptions' resync interval; wave: how long one steady-state resync wave took, first subscription synced to last; wave calls: its provider requests; wave÷pages: its list requests ÷ list pages of all accounts (target 1.00); looks/acct: its looks at missed events per account (Stripe 1.00: one shared listing of undelivered events; GitHub 0)")
 	fmt.Fprintln(w, "CPU: manager user+system over the row; heap: in use after GC, less the idle manager's")
 }
