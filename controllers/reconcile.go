@@ -94,6 +94,15 @@ type Reconciler struct {
 	normalEvents *rate.Limiter
 }
 
+// DefaultMaxConcurrentReconciles is how many subscriptions are reconciled at once unless told
+// otherwise. One account is serialized whatever it is, and each credential is paced at its
+// provider's rate, so more workers do not raise provider load; they keep many accounts busy at
+// once, where a reconcile mostly waits on the provider (tens to hundreds of milliseconds a
+// create) and the API server. Measured with make bench-reconcile: 16 took 2,000 subscriptions
+// over 100 accounts from 55 s to 29 s cold, against 25 s for the API server alone, and changed
+// nothing where one account carries the work.
+const DefaultMaxConcurrentReconciles = 16
+
 // SetupWithManager registers the controller and its watches.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Now == nil {
@@ -106,7 +115,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		r.OperationTimeout = 2 * time.Minute
 	}
 	if r.MaxConcurrentReconciles <= 0 {
-		r.MaxConcurrentReconciles = 4
+		r.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
 	if r.Metrics == nil {
 		r.Metrics = unregisteredMetrics()

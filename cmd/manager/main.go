@@ -90,7 +90,7 @@ func main() {
 	flag.DurationVar(&o.requestTimeout, "provider-timeout", 20*time.Second, "timeout of one provider request")
 	flag.StringVar(&o.receiverBase, "receiver-base-url", "", "public base URL of the bundled receiver (e.g. https://hooks.example.com); subscriptions with spec.endpoint.receiver register <base>/hooks/<namespace>/<name>")
 	flag.StringVar(&o.receiverNS, "receiver-namespace", routesecret.PodNamespace(), "namespace of the bundled receiver, where the manager keeps its copy of each subscription's signing material (the receiver reads Secrets there only); default: the manager's own namespace in a cluster, none outside one (no copies)")
-	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", 4, "subscriptions reconciled in parallel (one account is always serialized)")
+	flag.IntVar(&o.concurrency, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "subscriptions reconciled in parallel (one account is always serialized)")
 	flag.DurationVar(&o.outageGrace, "provider-outage-grace", controllers.DefaultOutageGrace, "how long a registration last found matching its spec stays Ready while the provider keeps failing (5xx, timeouts, rate limits); Reconciling says a retry is pending meanwhile")
 	zapOpts := zap.Options{}
 	flag.Float64Var(&o.events.PerSecond, "event-qps", controllers.DefaultEventBudget.PerSecond, "Normal Events sent per second once --event-burst is spent (a busy start would otherwise cost the API server one more write per new subscription); past it they are counted in hookwarden_events_suppressed_total and not sent; Warnings are always sent; negative: send every Event")
