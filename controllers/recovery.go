@@ -156,8 +156,8 @@ func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscript
 	// subscription that missed the last wave (first synced just before its grid point) and
 	// watermarks stored in whole seconds.
 	floor := now.Add(-3 * resyncInterval(sub)).Truncate(time.Second)
-	if w := ro.Caps().Window; w > 0 {
-		floor = earliest(floor, floor, now.Add(-w))
+	if w := ro.Caps().Window; w > 0 && floor.Before(now.Add(-w)) {
+		floor = now.Add(-w) // nothing older is kept
 	}
 	nothing, covered, sure, err := ro.Look(ctx, t.kept.Events, d.Since, floor, t.listAge)
 	if err != nil {

@@ -83,11 +83,11 @@ type result struct {
 	// WaveLists are the wave's list pages, WaveLooks its looks at missed events (one per
 	// account where the provider keeps them account-wide).
 	WaveLists, WaveLooks int
-	Creates    int // creates the fake accepted, cold
-	Limited    int // requests the meter refused, over the row
-	Held       int // registrations at the provider after the row
-	Duplicates int // registrations beyond one per URL
-	Missing    int // subscriptions with no registration for their URL
+	Creates              int // creates the fake accepted, cold
+	Limited              int // requests the meter refused, over the row
+	Held                 int // registrations at the provider after the row
+	Duplicates           int // registrations beyond one per URL
+	Missing              int // subscriptions with no registration for their URL
 	// APIBound is the API server's own time for the cold start's writes (apibound.go), by
 	// Workers workers (the manager's concurrency), with Events Events; APIRequests are the
 	// manager's requests to the API server during the cold start, by method.
