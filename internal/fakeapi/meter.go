@@ -20,6 +20,7 @@ type Meter struct {
 	burst   int
 	latency time.Duration
 	now     func() time.Time
+	observe func(credential string, rt Route, at time.Time, limited bool)
 
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
@@ -37,6 +38,12 @@ type MeterOptions struct {
 	Latency time.Duration
 	// Now is the clock of the token buckets; nil means time.Now.
 	Now func() time.Time
+	// Observe, when set, is told of every request the meter counts: the credential that made
+	// it ("" for none), its route, when it came (by Now) and whether it was refused for the
+	// rate. It lets a benchmark tell whose requests fell when, which the counts by route cannot
+	// say; the meter's table still keeps no credential, and what Observe keeps of one is the
+	// caller's business. It is called outside the meter's lock, from many requests at once.
+	Observe func(credential string, rt Route, at time.Time, limited bool)
 }
 
 // Route names the requests a Meter counts together: a method and a path pattern with the ids
@@ -56,7 +63,7 @@ type RouteCount struct {
 
 // NewMeter returns a Meter with empty counters.
 func NewMeter(o MeterOptions) *Meter {
-	m := &Meter{limit: rate.Inf, burst: o.Burst, latency: o.Latency, now: o.Now, buckets: map[string]*rate.Limiter{}, counts: map[Route]*RouteCount{}}
+	m := &Meter{limit: rate.Inf, burst: o.Burst, latency: o.Latency, now: o.Now, observe: o.Observe, buckets: map[string]*rate.Limiter{}, counts: map[Route]*RouteCount{}}
 	if o.Rate > 0 {
 		m.limit = rate.Limit(o.Rate)
 		if m.burst <= 0 {
@@ -74,6 +81,15 @@ func NewMeter(o MeterOptions) *Meter {
 // fake refuses them anyway).
 func (m *Meter) admit(credential string, rt Route) (wait time.Duration, ok bool) {
 	now := m.now()
+	wait, ok = m.take(credential, rt, now)
+	if m.observe != nil {
+		m.observe(credential, rt, now, !ok)
+	}
+	return wait, ok
+}
+
+// take is admit's part under the lock: the count and the credential's bucket.
+func (m *Meter) take(credential string, rt Route, now time.Time) (wait time.Duration, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.counts[rt]

@@ -56,3 +56,26 @@ func TestNilMeterMetersNothing(t *testing.T) {
 		t.Error("a nil meter counted something")
 	}
 }
+
+func TestMeterObserve(t *testing.T) {
+	type seen struct {
+		Credential string
+		Route      Route
+		At         time.Time
+		Limited    bool
+	}
+	at := time.Unix(1_700_000_000, 0)
+	var got []seen
+	m := NewMeter(MeterOptions{Rate: 1, Now: func() time.Time { return at }, Observe: func(credential string, rt Route, at time.Time, limited bool) {
+		got = append(got, seen{credential, rt, at, limited})
+	}})
+	list := Route{"GET", "/things"}
+	limited := func(time.Duration) *failure { return &failure{429} }
+	for _, credential := range []string{"a", "a", ""} {
+		Metered(m, Taken[failure]{}, credential, list, limited)
+	}
+	want := []seen{{"a", list, at, false}, {"a", list, at, true}, {"", list, at, false}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("observed: -want +got\n%s", d)
+	}
+}
