@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,11 +76,12 @@ type result struct {
 	PagesPerAccount int
 	Pages           int
 	// WaveCalls are the provider requests of one steady-state resync wave (every subscription
-	// reconciled once by its timer), WaveCounts by route.
+	// reconciled once by its timer), each account's counted in its own wave (waitWave),
+	// WaveCounts by route.
 	WaveCalls  int
 	WaveCounts []fakeapi.RouteCount
-	// Wave is how long the measured wave took, first subscription synced to last; Resync the
-	// interval of the waves.
+	// Wave is how long the measured wave took on the slowest account, first of its
+	// subscriptions synced to last; Resync the interval of the waves.
 	Wave, Resync time.Duration
 	// WaveLists are the wave's list pages, WaveLooks its looks at missed events (one per
 	// account where the provider keeps them account-wide).
@@ -126,6 +129,8 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	}
 	perAccount := (r.N + r.M - 1) / r.M
 	limit := fp.limit()
+	calls := newCallLog(fp, r.M)
+	limit.Observe = calls.observe
 	meter := fakeapi.NewMeter(limit)
 	base, stopFake := fp.start(meter, s.PageCap, r.M, perAccount)
 	defer stopFake()
@@ -165,7 +170,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	// shutdown).
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
-	subs, err := follow(followCtx, cfg, scheme)
+	subs, err := follow(followCtx, cfg, scheme, r)
 	if err != nil {
 		return res, err
 	}
@@ -215,18 +220,17 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	// account's grid in it; the second then starts one interval after them, the third from a
 	// wave that had all of them on the grid.
 	for _, n := range []string{"first", "second"} {
-		if _, _, err := subs.waitWave(ctx, mgr); err != nil {
+		if _, err := subs.waitWave(ctx, mgr); err != nil {
 			return res, fmt.Errorf("%s wave: %w", n, err)
 		}
 	}
-	before := meter.Counts()
-	took, lists, err := subs.waitWave(ctx, mgr)
+	w, err := subs.waitWave(ctx, mgr)
 	if err != nil {
 		return res, fmt.Errorf("third wave: %w", err)
 	}
-	res.Wave = took
-	fmt.Fprintf(s.Log, "  %s: the third wave took %s; subscriptions by the time of the list they used: %v\n", r, took.Round(100*time.Millisecond), lists)
-	res.WaveCounts = diff(meter.Counts(), before)
+	res.Wave = w.took
+	fmt.Fprintf(s.Log, "  %s: the third wave took %s on its slowest account; subscriptions by the time of the list they used: %v\n", r, w.took.Round(100*time.Millisecond), w.lists)
+	res.WaveCounts = calls.during(w)
 	cpu1, err := mgr.cpu()
 	if err != nil {
 		return res, err
@@ -314,20 +318,69 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	return res, nil
 }
 
-// diff is after minus before, route by route (routes only in after count in full).
-func diff(after, before []fakeapi.RouteCount) []fakeapi.RouteCount {
-	prev := map[fakeapi.Route]fakeapi.RouteCount{}
-	for _, c := range before {
-		prev[c.Route] = c
+// callLog keeps every provider request the meter counted with the account that made it, so a
+// wave's requests can be counted account by account, each in its own wave.
+type callLog struct {
+	account map[string]int // by credential
+
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	account int
+	route   fakeapi.Route
+	at      time.Time
+	limited bool
+}
+
+func newCallLog(fp fakeProvider, accounts int) *callLog {
+	l := &callLog{account: map[string]int{}}
+	for a := range accounts {
+		l.account[fp.credential(a)] = a
 	}
-	var out []fakeapi.RouteCount
-	for _, c := range after {
-		p := prev[c.Route]
-		if c.Requests -= p.Requests; c.Requests > 0 {
-			c.Limited -= p.Limited
-			out = append(out, c)
+	return l
+}
+
+// observe is the meter's MeterOptions.Observe. A request with no account's credential (the
+// manager sends none such) belongs to no account's wave.
+func (l *callLog) observe(credential string, rt fakeapi.Route, at time.Time, limited bool) {
+	a, ok := l.account[credential]
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call{account: a, route: rt, at: at, limited: limited})
+}
+
+// during counts, route by route, each account's requests in its own part of wave w: after the
+// wave began, up to when the last of the account's subscriptions was seen synced in it.
+func (l *callLog) during(w wave) []fakeapi.RouteCount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	counts := map[fakeapi.Route]*fakeapi.RouteCount{}
+	for _, c := range l.calls {
+		if !c.at.After(w.start) || c.at.After(w.done[c.account]) {
+			continue
+		}
+		rc := counts[c.route]
+		if rc == nil {
+			rc = &fakeapi.RouteCount{Route: c.route}
+			counts[c.route] = rc
+		}
+		rc.Requests++
+		if c.limited {
+			rc.Limited++
 		}
 	}
+	out := make([]fakeapi.RouteCount, 0, len(counts))
+	for _, rc := range counts {
+		out = append(out, *rc)
+	}
+	slices.SortFunc(out, func(a, b fakeapi.RouteCount) int {
+		return cmp.Or(cmp.Compare(a.Pattern, b.Pattern), cmp.Compare(a.Method, b.Method))
+	})
 	return out
 }
 
@@ -373,6 +426,9 @@ func benchSubscription(fp fakeProvider, base, url string, resync time.Duration, 
 // the API server ends a watch): which are Ready, and when each was last synced with the
 // provider.
 type tracker struct {
+	// accounts are the names of each account's subscriptions.
+	accounts [][]string
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every event
 	ready   map[string]bool
@@ -382,9 +438,12 @@ type tracker struct {
 	err  error
 }
 
-// follow starts the informer; it stops with ctx.
-func follow(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*tracker, error) {
-	t := &tracker{changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}, seen: map[string]time.Time{}}
+// follow starts the informer on row r's subscriptions; it stops with ctx.
+func follow(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, r row) (*tracker, error) {
+	t := &tracker{accounts: make([][]string, r.M), changed: make(chan struct{}), ready: map[string]bool{}, synced: map[string]time.Time{}, seen: map[string]time.Time{}}
+	for i := range r.N {
+		t.accounts[i%r.M] = append(t.accounts[i%r.M], subName(i)) // as apply puts them
+	}
 	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme, DefaultNamespaces: map[string]crcache.Config{namespace: {}}})
 	if err != nil {
 		return nil, err
@@ -484,39 +543,75 @@ func (t *tracker) waitReady(ctx context.Context, n int, m *manager) error {
 	})
 }
 
-// waitWave waits until every subscription has been synced with a list newer than every sync
-// seen so far: one wave, all of it. It returns how long the wave took, from the first
-// subscription the bench saw synced in it to the last, and the lists it used (their times, with
-// how many subscriptions used each).
-func (t *tracker) waitWave(ctx context.Context, m *manager) (took time.Duration, lists map[string]int, err error) {
+// wave is one resync wave as waitWave saw it, account by account.
+type wave struct {
+	start time.Time
+	// done is, per account, when the bench saw the last of its subscriptions synced in the wave.
+	done []time.Time
+	// took is the longest account's wave, from the first of its subscriptions seen synced in it
+	// to the last.
+	took time.Duration
+	// lists are the times of the lists the wave used, with how many subscriptions used each.
+	lists map[string]int
+}
+
+// waitWave waits for one wave of every account, each on its own: an account's wave is done
+// when all its subscriptions have been synced with a list newer than every sync of the account
+// seen when the wave began. Each account lists on a grid of its own, counted from its first
+// list, and the grids are seconds apart: a wave counted from the newest sync of any account
+// would wait, on an account that listed before that sync, for its next grid point, and so hold
+// two of its lists.
+func (t *tracker) waitWave(ctx context.Context, m *manager) (w wave, err error) {
 	t.mu.Lock()
-	var latest time.Time
-	for _, ls := range t.synced {
-		if ls.After(latest) {
-			latest = ls
+	w.start = time.Now()
+	latest := make([]time.Time, len(t.accounts))
+	for a, names := range t.accounts {
+		for _, name := range names {
+			latest[a] = later(latest[a], t.synced[name])
 		}
 	}
 	t.mu.Unlock()
+	w.done = make([]time.Time, len(t.accounts))
+	w.lists = map[string]int{}
+	pending := len(t.accounts)
 	err = t.until(ctx, m, func() bool {
-		for _, ls := range t.synced {
-			if !ls.After(latest) {
-				return false
+		for a, names := range t.accounts {
+			if w.done[a].IsZero() && t.syncedAfter(names, latest[a]) {
+				first, last := t.seenSpan(names)
+				w.done[a], w.took = last, max(w.took, last.Sub(first))
+				for _, name := range names {
+					w.lists[t.synced[name].Format("15:04:05")]++
+				}
+				pending--
 			}
 		}
-		return true
+		return pending == 0
 	})
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var first, last time.Time
-	lists = map[string]int{}
-	for name, at := range t.seen {
+	return w, err
+}
+
+// syncedAfter reports whether every one of the subscriptions was synced with a list newer than
+// at (called with the lock held).
+func (t *tracker) syncedAfter(names []string, at time.Time) bool {
+	for _, name := range names {
+		if !t.synced[name].After(at) {
+			return false
+		}
+	}
+	return true
+}
+
+// seenSpan is when the bench saw the first and the last of the subscriptions synced (called
+// with the lock held).
+func (t *tracker) seenSpan(names []string) (first, last time.Time) {
+	for _, name := range names {
+		at := t.seen[name]
 		if first.IsZero() || at.Before(first) {
 			first = at
 		}
 		last = later(last, at)
-		lists[t.synced[name].Format("15:04:05")]++
 	}
-	return last.Sub(first), lists, err
+	return first, last
 }
 
 func later(a, b time.Time) time.Time {

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 )
 
 // TestSmallRows is make bench-reconcile in small, as a correctness test: it checks what must
@@ -78,5 +81,40 @@ func TestSmallRows(t *testing.T) {
 			t.Logf("%s: cold %s (bound %s), cold requests %v, wave %v, CPU %s, heap +%d KiB, queue peak %d",
 				r, res.Cold.Round(time.Millisecond), res.Bound.Round(time.Millisecond), res.ColdCounts, res.WaveCounts, res.CPU, (int64(res.HeapAfter)-int64(res.HeapBase))/1024, res.QueuePeak)
 		})
+	}
+}
+
+// TestDuring: a wave's requests are each account's within its own part of the wave, so an
+// account that finished early does not have its next list counted while another account's wave
+// is still running.
+func TestDuring(t *testing.T) {
+	fp := &stripeBench{}
+	list, _ := fp.routes()
+	look, _ := fp.look()
+	l := newCallLog(fp, 2)
+	start := time.Unix(1_700_000_000, 0)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	for _, c := range []struct {
+		acct    int
+		route   fakeapi.Route
+		at      float64
+		limited bool
+	}{
+		{0, list, -1, false},  // the wave before
+		{0, list, 1, false},   // account 0's wave, done at 2 s
+		{0, look, 1.1, true},  // refused for the rate
+		{0, look, 1.2, false}, // its retry
+		{1, list, 5, false},   // account 1's wave, done at 6 s
+		{0, list, 41, false},  // account 0's next wave
+		{1, look, 6.5, false}, // after account 1's wave
+	} {
+		l.observe(fp.credential(c.acct), c.route, at(c.at), c.limited)
+	}
+	l.observe("sk_test_other", list, at(1), false) // no account's credential
+
+	got := l.during(wave{start: start, done: []time.Time{at(2), at(6)}})
+	want := []fakeapi.RouteCount{{Route: look, Requests: 2, Limited: 1}, {Route: list, Requests: 2}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("during: -want +got\n%s", d)
 	}
 }

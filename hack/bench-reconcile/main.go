@@ -10,8 +10,9 @@
 //   - cold÷bound: the time from the first apply to all Ready, over the rate-limit bound, the
 //     fewest requests any correct operator must make with the busiest credential (one list of
 //     the empty account, one create per subscription) divided by the credential's rate;
-//   - wave÷pages: provider requests in one steady-state resync wave (every subscription
-//     reconciled once by its timer) over the list pages of all accounts (target 1.00);
+//   - wave÷pages: list requests in one steady-state resync wave (every subscription
+//     reconciled once by its timer) over the list pages of all accounts (target 1.00), each
+//     account's counted in its own wave, since each account resyncs on a grid of its own;
 //   - the manager's CPU (/proc/PID/stat) and heap growth (in use after a collection, less the
 //     idle manager's) per subscription, and the reconcile queue's peak depth.
 //
@@ -196,6 +197,6 @@ func printTable(w io.Writer, results []result) {
 	fmt.Fprintln(w, "\nbound: (1 list of the empty account + per subscription its create, and on GitHub the ping status.ping reports) of the busiest credential ÷ its rate; cold calls: every provider request until all Ready")
 	fmt.Fprintln(w, "API bound: the same control plane taking the cold start's writes alone (N applied subscriptions, and per subscription the finalizer patch, the signing Secret read and create, the status patch; the Events the manager sent) by as many workers as the manager's; cold÷max: cold ÷ max(bound, API bound)")
 	fmt.Fprintln(w, "API req/sub: the manager's requests to the API server during the cold start ÷ N (reads and writes; its informers' lists and watches too)")
-	fmt.Fprintln(w, "resync: the subscriptions' resync interval; wave: how long one steady-state resync wave took, first subscription synced to last; wave calls: its provider requests; wave÷pages: its list requests ÷ list pages of all accounts (target 1.00); looks/acct: its looks at missed events per account (Stripe 1.00: one shared listing of undelivered events; GitHub 0)")
+	fmt.Fprintln(w, "resync: the subscriptions' resync interval; one steady-state resync wave is measured account by account, each from its own last sync to its subscriptions' next: wave: how long it took on the slowest account, first of its subscriptions synced to last; wave calls: the accounts' provider requests in their waves; wave÷pages: their list requests ÷ list pages of all accounts (target 1.00); looks/acct: their looks at missed events per account (Stripe 1.00: one shared listing of undelivered events; GitHub 0)")
 	fmt.Fprintln(w, "CPU: manager user+system over the row; heap: in use after GC, less the idle manager's")
 }
