@@ -354,14 +354,13 @@ func (l *callLog) observe(credential string, rt fakeapi.Route, at time.Time, lim
 	l.calls = append(l.calls, call{account: a, route: rt, at: at, limited: limited})
 }
 
-// during counts, route by route, each account's requests in its own part of wave w: after the
-// wave began, up to when the last of the account's subscriptions was seen synced in it.
+// during counts, route by route, each account's requests in its own part of wave w.
 func (l *callLog) during(w wave) []fakeapi.RouteCount {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	counts := map[fakeapi.Route]*fakeapi.RouteCount{}
 	for _, c := range l.calls {
-		if !c.at.After(w.start) || c.at.After(w.done[c.account]) {
+		if !c.at.After(w.from[c.account]) || c.at.After(w.to[c.account]) {
 			continue
 		}
 		rc := counts[c.route]
@@ -545,9 +544,13 @@ func (t *tracker) waitReady(ctx context.Context, n int, m *manager) error {
 
 // wave is one resync wave as waitWave saw it, account by account.
 type wave struct {
-	start time.Time
-	// done is, per account, when the bench saw the last of its subscriptions synced in the wave.
-	done []time.Time
+	// from and to are, per account, the ends of its part of the wave: from when the bench saw
+	// the last of its subscriptions synced with the newest list the account had when the wave
+	// began (the end of its previous wave), to when it saw the last of them synced with a newer
+	// one. An account is quiet between its waves, so its requests in (from, to] are its wave's,
+	// including a list read just before the wave began that none of its subscriptions had used
+	// yet.
+	from, to []time.Time
 	// took is the longest account's wave, from the first of its subscriptions seen synced in it
 	// to the last.
 	took time.Duration
@@ -560,25 +563,32 @@ type wave struct {
 // seen when the wave began. Each account lists on a grid of its own, counted from its first
 // list, and the grids are seconds apart: a wave counted from the newest sync of any account
 // would wait, on an account that listed before that sync, for its next grid point, and so hold
-// two of its lists.
+// two of its lists. The grids may spread over much of the interval, so the wave may begin
+// while an account is part way through a wave of its own (some subscriptions synced with a
+// new list, some not yet): that account's measured wave is its next, and its part (wave.from)
+// begins when the one under way ends.
 func (t *tracker) waitWave(ctx context.Context, m *manager) (w wave, err error) {
-	t.mu.Lock()
-	w.start = time.Now()
-	latest := make([]time.Time, len(t.accounts))
-	for a, names := range t.accounts {
-		for _, name := range names {
-			latest[a] = later(latest[a], t.synced[name])
-		}
-	}
-	t.mu.Unlock()
-	w.done = make([]time.Time, len(t.accounts))
-	w.lists = map[string]int{}
-	pending := len(t.accounts)
+	n := len(t.accounts)
+	w.from, w.to, w.lists = make([]time.Time, n), make([]time.Time, n), map[string]int{}
+	var latest []time.Time
+	pending := n
 	err = t.until(ctx, m, func() bool {
+		if latest == nil {
+			// Under the same lock as the first look at the accounts, so no sync falls between.
+			latest = make([]time.Time, n)
+			for a, names := range t.accounts {
+				for _, name := range names {
+					latest[a] = later(latest[a], t.synced[name])
+				}
+			}
+		}
 		for a, names := range t.accounts {
-			if w.done[a].IsZero() && t.syncedAfter(names, latest[a]) {
+			if w.from[a].IsZero() && t.all(names, func(ls time.Time) bool { return !ls.Before(latest[a]) }) {
+				_, w.from[a] = t.seenSpan(names)
+			}
+			if !w.from[a].IsZero() && w.to[a].IsZero() && t.all(names, func(ls time.Time) bool { return ls.After(latest[a]) }) {
 				first, last := t.seenSpan(names)
-				w.done[a], w.took = last, max(w.took, last.Sub(first))
+				w.to[a], w.took = last, max(w.took, last.Sub(first))
 				for _, name := range names {
 					w.lists[t.synced[name].Format("15:04:05")]++
 				}
@@ -590,11 +600,11 @@ func (t *tracker) waitWave(ctx context.Context, m *manager) (w wave, err error) 
 	return w, err
 }
 
-// syncedAfter reports whether every one of the subscriptions was synced with a list newer than
-// at (called with the lock held).
-func (t *tracker) syncedAfter(names []string, at time.Time) bool {
+// all reports whether the last sync of every one of the subscriptions satisfies ok (called
+// with the lock held).
+func (t *tracker) all(names []string, ok func(synced time.Time) bool) bool {
 	for _, name := range names {
-		if !t.synced[name].After(at) {
+		if !ok(t.synced[name]) {
 			return false
 		}
 	}

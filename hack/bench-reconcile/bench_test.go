@@ -86,7 +86,7 @@ func TestSmallRows(t *testing.T) {
 
 // TestDuring: a wave's requests are each account's within its own part of the wave, so an
 // account that finished early does not have its next list counted while another account's wave
-// is still running.
+// is still running, nor its previous one.
 func TestDuring(t *testing.T) {
 	fp := &stripeBench{}
 	list, _ := fp.routes()
@@ -100,19 +100,19 @@ func TestDuring(t *testing.T) {
 		at      float64
 		limited bool
 	}{
-		{0, list, -1, false},  // the wave before
+		{0, list, -1, false},  // account 0's previous wave, which ended at 0 s
 		{0, list, 1, false},   // account 0's wave, done at 2 s
 		{0, look, 1.1, true},  // refused for the rate
 		{0, look, 1.2, false}, // its retry
+		{1, list, 3, false},   // account 1's previous wave, which ended at 4 s
 		{1, list, 5, false},   // account 1's wave, done at 6 s
 		{0, list, 41, false},  // account 0's next wave
-		{1, look, 6.5, false}, // after account 1's wave
 	} {
 		l.observe(fp.credential(c.acct), c.route, at(c.at), c.limited)
 	}
 	l.observe("sk_test_other", list, at(1), false) // no account's credential
 
-	got := l.during(wave{start: start, done: []time.Time{at(2), at(6)}})
+	got := l.during(wave{from: []time.Time{at(0), at(4)}, to: []time.Time{at(2), at(6)}})
 	want := []fakeapi.RouteCount{{Route: look, Requests: 2, Limited: 1}, {Route: list, Requests: 2}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("during: -want +got\n%s", d)
