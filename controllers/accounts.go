@@ -272,12 +272,18 @@ type account struct {
 }
 
 // ops is the view of an account given to one reconcile while it holds the account's lock.
-type ops struct{ a *account }
+type ops struct {
+	a *account
+	// before runs ahead of every request to the provider: the session makes its signing
+	// Secret writes durable there (session.flush), so the provider never hears of anything
+	// that depends on a write still waiting.
+	before func(context.Context) error
+}
 
 // Lock serializes observe-plan-act for the account and returns the operations to use meanwhile.
 func (a *account) Lock() (ops, func()) {
 	a.mu.Lock()
-	return ops{a}, a.mu.Unlock
+	return ops{a: a}, a.mu.Unlock
 }
 
 // Capabilities are the account's provider's.
@@ -299,6 +305,11 @@ func (o ops) Invalidate() { o.a.valid = false }
 // call runs one provider operation (its HTTP requests paced by the credential's bucket) unless
 // the credential is waiting out a rate limit, and counts and times it.
 func (o ops) call(ctx context.Context, op string, fn func() error) error {
+	if o.before != nil {
+		if err := o.before(ctx); err != nil {
+			return err
+		}
+	}
 	if err := o.a.limiter.blocked(); err != nil {
 		if providers.KindOf(err) == providers.RateLimited {
 			o.a.metrics.rateLimitWait(o.a.provider)

@@ -33,6 +33,9 @@ type execHarness struct {
 	s        *session
 	// failSecretWrites makes every write of the signing Secret fail.
 	failSecretWrites bool
+	// logSecretWrites puts each write of the signing Secret into the provider's call order, as
+	// "write Secret", to show where writes fall among the provider's requests.
+	logSecretWrites bool
 }
 
 func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
@@ -54,8 +57,13 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 		},
 	}
 	refuse := func(obj client.Object) error {
-		if _, ok := obj.(*corev1.Secret); ok && h.failSecretWrites {
-			return errors.New("the API server is unavailable")
+		if _, ok := obj.(*corev1.Secret); ok {
+			if h.failSecretWrites {
+				return errors.New("the API server is unavailable")
+			}
+			if h.logSecretWrites {
+				h.provider.order = append(h.provider.order, "write Secret")
+			}
 		}
 		return nil
 	}
@@ -335,4 +343,65 @@ type pendingProbe struct {
 func (p *pendingProbe) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
 	p.read()
 	return p.fakeAccountClient.Update(ctx, id, d)
+}
+
+// TestSecretWritesWaitUnderTheLock: while writes wait (as they do under the account's lock),
+// a change to the signing Secret is in the session's view at once, and in the Secret before
+// the provider's next request (ops.before); the changes after the last request are written by
+// flush, all in one write, and a failed flush leaves the view at what the API server holds.
+func TestSecretWritesWaitUnderTheLock(t *testing.T) {
+	ctx := context.Background()
+	stale := reg("we_0", 0, withURL(planOldURL))
+	h := newExecHarness(t, stale)
+	h.s.deferWrites, h.s.ops.before, h.logSecretWrites = true, h.s.flush, true
+	create := step{Kind: stepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: secretReturned}
+	out, _, err := h.run(plan{Decision: decideCreate, Steps: []step{create, staleAt(stale)}})
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	if want := []string{"Create key-create", "write Secret", "Delete we_0"}; !slices.Equal(h.provider.order, want) {
+		t.Fatalf("calls %v; want %v: the new secret written before the provider hears the next request", h.provider.order, want)
+	}
+	if st := h.secret(); st.current != out.kept.ID {
+		t.Fatalf("the Secret's current secret is %q, want the new registration's %q", st.current, out.kept.ID)
+	}
+
+	h = newExecHarness(t)
+	h.s.deferWrites, h.s.ops.before, h.logSecretWrites = true, h.s.flush, true
+	out, _, err = h.run(plan{Decision: decideCreate, Steps: []step{create}})
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	if want := []string{"Create key-create"}; !slices.Equal(h.provider.order, want) {
+		t.Fatalf("calls %v; want %v: nothing written while the lock would be held", h.provider.order, want)
+	}
+	if h.s.signing.current != out.kept.ID || h.s.signing.secrets[out.kept.ID] == nil {
+		t.Fatalf("the session's view %+v does not hold the new registration %s's secret", h.s.signing, out.kept.ID)
+	}
+	if st := h.secret(); len(st.secrets) != 0 {
+		t.Fatalf("the Secret holds %v before the flush", st.held())
+	}
+	if err := h.s.flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if want := []string{"Create key-create", "write Secret"}; !slices.Equal(h.provider.order, want) {
+		t.Fatalf("calls %v; want %v: one write for the changes waiting", h.provider.order, want)
+	}
+	if st := h.secret(); st.current != out.kept.ID || string(st.secrets[out.kept.ID]) != "whsec_"+out.kept.ID {
+		t.Fatalf("after the flush the Secret holds %+v, want %s's secret, current", st, out.kept.ID)
+	}
+
+	if err := h.s.markCurrent(ctx, "we_other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.storeSecret(ctx, "we_other", "whsec_other"); err != nil {
+		t.Fatal(err)
+	}
+	h.failSecretWrites = true
+	if err := h.s.flush(ctx); err == nil {
+		t.Fatal("flush with the API server refusing writes returned no error")
+	}
+	if h.s.signing.secrets["we_other"] != nil {
+		t.Fatal("after a failed flush the view still holds a secret that was never written")
+	}
 }

@@ -289,6 +289,12 @@ type session struct {
 	desired providers.Desired
 	// signing is what the signing Secret holds, kept in step with this session's own writes.
 	signing signingState
+	// deferWrites: changes to the signing Secret wait for the provider's next request or the
+	// end of the reconcile (see mutate); unwritten are those waiting, known the Secret they
+	// apply to, as the API server last answered (nil: absent).
+	deferWrites bool
+	unwritten   []func(*corev1.Secret)
+	known       *corev1.Secret
 	// rotate: a rotation of the signing secret was requested and not yet handled.
 	rotate bool
 }
@@ -332,7 +338,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 }
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
-func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (ctrl.Result, error) {
+func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
 	desiredURL, _, err := validateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return ctrl.Result{}, err
@@ -351,20 +357,29 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	o, unlock := acct.Lock()
-	defer unlock()
-
 	rotate, err := r.pendingRotation(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
+	o, unlock := acct.Lock()
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", deferWrites: true, desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,
 		Disabled:    sub.Spec.Disabled,
 		Owner:       r.owner(sub),
 	}}
+	s.ops.before = s.flush
+	o = s.ops
+	defer func() {
+		unlock()
+		// The signing Secret changes made after the provider's last request, written outside
+		// the lock; whatever the reconcile returns (a secret the provider returned before a
+		// later failure is kept too).
+		if ferr := s.flush(ctx); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
 	if s.signing.imported {
 		if err := s.claimImported(ctx); err != nil {
 			return ctrl.Result{}, err

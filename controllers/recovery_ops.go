@@ -27,7 +27,7 @@ type recoveryOps struct{ a *account }
 func (a *account) recovery() recoveryOps { return recoveryOps{a} }
 
 func (o recoveryOps) call(ctx context.Context, op string, fn func() error) error {
-	return ops{o.a}.call(ctx, op, fn)
+	return ops{a: o.a}.call(ctx, op, fn)
 }
 
 // Caps are the provider's recovery capabilities.

@@ -189,28 +189,10 @@ func parseSigningState(sec *corev1.Secret, sub *hookv1.WebhookSubscription) sign
 // nothing: a Secret created or changed by someone else since known was read makes the create
 // (AlreadyExists) or the patch (its resourceVersion) fail, and the reconcile retry.
 func (r *Reconciler) writeSigningSecret(ctx context.Context, sub *hookv1.WebhookSubscription, known *corev1.Secret, fn func(sec *corev1.Secret)) (*corev1.Secret, error) {
-	var sec *corev1.Secret
-	if known != nil {
-		sec = known.DeepCopy()
-	} else {
-		key := r.signingSecretKey(sub)
-		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	}
-	base := sec.DeepCopy()
-	if sec.Labels == nil {
-		sec.Labels = map[string]string{}
-	}
-	sec.Labels[hookv1.LabelSigningSecret] = "true"
-	sec.Labels[hookv1.LabelSubscription] = sub.Name
-	sec.Type = corev1.SecretTypeOpaque
-	if sec.Data == nil {
-		sec.Data = map[string][]byte{}
-	}
-	fn(sec)
-	if err := controllerutil.SetControllerReference(sub, sec, r.Scheme()); err != nil {
+	sec, base, err := r.signingSecretWith(sub, known, fn)
+	if err != nil {
 		return nil, err
 	}
-	var err error
 	switch {
 	case known == nil:
 		err = r.Create(ctx, sec)
@@ -226,6 +208,32 @@ func (r *Reconciler) writeSigningSecret(ctx context.Context, sub *hookv1.Webhook
 	r.signingMemo.remember(sec)
 	// In the same step, the receiver's copy: a pending secret is there before the provider hears of it.
 	return sec, r.RouteSecrets.ensure(ctx, sub, sec)
+}
+
+// signingSecretWith is known (nil: a new Secret) with fn applied, and the labels, type and
+// controller reference every signing Secret carries; base is known as it was (a copy).
+func (r *Reconciler) signingSecretWith(sub *hookv1.WebhookSubscription, known *corev1.Secret, fn func(sec *corev1.Secret)) (sec, base *corev1.Secret, err error) {
+	if known != nil {
+		sec = known.DeepCopy()
+	} else {
+		key := r.signingSecretKey(sub)
+		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	}
+	base = sec.DeepCopy()
+	if sec.Labels == nil {
+		sec.Labels = map[string]string{}
+	}
+	sec.Labels[hookv1.LabelSigningSecret] = "true"
+	sec.Labels[hookv1.LabelSubscription] = sub.Name
+	sec.Type = corev1.SecretTypeOpaque
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	fn(sec)
+	if err := controllerutil.SetControllerReference(sub, sec, r.Scheme()); err != nil {
+		return nil, nil, err
+	}
+	return sec, base, nil
 }
 
 func setCurrent(sec *corev1.Secret, id string) {
@@ -307,15 +315,58 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 // The session's writes to the signing Secret start from what it last read or wrote, and keep
 // its view (s.signing) in step, so one reconcile plans and acts on what the Secret holds now
 // and a new subscription costs one read and one write of it, not a read before every write.
+//
+// Under the account's lock the writes wait (deferWrites): each change is applied to the
+// session's view at once, and written (all waiting changes in one write) just before the
+// provider's next request (ops.before) or, for the changes after the last one, once the lock
+// is released. The provider hears of nothing in an order it did not before, and an account's
+// next subscription does not wait for this one's Secret write: a new Stripe subscription's
+// only write of it (the secret its create returned) happens outside the lock. Nothing is lost
+// on failure: the write happens when the reconcile ends, whatever it returns, and a crash
+// before it leaves what a failed write leaves (a registration whose secret is not held, which
+// the next reconcile recovers or rotates).
 
-// mutate applies fn to the signing Secret and takes what was written as the session's view.
+// mutate applies fn to the signing Secret: in the session's view, and in the Secret now or,
+// while writes wait, at the next flush.
 func (s *session) mutate(ctx context.Context, fn func(sec *corev1.Secret)) error {
-	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.signing.obj, fn)
+	if len(s.unwritten) == 0 {
+		s.known = s.signing.obj
+	}
+	s.unwritten = append(s.unwritten, fn)
+	if !s.deferWrites {
+		return s.flush(ctx)
+	}
+	view, _, err := s.r.signingSecretWith(s.sub, s.known, s.applyUnwritten)
 	if err != nil {
+		s.unwritten = s.unwritten[:len(s.unwritten)-1]
+		return err
+	}
+	s.signing = parseSigningState(view, s.sub)
+	s.signing.obj = s.known // writes start from what the API server answered, not the view
+	return nil
+}
+
+// flush writes the waiting changes, in one write, and takes what was written as the view. A
+// failed write drops them and the view goes back to what the API server last answered: the
+// reconcile fails, and the next one starts from a fresh read.
+func (s *session) flush(ctx context.Context) error {
+	if len(s.unwritten) == 0 {
+		return nil
+	}
+	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.known, s.applyUnwritten)
+	s.unwritten = nil
+	if err != nil {
+		s.signing = parseSigningState(s.known, s.sub)
 		return err
 	}
 	s.signing = parseSigningState(sec, s.sub)
 	return nil
+}
+
+func (s *session) applyUnwritten(sec *corev1.Secret) {
+	for _, fn := range s.unwritten {
+		fn(sec)
+	}
 }
 
 // claimImported makes the subscription the controller of a signing Secret written by
