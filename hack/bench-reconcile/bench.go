@@ -84,13 +84,17 @@ type result struct {
 	// subscriptions synced to last; Resync the interval of the waves.
 	Wave, Resync time.Duration
 	// WaveLists are the wave's list pages, WaveLooks its looks at missed events (one per
-	// account where the provider keeps them account-wide).
-	WaveLists, WaveLooks int
-	Creates              int // creates the fake accepted, cold
-	Limited              int // requests the meter refused, over the row
-	Held                 int // registrations at the provider after the row
-	Duplicates           int // registrations beyond one per URL
-	Missing              int // subscriptions with no registration for their URL
+	// account where the provider keeps them account-wide); the same by account, and the list
+	// pages each account needs (AccountPages), so one account listing twice cannot hide behind
+	// another that did not list.
+	WaveLists, WaveLooks                   int
+	WaveListsBy, WaveLooksBy, AccountPages []int
+
+	Creates    int // creates the fake accepted, cold
+	Limited    int // requests the meter refused, over the row
+	Held       int // registrations at the provider after the row
+	Duplicates int // registrations beyond one per URL
+	Missing    int // subscriptions with no registration for their URL
 	// APIBound is the API server's own time for the cold start's writes (apibound.go), by
 	// Workers workers (the manager's concurrency), with Events Events; APIRequests are the
 	// manager's requests to the API server during the cold start, by method.
@@ -294,10 +298,12 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	for i := range r.N {
 		byAccount[i%r.M]++
 	}
+	res.WaveListsBy, res.WaveLooksBy = calls.byAccount(w, listRoute), calls.byAccount(w, lookRoute)
 	for a, n := range byAccount {
 		res.BoundRequests = max(res.BoundRequests, 1+n*fp.perSubscription())
 		pages := max(1, (n+pageCap-1)/pageCap)
 		res.PagesPerAccount = max(res.PagesPerAccount, pages)
+		res.AccountPages = append(res.AccountPages, pages)
 		res.Pages += pages
 		urls := fp.held(a)
 		res.Held += len(urls)
@@ -354,13 +360,26 @@ func (l *callLog) observe(credential string, rt fakeapi.Route, at time.Time, lim
 	l.calls = append(l.calls, call{account: a, route: rt, at: at, limited: limited})
 }
 
+// byAccount counts each account's requests on route rt in its own part of wave w.
+func (l *callLog) byAccount(w wave, rt fakeapi.Route) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	counts := make([]int, len(w.from))
+	for _, c := range l.calls {
+		if c.route == rt && w.holds(c) {
+			counts[c.account]++
+		}
+	}
+	return counts
+}
+
 // during counts, route by route, each account's requests in its own part of wave w.
 func (l *callLog) during(w wave) []fakeapi.RouteCount {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	counts := map[fakeapi.Route]*fakeapi.RouteCount{}
 	for _, c := range l.calls {
-		if !c.at.After(w.from[c.account]) || c.at.After(w.to[c.account]) {
+		if !w.holds(c) {
 			continue
 		}
 		rc := counts[c.route]
@@ -556,6 +575,11 @@ type wave struct {
 	took time.Duration
 	// lists are the times of the lists the wave used, with how many subscriptions used each.
 	lists map[string]int
+}
+
+// holds reports whether request c falls in its account's part of the wave.
+func (w wave) holds(c call) bool {
+	return c.at.After(w.from[c.account]) && !c.at.After(w.to[c.account])
 }
 
 // waitWave waits for one wave of every account, each on its own: an account's wave is done

@@ -73,6 +73,14 @@ func TestSmallRows(t *testing.T) {
 			if res.WaveLooks != wantLooks {
 				t.Errorf("a resync wave looked at missed events %d times (%v), want %d: one shared look per account", res.WaveLooks, res.WaveCounts, wantLooks)
 			}
+			for a := range r.M {
+				if res.WaveListsBy[a] != res.AccountPages[a] {
+					t.Errorf("account %d listed %d pages in its wave, want %d", a, res.WaveListsBy[a], res.AccountPages[a])
+				}
+				if want := wantLooks / r.M; res.WaveLooksBy[a] != want {
+					t.Errorf("account %d looked at missed events %d times in its wave, want %d", a, res.WaveLooksBy[a], want)
+				}
+			}
 			for _, c := range res.WaveCounts {
 				if c.Route != listRoute && c.Route != lookRoute {
 					t.Errorf("a steady-state wave sent %d × %s %s; it should only list (and look at missed events)", c.Requests, c.Method, c.Pattern)
