@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
@@ -155,6 +157,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		For(&hookv1.WebhookSubscription{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A signing Secret edited or deleted by hand wakes its subscription (owner reference).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}, r.ownWrites.notOwn())).
+		// ... and one whose event came while our own write of it was in flight (ownWrites.end).
+		WatchesRawSource(source.Channel(r.ownWrites.wake, &handler.EnqueueRequestForObject{})).
 		// A rotated or restored credential wakes the subscriptions naming it.
 		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(settingsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
@@ -205,6 +209,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.suspend(ctx, sub)
 	} else {
 		res, err = r.reconcileOnce(ctx, sub)
+	}
+	// A reconcile that changed nothing (a wake-up by a watch, a resync that reused the same
+	// list) writes nothing: an empty patch is still a request.
+	if equality.Semantic.DeepEqual(base.Status, sub.Status) {
+		return res, err
 	}
 	if perr := r.Status().Patch(ctx, sub, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
 		return ctrl.Result{}, errors.Join(err, perr)

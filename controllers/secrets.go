@@ -193,18 +193,21 @@ func (r *Reconciler) writeSigningSecret(ctx context.Context, sub *hookv1.Webhook
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case known == nil:
-		err = r.Create(ctx, sec)
-	case !equality.Semantic.DeepEqual(base, sec):
-		err = r.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	default:
+	if known != nil && equality.Semantic.DeepEqual(base, sec) {
 		return known, nil
 	}
+	key := client.ObjectKeyFromObject(sec)
+	r.ownWrites.begin(key)
+	if known == nil {
+		err = r.Create(ctx, sec)
+	} else {
+		err = r.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
 	if err != nil {
+		r.ownWrites.end(sub, key, nil)
 		return nil, fmt.Errorf("writing signing Secret %s: %w", sec.Name, err)
 	}
-	r.ownWrites.record(sec)
+	r.ownWrites.end(sub, key, sec)
 	r.signingMemo.remember(sec)
 	// In the same step, the receiver's copy: a pending secret is there before the provider hears of it.
 	return sec, r.RouteSecrets.ensure(ctx, sub, sec)
