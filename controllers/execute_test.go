@@ -353,7 +353,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	ctx := context.Background()
 	stale := reg("we_0", 0, withURL(planOldURL))
 	h := newExecHarness(t, stale)
-	h.s.deferWrites, h.s.ops.before, h.logSecretWrites = true, h.s.flush, true
+	h.s.ops.before, h.logSecretWrites = h.s.flush, true
 	create := step{Kind: stepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: secretReturned}
 	out, _, err := h.run(plan{Decision: decideCreate, Steps: []step{create, staleAt(stale)}})
 	if err != nil {
@@ -367,7 +367,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	}
 
 	h = newExecHarness(t)
-	h.s.deferWrites, h.s.ops.before, h.logSecretWrites = true, h.s.flush, true
+	h.s.ops.before, h.logSecretWrites = h.s.flush, true
 	out, _, err = h.run(plan{Decision: decideCreate, Steps: []step{create}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)

@@ -298,12 +298,9 @@ type session struct {
 	desired providers.Desired
 	// signing is what the signing Secret holds, kept in step with this session's own writes.
 	signing signingState
-	// deferWrites: changes to the signing Secret wait for the provider's next request or the
-	// end of the reconcile (see mutate); unwritten are those waiting, known the Secret they
-	// apply to, as the API server last answered (nil: absent).
-	deferWrites bool
-	unwritten   []func(*corev1.Secret)
-	known       *corev1.Secret
+	// unwritten are the changes to the signing Secret waiting for the provider's next request
+	// or the end of the reconcile (see mutate), to apply to signing.obj.
+	unwritten []func(*corev1.Secret)
 	// rotate: a rotation of the signing secret was requested and not yet handled.
 	rotate bool
 }
@@ -371,7 +368,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		return ctrl.Result{}, err
 	}
 	o, unlock := acct.Lock()
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", deferWrites: true, desired: providers.Desired{
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
 		URL:         desiredURL,
 		Events:      sub.Spec.Events,
 		Description: sub.Spec.Description,

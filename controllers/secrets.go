@@ -319,7 +319,7 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 // its view (s.signing) in step, so one reconcile plans and acts on what the Secret holds now
 // and a new subscription costs one read and one write of it, not a read before every write.
 //
-// Under the account's lock the writes wait (deferWrites): each change is applied to the
+// Under the account's lock the writes wait (the session's ops have a before hook): each change is applied to the
 // session's view at once, and written (all waiting changes in one write) just before the
 // provider's next request (ops.before) or, for the changes after the last one, once the lock
 // is released. The provider hears of nothing in an order it did not before, and an account's
@@ -330,22 +330,21 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 // the next reconcile recovers or rotates).
 
 // mutate applies fn to the signing Secret: in the session's view, and in the Secret now or,
-// while writes wait, at the next flush.
+// while writes wait (the session's ops flush them before every provider request), at the next
+// flush. The view's obj stays the Secret as the API server answered: writes start from it.
 func (s *session) mutate(ctx context.Context, fn func(sec *corev1.Secret)) error {
-	if len(s.unwritten) == 0 {
-		s.known = s.signing.obj
-	}
 	s.unwritten = append(s.unwritten, fn)
-	if !s.deferWrites {
+	if s.ops.before == nil {
 		return s.flush(ctx)
 	}
-	view, _, err := s.r.signingSecretWith(s.sub, s.known, s.applyUnwritten)
+	view, _, err := s.r.signingSecretWith(s.sub, s.signing.obj, s.applyUnwritten)
 	if err != nil {
 		s.unwritten = s.unwritten[:len(s.unwritten)-1]
 		return err
 	}
+	known := s.signing.obj
 	s.signing = parseSigningState(view, s.sub)
-	s.signing.obj = s.known // writes start from what the API server answered, not the view
+	s.signing.obj = known
 	return nil
 }
 
@@ -356,10 +355,10 @@ func (s *session) flush(ctx context.Context) error {
 	if len(s.unwritten) == 0 {
 		return nil
 	}
-	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.known, s.applyUnwritten)
+	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.signing.obj, s.applyUnwritten)
 	s.unwritten = nil
 	if err != nil {
-		s.signing = parseSigningState(s.known, s.sub)
+		s.signing = parseSigningState(s.signing.obj, s.sub)
 		return err
 	}
 	s.signing = parseSigningState(sec, s.sub)
