@@ -24,8 +24,13 @@ import (
 // every page, so a manager killed mid-run loses nothing: the next run starts again from it, and
 // the receiver's ledger answers what it had already committed as a duplicate.
 
-// fetchPage is how many events one page of a fetch run lists (Stripe's largest page).
-const fetchPage = 100
+// fetchPage is how many events one page of a fetch run lists (a page holds every event of the
+// second it ends in, so it may hold more). Stripe lists newest first, so every page reads the
+// listing from its start to the newest event: a larger page costs memory and saves requests.
+const fetchPage = 500
+
+// persistEvery is how many hand-overs a fetch run makes between two writes of its watermark.
+const persistEvery = 100
 
 // recoveryTarget is what a reconcile that found the registration in step hands on.
 type recoveryTarget struct {
@@ -246,29 +251,34 @@ func (x *recoveryRunner) fetch(ctx context.Context) {
 			return
 		}
 		x.run.Malformed += int64(page.Malformed)
-		fresh := 0
-		for _, m := range page.Missed {
+		for i, m := range page.Missed {
 			if seen[m.ID] {
 				continue
 			}
 			seen[m.ID] = true
-			fresh++
 			if m.Expired {
 				x.run.BeyondWindow++
-				x.advance(m.At)
-				continue
-			}
-			if !x.handOver(ctx, m) {
+			} else if !x.handOver(ctx, m) {
 				x.persist(ctx)
 				return
 			}
 			x.advance(m.At)
-			since = m.At
+			if (i+1)%persistEvery == 0 {
+				x.persist(ctx)
+			}
 		}
-		x.persist(ctx)
-		if !page.More || fresh == 0 {
+		if !page.More {
 			break
 		}
+		// The page held every event of each second it reached: the next starts after them.
+		next := page.NextSince()
+		if !next.After(since) {
+			x.fail(hookv1.RecoveryPartial, "the provider's listing of missed events did not move past %s; the next run starts again from the watermark", since.UTC().Format(time.RFC3339))
+			x.persist(ctx)
+			return
+		}
+		since = next
+		x.persist(ctx)
 	}
 	x.advance(x.run.StartTime.Time) // the listing covered everything up to the run's start
 	if everything {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -81,17 +82,7 @@ func (f *fakeRecoverer) Missed(_ context.Context, _ providers.Registration, even
 	if f.pageCap > 0 && (limit == 0 || limit > f.pageCap) {
 		limit = f.pageCap
 	}
-	var page providers.MissedPage
-	for _, m := range f.log {
-		if m.At.Before(since) || !(slices.Contains(events, "*") || slices.Contains(events, m.Type)) {
-			continue
-		}
-		if limit > 0 && len(page.Missed) == limit {
-			page.More = true
-			break
-		}
-		page.Missed = append(page.Missed, m)
-	}
+	page := listedPage(f.log, events, since, limit)
 	page.Malformed = f.malformed
 	return page, nil
 }
@@ -100,19 +91,21 @@ func (f *fakeRecoverer) Events(_ context.Context, events []string, since time.Ti
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, since)
-	all := slices.SortedFunc(slices.Values(append(slices.Clone(f.log), f.unlisted...)), func(a, b providers.Missed) int { return a.At.Compare(b.At) })
+	all := slices.SortedStableFunc(slices.Values(append(slices.Clone(f.log), f.unlisted...)), func(a, b providers.Missed) int { return a.At.Compare(b.At) })
+	return listedPage(all, events, since, limit), nil
+}
+
+// listedPage is the page of log (oldest first) a provider lists: the entries of the given types
+// at or after since, cut at limit as providers cut (providers.CutMissed: whole seconds).
+func listedPage(log []providers.Missed, events []string, since time.Time, limit int) providers.MissedPage {
 	var page providers.MissedPage
-	for _, m := range all {
-		if m.At.Before(since) || !(slices.Contains(events, "*") || slices.Contains(events, m.Type)) {
-			continue
+	for _, m := range log {
+		if !m.At.Before(since) && (slices.Contains(events, "*") || slices.Contains(events, m.Type)) {
+			page.Missed = append(page.Missed, m)
 		}
-		if limit > 0 && len(page.Missed) == limit {
-			page.More = true
-			break
-		}
-		page.Missed = append(page.Missed, m)
 	}
-	return page, nil
+	page.Missed, page.More = providers.CutMissed(page.Missed, limit)
+	return page
 }
 
 func (f *fakeRecoverer) Redeliver(_ context.Context, _ providers.Registration, m providers.Missed) error {
@@ -375,6 +368,52 @@ func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
 	evs := strings.Join(h.events(), "\n")
 	if !strings.Contains(evs, hookv1.ReasonRecoveryFailed) || !strings.Contains(evs, hookv1.ReasonRecoveryCompleted+" recovered 2, skipped 1") {
 		t.Errorf("events:\n%s", evs)
+	}
+}
+
+// A busy Stripe account creates far more events in one second than a page holds (issue 27):
+// every event of the crowded second and of the seconds after it reaches the receiver once, and
+// a run stopped partway through the crowded second goes on from that second.
+func TestRecoveryFetchCrowdedSecond(t *testing.T) {
+	var log, want []providers.Missed
+	crowded := missedAt("evt_first", 30, "invoice.paid").At
+	for i := range 250 {
+		m := missedAt(fmt.Sprintf("evt_c%03d", i), 30, "invoice.paid")
+		m.At = crowded
+		log = append(log, m)
+	}
+	for i := range 10 {
+		log = append(log, missedAt(fmt.Sprintf("evt_l%02d", i), 20-i, "invoice.paid"))
+	}
+	want = slices.Clone(log)
+	f := newFakeRecoverer(fetchCaps, log...)
+	f.pageCap = 100
+	h := newRecHarness(t, f)
+	h.receiver.fail["evt_c080"] = http.StatusServiceUnavailable // as if the manager died at the 81st
+
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if run.Result != hookv1.RecoveryPartial || run.Recovered != 80 {
+		t.Fatalf("first run %s, recovered %d: %s; want Partial after 80", run.Result, run.Recovered, run.Message)
+	}
+	if got := h.stored().Watermark.Time; !got.Equal(crowded) {
+		t.Errorf("watermark %s, want the crowded second %s (its other events are still to come)", got, crowded)
+	}
+
+	delete(h.receiver.fail, "evt_c080")
+	h.clock.advance(10 * time.Minute)
+	h.recover()
+	run = h.sub.Status.Recovery.LastRun
+	if run.Result != hookv1.RecoverySucceeded || run.Recovered != 180 || run.Skipped != 80 {
+		t.Fatalf("second run %s, recovered %d, skipped %d: %s; want Succeeded, 180 recovered, the 80 already committed skipped", run.Result, run.Recovered, run.Skipped, run.Message)
+	}
+	for _, m := range want {
+		if !h.receiver.ledger[m.ID] {
+			t.Errorf("%s never reached the receiver", m.ID)
+		}
+	}
+	if st := h.stored(); st.Recovered != int64(len(want)) {
+		t.Errorf("status.recovery.recovered %d, want %d", st.Recovered, len(want))
 	}
 }
 

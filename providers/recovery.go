@@ -89,8 +89,35 @@ type MissedPage struct {
 	// description promises (a delivery without a guid, an event without an id): counted and
 	// logged once, the rest go on.
 	Malformed int
-	// More: entries beyond the limit remain; ask again from the last one's At.
+	// More: entries beyond the limit remain. A page never ends inside a second (CutMissed): it
+	// holds every entry of each second it reaches, so the next page starts at the second after
+	// its last entry's (NextSince), however many entries share one second.
 	More bool
+}
+
+// CutMissed keeps the first limit entries of missed (oldest first) and every further entry of
+// the second the limit falls in (0: all), and reports whether any were cut. A busy Stripe
+// account creates far more events in one second than a page holds: a page cut inside a second
+// could only go on from that second again, and would find the same entries.
+func CutMissed(missed []Missed, limit int) (kept []Missed, more bool) {
+	if limit <= 0 || len(missed) <= limit {
+		return missed, false
+	}
+	last := missed[limit-1].At.Truncate(time.Second)
+	n := limit
+	for n < len(missed) && missed[n].At.Truncate(time.Second).Equal(last) {
+		n++
+	}
+	return missed[:n], n < len(missed)
+}
+
+// NextSince is where the listing that follows a page with More starts: the second after its
+// last entry's.
+func (p MissedPage) NextSince() time.Time {
+	if len(p.Missed) == 0 {
+		return time.Time{}
+	}
+	return p.Missed[len(p.Missed)-1].At.Truncate(time.Second).Add(time.Second)
 }
 
 // Recoverer is implemented by providers whose missed deliveries can be recovered
@@ -99,8 +126,9 @@ type Recoverer interface {
 	// Missed lists, oldest first, the deliveries to registration reg, of the given events ("*"
 	// for all), since since (inclusive), that the provider reports as not delivered; a
 	// delivery that failed and later succeeded (the same id) is not missed. At most limit
-	// entries (0: no limit), following the provider's pages. An entry outside the provider's
-	// window is returned Expired.
+	// entries (0: no limit) and the rest of the second the limit falls in (CutMissed),
+	// following the provider's pages. An entry outside the provider's window is returned
+	// Expired.
 	Missed(ctx context.Context, reg Registration, events []string, since time.Time, limit int) (MissedPage, error)
 	// Redeliver asks the provider to send m to reg again (RecoveryRedeliver). A delivery the
 	// provider no longer keeps answers NotFound; one past its window Permanent.

@@ -210,9 +210,7 @@ func (c *Client) Missed(ctx context.Context, reg providers.Registration, events 
 	slices.SortFunc(out.Missed, func(a, b providers.Missed) int {
 		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.ID, b.ID))
 	})
-	if limit > 0 && len(out.Missed) > limit {
-		out.Missed, out.More = out.Missed[:limit], true
-	}
+	out.Missed, out.More = providers.CutMissed(out.Missed, limit)
 	return out, nil
 }
 

@@ -273,10 +273,7 @@ func (r redeliverer) Missed(ctx context.Context, reg providers.Registration, eve
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	if limit > 0 && len(out) > limit {
-		out, page.More = out[:limit], true
-	}
-	page.Missed = out
+	page.Missed, page.More = providers.CutMissed(out, limit)
 	return page, nil
 }
 

@@ -49,9 +49,11 @@ var (
 // every endpoint (delivery_success=false). reg is not consulted: the listing is account-wide.
 // More than 20 types are split into several listings of at most 20 (Stripe's limit) and merged.
 // Every listing is read to its end, because Stripe lists newest first and the oldest come last;
-// at most limit events are returned (0: all), More set when some were cut. An event without an
-// evt_ id or a numeric created is skipped and counted as Malformed. Payload is the event's JSON
-// exactly as the listing returned it.
+// at most limit events are returned (0: all) and every other event of the second the limit falls
+// in (providers.CutMissed: a busy account creates hundreds of events in one second), More set
+// when some were cut; the walk keeps no more than that in memory. An event without an evt_ id or
+// a numeric created is skipped and counted as Malformed. Payload is the event's JSON exactly as
+// the listing returned it.
 func (c *Client) Missed(ctx context.Context, _ providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
 	return c.events(ctx, events, since, limit, true)
 }
@@ -67,11 +69,12 @@ func (c *Client) events(ctx context.Context, events []string, since time.Time, l
 	var out providers.MissedPage
 	seen := map[string]bool{}
 	for _, types := range typeBatches(events) {
-		batch, malformed, err := c.listEvents(ctx, types, since, undeliveredOnly)
+		batch, malformed, dropped, err := c.listEvents(ctx, types, since, undeliveredOnly, limit)
 		if err != nil {
 			return providers.MissedPage{}, err
 		}
 		out.Malformed += malformed
+		out.More = out.More || dropped
 		for _, m := range batch {
 			if !seen[m.ID] { // an event has one type, but a server might list it twice
 				seen[m.ID] = true
@@ -81,9 +84,9 @@ func (c *Client) events(ctx context.Context, events []string, since time.Time, l
 	}
 	// Each listing arrived oldest first; a stable sort keeps that order within a second.
 	slices.SortStableFunc(out.Missed, func(a, b providers.Missed) int { return a.At.Compare(b.At) })
-	if limit > 0 && len(out.Missed) > limit {
-		out.Missed, out.More = out.Missed[:limit], true
-	}
+	var cut bool
+	out.Missed, cut = providers.CutMissed(out.Missed, limit)
+	out.More = out.More || cut
 	return out, nil
 }
 
@@ -97,8 +100,11 @@ func typeBatches(events []string) [][]string {
 }
 
 // listEvents reads one listing to its end (starting_after the last event of each page) and
-// returns its events oldest first; undeliveredOnly adds delivery_success=false.
-func (c *Client) listEvents(ctx context.Context, types []string, since time.Time, undeliveredOnly bool) ([]providers.Missed, int, error) {
+// returns its events oldest first; undeliveredOnly adds delivery_success=false. With keep > 0 it
+// holds only the oldest keep events read so far and the rest of their newest second (the walk
+// comes from the newest, so an event newer than those can never be among the oldest keep), and
+// reports whether it dropped any.
+func (c *Client) listEvents(ctx context.Context, types []string, since time.Time, undeliveredOnly bool, keep int) (oldestFirst []providers.Missed, malformed int, dropped bool, err error) {
 	params := &stripego.EventListParams{ListParams: stripego.ListParams{Limit: stripego.Int64(pageSize)}}
 	if undeliveredOnly {
 		params.DeliverySuccess = stripego.Bool(false)
@@ -110,7 +116,6 @@ func (c *Client) listEvents(ctx context.Context, types []string, since time.Time
 		params.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}
 	}
 	var newestFirst []providers.Missed
-	malformed := 0
 	seen := map[string]bool{}
 	after := ""
 	for {
@@ -122,7 +127,7 @@ func (c *Client) listEvents(ctx context.Context, types []string, since time.Time
 		form.AppendTo(q, params)
 		var page rawPage
 		if err := c.api.Events.B.CallRaw(http.MethodGet, "/v1/events", c.key, q, &stripego.Params{Context: ctx}, &page); err != nil {
-			return nil, 0, c.classify(err)
+			return nil, 0, false, c.classify(err)
 		}
 		last := ""
 		for _, raw := range page.Data {
@@ -136,21 +141,38 @@ func (c *Client) listEvents(ctx context.Context, types []string, since time.Time
 			}
 			if seen[m.ID] {
 				// A server that keeps returning the same page would otherwise loop forever.
-				return nil, 0, &providers.Error{Kind: providers.Transient, Message: "event list pagination did not advance past " + m.ID}
+				return nil, 0, false, &providers.Error{Kind: providers.Transient, Message: "event list pagination did not advance past " + m.ID}
 			}
 			seen[m.ID] = true
 			newestFirst = append(newestFirst, m)
 		}
+		n := len(newestFirst)
+		newestFirst = dropNewest(newestFirst, keep)
+		dropped = dropped || len(newestFirst) < n
 		if !page.HasMore {
 			break
 		}
 		if last == "" {
-			return nil, 0, &providers.Error{Kind: providers.Transient, Message: "event list page says more follow, but its last event has no id to continue from"}
+			return nil, 0, false, &providers.Error{Kind: providers.Transient, Message: "event list page says more follow, but its last event has no id to continue from"}
 		}
 		after = last
 	}
 	slices.Reverse(newestFirst)
-	return newestFirst, malformed, nil
+	return newestFirst, malformed, dropped, nil
+}
+
+// dropNewest drops, from events listed newest first, those newer than the second of the keep-th
+// oldest (keep 0: none).
+func dropNewest(newestFirst []providers.Missed, keep int) []providers.Missed {
+	if keep <= 0 || len(newestFirst) <= keep {
+		return newestFirst
+	}
+	edge := newestFirst[len(newestFirst)-keep].At.Truncate(time.Second)
+	i := 0
+	for newestFirst[i].At.Truncate(time.Second).After(edge) {
+		i++
+	}
+	return slices.Delete(newestFirst, 0, i)
 }
 
 // decodeEvent reads what Missed needs from one listed event. id is the event's id when it is a

@@ -186,6 +186,41 @@ func TestMissedPagesPastOneHundredAndHonoursLimit(t *testing.T) {
 	}
 }
 
+// A busy account creates far more events in one second than a page holds: a page never ends
+// inside a second, so the next page (from NextSince) starts after every event already listed
+// and none is passed over.
+func TestMissedKeepsEverySecondWhole(t *testing.T) {
+	s := newRecoverySetup(t)
+	var crowded, after []string
+	for range 1000 {
+		crowded = append(crowded, s.srv.Emit(recoverKey, "invoice.paid", nil).ID)
+	}
+	s.clk.Add(time.Second)
+	for range 30 {
+		after = append(after, s.srv.Emit(recoverKey, "invoice.paid", nil).ID)
+	}
+	since := s.clk.Now().Add(-time.Hour)
+
+	first, err := s.c.Missed(t.Context(), providers.Registration{}, []string{"invoice.paid"}, since, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(crowded, missedIDs(first.Missed)); diff != "" || !first.More {
+		t.Fatalf("first page (more %v) (-want +got):\n%s\nreason: the limit falls inside a second of 1,000 events: all of them, More set", first.More, diff)
+	}
+	next := first.NextSince()
+	if want := first.Missed[0].At.Add(time.Second); !next.Equal(want) {
+		t.Fatalf("NextSince = %s, want the second after the crowded one (%s)", next, want)
+	}
+	second, err := s.c.Missed(t.Context(), providers.Registration{}, []string{"invoice.paid"}, next, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(after, missedIDs(second.Missed)); diff != "" || second.More {
+		t.Errorf("second page (more %v) (-want +got):\n%s", second.More, diff)
+	}
+}
+
 func TestMissedSkipsAndCountsMalformedEvents(t *testing.T) {
 	s := newRecoverySetup(t)
 	var ids []string
