@@ -75,8 +75,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"namespace", "name", "provider", "result"}),
 		recoveryGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_recovery_gaps_total",
-			Help: "Recovery runs that started past the provider's window: deliveries missed before it (how many is unknown) cannot be recovered.",
-		}, []string{"namespace", "name", "provider"}),
+			Help: "Spans of possibly missed deliveries (how many is unknown) that cannot be recovered, by reason: beyond_window (before what the provider keeps), provider_disabled (the provider had the registration disabled and sent nothing).",
+		}, []string{"namespace", "name", "provider", "reason"}),
 		deliveryHealth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookwarden_delivery_health",
 			Help: "The provider's view of deliveries to the subscription's registration: 1 for the current state (healthy, failing, disabled, unknown), 0 for the others.",
@@ -195,7 +195,9 @@ func (m *Metrics) setDeliveryHealth(namespace, name, provider string, state prov
 	for _, outcome := range []string{"recovered", "skipped", "beyond_window", "malformed"} {
 		m.recoveryEvents.WithLabelValues(namespace, name, provider, outcome)
 	}
-	m.recoveryGaps.WithLabelValues(namespace, name, provider)
+	for _, reason := range gapReasons {
+		m.recoveryGaps.WithLabelValues(namespace, name, provider, reason)
+	}
 	for _, s := range healthStates {
 		v := 0.0
 		if s == state {
@@ -246,9 +248,20 @@ func (m *Metrics) recoveryRun(namespace, name, provider string, run *hookv1.Reco
 	}
 }
 
-// recoveryGap counts a run that started past the provider's window.
-func (m *Metrics) recoveryGap(namespace, name, provider string) {
-	m.recoveryGaps.WithLabelValues(namespace, name, provider).Inc()
+// gapReasons are the reason labels of hookwarden_recovery_gaps_total.
+var gapReasons = []string{"beyond_window", "provider_disabled"}
+
+// gapReason is the metric label of a gap's reason.
+func gapReason(r hookv1.RecoveryGapReason) string {
+	if r == hookv1.GapProviderDisabled {
+		return gapReasons[1]
+	}
+	return gapReasons[0]
+}
+
+// recoveryGap counts a span of possibly missed deliveries that cannot be recovered.
+func (m *Metrics) recoveryGap(namespace, name, provider string, reason hookv1.RecoveryGapReason) {
+	m.recoveryGaps.WithLabelValues(namespace, name, provider, gapReason(reason)).Inc()
 }
 
 // forgetRecovery drops a deleted subscription's recovery series.

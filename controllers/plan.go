@@ -451,13 +451,21 @@ func drift(d providers.Desired, r providers.Registration, caps providers.Capabil
 	if caps.Has(providers.FieldDescription) && r.Description != d.Description {
 		out = append(out, driftDescription)
 	}
-	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled {
+	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled && !pausedByProvider(d, r) {
 		out = append(out, driftDisabled)
 	}
 	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {
 		out = append(out, driftMarker)
 	}
 	return append(out, r.Misconfigured...)
+}
+
+// pausedByProvider reports whether r is disabled although the spec wants it enabled because the
+// provider disabled it after failed deliveries (its health says so): no drift to repair at once,
+// which would enable it while the endpoint still fails (Stripe disables it again and sends
+// nothing meanwhile). The recovery path enables it once the endpoint answers.
+func pausedByProvider(d providers.Desired, r providers.Registration) bool {
+	return !d.Disabled && r.Disabled && r.Health != nil && r.Health.State == providers.HealthDisabled
 }
 
 // recreateFields are the drifted fields the provider can only change by a new registration.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -71,6 +72,16 @@ type recoveryRunner struct {
 	persisted *hookv1.RecoveryStatus
 	// requeue is the wait a rate limit asks for before the run goes on (0: the next resync).
 	requeue time.Duration
+	// listed, when set, is the provider's listing a look before the run already read
+	// (redeliver).
+	listed *providers.MissedPage
+}
+
+// quiet reports whether a redeliver listing shows nothing for a run to do or report: no missed
+// delivery, no malformed entry, no span its log cannot answer for.
+func quiet(page providers.MissedPage, d recoveryDecision, now time.Time, window time.Duration) bool {
+	gap, _ := logGap(d.ReportFrom, page.Covers, now, window)
+	return len(page.Missed) == 0 && page.Malformed == 0 && gap.IsZero()
 }
 
 // recoverMissed reports delivery health and recovers what the decision says; it returns the wait
@@ -92,6 +103,9 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	if t.providerDisabled && st.ProviderDisabledAt == nil {
 		at := metav1.NewTime(now)
 		st.ProviderDisabledAt = &at
+	}
+	if !t.providerDisabled {
+		r.disabledSpanEnded(sub, ro, now)
 	}
 	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
 	setDelivering(sub, t.kept.ID, health)
@@ -124,6 +138,12 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	case st.Message == recoveryUnavailable:
 		st.Message = ""
 	}
+	if d.Reenable && d.Action != recoverRun {
+		// Enabled again once the endpoint answers, whatever the recovery mode.
+		if err := r.probe(ctx, t.kept.URL); err == nil {
+			_ = r.reenable(ctx, sub, ro, t.kept)
+		}
+	}
 	switch d.Action {
 	case recoverRefuse:
 		// The message stays until the next run, so whoever asked can read why.
@@ -140,6 +160,19 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 		return 0
 	}
 	x := &recoveryRunner{r: r, sub: sub, ro: ro, reg: t.kept, secret: t.secret, d: d, st: st, persisted: persisted}
+	if ro.Caps().Poll && d.Trigger == hookv1.TriggerAuto && !d.Reenable && st.ProviderDisabledAt == nil {
+		// A look once per resync where the provider reports no failures (GitLab): a listing
+		// that shows nothing missed moves the watermark without a run (no status write of
+		// its own); one that does is the run's listing.
+		page, err := ro.Missed(ctx, t.kept, t.kept.Events, d.ListFrom, 0)
+		if err == nil && quiet(page, d, now, ro.Caps().Window) {
+			st.Watermark = &metav1.Time{Time: now}
+			return 0
+		}
+		if err == nil {
+			x.listed = &page
+		}
+	}
 	x.start(ctx, now)
 	x.carryOut(ctx)
 	x.finish(ctx, in.Requested)
@@ -200,18 +233,13 @@ func (x *recoveryRunner) carryOut(ctx context.Context) {
 		return
 	}
 	if x.d.Reenable {
-		if err := x.ro.Reenable(ctx, x.reg); err != nil {
+		if err := x.r.reenable(ctx, x.sub, x.ro, x.reg); err != nil {
 			x.stopOn(err, "enabling the registration the provider disabled")
 			return
 		}
-		x.r.event(x.sub, corev1.EventTypeNormal, hookv1.ReasonReenabled, "Recover", "the provider had disabled %s; enabled it again (the endpoint answers)", x.reg.ID)
 	}
 	if !x.d.Gap.IsZero() {
-		msg := fmt.Sprintf("deliveries missed between %s and %s are beyond the %s the provider keeps and cannot be recovered",
-			x.d.Gap.UTC().Format(time.RFC3339), x.d.GapEnd.UTC().Format(time.RFC3339), x.st.Window)
-		x.run.Message = msg
-		x.r.event(x.sub, corev1.EventTypeWarning, hookv1.ReasonBeyondRecoveryWindow, "Recover", "%s", msg)
-		x.r.Metrics.recoveryGap(x.sub.Namespace, x.sub.Name, string(x.sub.Spec.Provider.Type))
+		x.run.Message = x.r.recordGap(x.sub, x.d.Gap, x.d.GapEnd, hookv1.GapBeyondWindow)
 	}
 	switch x.ro.Caps().Mode {
 	case providers.RecoveryFetch:
@@ -325,26 +353,41 @@ func (x *recoveryRunner) handOver(ctx context.Context, m providers.Missed) bool 
 // not listed), never past one only asked for now: the next run's listing tells whether it
 // arrived.
 func (x *recoveryRunner) redeliver(ctx context.Context) {
-	page, err := x.ro.Missed(ctx, x.reg, x.reg.Events, x.d.Since, 0)
-	if err != nil {
-		x.stopOn(err, "listing missed deliveries")
-		return
+	var page providers.MissedPage
+	if x.listed != nil {
+		page = *x.listed
+	} else {
+		var err error
+		if page, err = x.ro.Missed(ctx, x.reg, x.reg.Events, x.d.ListFrom, 0); err != nil {
+			x.stopOn(err, "listing missed deliveries")
+			return
+		}
 	}
 	x.run.Malformed += int64(page.Malformed)
-	mark := x.run.StartTime.Time
+	if start, end := logGap(x.d.ReportFrom, page.Covers, x.run.StartTime.Time, x.ro.Caps().Window); !start.IsZero() {
+		x.note("%s", x.r.recordGap(x.sub, start, end, hookv1.GapBeyondWindow))
+	}
+	// Listed from the watermark (or the log's start): what the provider will not redeliver is
+	// reported; the rest is asked for from Since on (the lookback).
+	var asked []providers.Missed
 	for _, m := range page.Missed {
-		if !m.Expired && m.At.Before(mark) {
+		switch {
+		case m.Expired:
+			x.run.BeyondWindow++
+		case !m.At.Before(x.d.Since):
+			asked = append(asked, m)
+		}
+	}
+	mark := x.run.StartTime.Time
+	for _, m := range asked {
+		if m.At.Before(mark) {
 			mark = m.At
 		}
 	}
 	x.advance(mark)
-	for i, m := range page.Missed {
-		if m.Expired {
-			x.run.BeyondWindow++
-			continue
-		}
+	for i, m := range asked {
 		wait, err := x.ro.Redeliver(ctx, x.reg, m)
-		left := len(page.Missed) - i
+		left := len(asked) - i
 		switch {
 		case wait > 0:
 			x.requeue = wait
@@ -370,6 +413,61 @@ func (x *recoveryRunner) rangeRecover(ctx context.Context) {
 	}
 	x.note("asked the provider to resend everything since %s", x.d.Since.UTC().Format(time.RFC3339))
 	x.advance(x.run.StartTime.Time)
+}
+
+// reenable enables reg, which the provider disabled, once its endpoint answered: the Reenabled
+// Event, Delivering Unknown until the provider reports again, and the span it was disabled ended
+// (a gap where the provider cannot list what it never sent).
+func (r *Reconciler) reenable(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, reg providers.Registration) error {
+	if err := ro.Reenable(ctx, reg); err != nil {
+		log.FromContext(ctx).Info("enabling the registration the provider disabled failed", logSubscription, subscriptionKey(sub), logEndpointID, reg.ID, "error", err.Error())
+		return err
+	}
+	r.event(sub, corev1.EventTypeNormal, hookv1.ReasonReenabled, "Recover", "the provider had disabled %s; enabled it again (the endpoint answers)", reg.ID)
+	setDelivering(sub, reg.ID, providers.DeliveryHealth{State: providers.HealthUnknown, Message: "enabled again after the provider disabled it; no delivery reported since"})
+	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), providers.HealthUnknown)
+	r.disabledSpanEnded(sub, ro, r.Now())
+	return nil
+}
+
+// disabledSpanEnded closes the span the provider had the registration disabled, now that it
+// delivers again. A provider that lists every event (providers.EventLister: Stripe) brings the
+// span's events back in the next run, which clears ProviderDisabledAt itself; on any other the
+// span is a gap: events of it were never sent and are in no log (GitLab).
+func (r *Reconciler) disabledSpanEnded(sub *hookv1.WebhookSubscription, ro recoveryOps, now time.Time) {
+	st := sub.Status.Recovery
+	if st == nil || st.ProviderDisabledAt == nil || ro.CanListEvents() {
+		return
+	}
+	// It was disabled when found so, or at most a resync before (the previous look saw it
+	// delivering).
+	start := st.ProviderDisabledAt.Add(-resyncInterval(sub))
+	if st.Watermark != nil && st.Watermark.After(start) && st.Watermark.Time.Before(st.ProviderDisabledAt.Time) {
+		start = st.Watermark.Time
+	}
+	st.ProviderDisabledAt = nil
+	r.recordGap(sub, start, now, hookv1.GapProviderDisabled)
+}
+
+// recordGap records a span of possibly missed deliveries that cannot be recovered: in
+// status.recovery.gaps (the latest MaxRecoveryGaps), a Warning Event and
+// hookwarden_recovery_gaps_total. It returns the message.
+func (r *Reconciler) recordGap(sub *hookv1.WebhookSubscription, start, end time.Time, reason hookv1.RecoveryGapReason) string {
+	st := sub.Status.Recovery
+	from, to := start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)
+	msg := fmt.Sprintf("deliveries missed between %s and %s are beyond the %s the provider keeps and cannot be recovered", from, to, st.Window)
+	event := hookv1.ReasonBeyondRecoveryWindow
+	if reason == hookv1.GapProviderDisabled {
+		msg = fmt.Sprintf("the provider had the registration disabled between %s and %s (at most) and sent nothing meanwhile; it lists none of those events, so they cannot be recovered", from, to)
+		event = hookv1.ReasonProviderDisabledGap
+	}
+	st.Gaps = append(st.Gaps, hookv1.RecoveryGap{Start: metav1.NewTime(start), End: metav1.NewTime(end), Reason: reason})
+	if n := len(st.Gaps) - hookv1.MaxRecoveryGaps; n > 0 {
+		st.Gaps = slices.Delete(st.Gaps, 0, n)
+	}
+	r.event(sub, corev1.EventTypeWarning, event, "Recover", "%s", msg)
+	r.Metrics.recoveryGap(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), reason)
+	return msg
 }
 
 // stopOn ends the run on a provider error: a rate limit requeues after the stated wait.

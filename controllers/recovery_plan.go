@@ -76,10 +76,20 @@ type recoveryDecision struct {
 	Trigger hookv1.RecoveryTrigger
 	// Why explains the decision (logs, tests, a refusal's message).
 	Why string
-	// Reenable: enable the registration the provider disabled, before the run.
+	// Reenable: enable the registration the provider disabled once the endpoint answers,
+	// before the run if there is one; whatever the mode, since a disabled registration gets no
+	// deliveries at all.
 	Reenable bool
 	// Since is where the run starts: max(watermark, now − lookback, now − window).
 	Since time.Time
+	// ListFrom (redeliver) is where the listing of the provider's log starts: the watermark,
+	// or the beginning of the log on a first run, so that every failed delivery the provider
+	// still lists but will not redeliver is reported, not only those since Since.
+	ListFrom time.Time
+	// ReportFrom (redeliver) is the start of the span the run answers for: the watermark, or
+	// now − lookback (unclamped) on a first run. What lies between it and what the provider's
+	// log covers is a gap (logGap).
+	ReportFrom time.Time
 	// Gap, when not zero, starts a span [Gap, GapEnd) of possibly missed deliveries that lies
 	// beyond the provider's window: reported, never requested.
 	Gap, GapEnd time.Time
@@ -102,6 +112,9 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 		lookback = in.Caps.Window
 	}
 	requested := in.requested()
+	// Not drift (the plan leaves a registration the provider disabled alone): enabled here once
+	// the endpoint answers, in every mode.
+	d.Reenable = in.Synced && in.Health.State == providers.HealthDisabled && in.CanReenable
 	switch {
 	case in.Caps.Mode == providers.RecoveryNone || !in.CanRecover:
 		d.Why = recoveryUnavailable
@@ -138,17 +151,32 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	case in.Caps.Mode == providers.RecoveryFetch:
 		// The provider keeps no per-registration health (Stripe): look once per resync.
 		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider keeps the events themselves: one look per resync"
+	case in.Caps.Poll:
+		// The provider says nothing of failures short of disabling (GitLab): look once per resync.
+		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider reports no failure short of disabling: one look per resync"
 	default:
 		d.Why = "the provider reports no failed deliveries"
 	}
 	if d.Action != recoverRun {
 		return d
 	}
-	d.Reenable = in.Health.State == providers.HealthDisabled && in.CanReenable
 	// since = max(watermark, now − lookback, now − window); the lookback is at most the window.
 	d.Since = in.Now.Add(-lookback)
 	if !in.Watermark.IsZero() && in.Watermark.After(d.Since) {
 		d.Since = in.Watermark
+	}
+	if in.Caps.Mode == providers.RecoveryRedeliver {
+		// The provider's log says itself what lies beyond its window (entries it lists as
+		// expired, and how far back it reaches: logGap), also on a first run.
+		d.ListFrom, d.ReportFrom = in.Watermark, in.Watermark
+		if in.Watermark.IsZero() {
+			unclamped := in.Lookback
+			if unclamped <= 0 {
+				unclamped = DefaultRecoveryLookback
+			}
+			d.ReportFrom = in.Now.Add(-unclamped)
+		}
+		return d
 	}
 	// What was missed before the window cannot come back: from the watermark, or where the
 	// provider's own report of failures begins.
@@ -160,6 +188,24 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 		d.Gap, d.GapEnd = oldest, in.Now.Add(-in.Caps.Window)
 	}
 	return d
+}
+
+// logGap is the span a redeliver run cannot answer for: from where it reports (from) to the
+// earliest time the provider's log covers (covers) or the start of the provider's window,
+// whichever is earlier (inside its window a provider keeps every delivery, so a log that
+// reaches back less far there only had nothing older). Zero when there is none.
+func logGap(from, covers, now time.Time, window time.Duration) (start, end time.Time) {
+	if covers.IsZero() || window <= 0 {
+		return time.Time{}, time.Time{}
+	}
+	end = covers
+	if edge := now.Add(-window); edge.Before(end) {
+		end = edge
+	}
+	if !from.Before(end) {
+		return time.Time{}, time.Time{}
+	}
+	return from, end
 }
 
 // recoveryUnavailable is the status message of a provider without a way to recover.

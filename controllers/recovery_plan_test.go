@@ -14,6 +14,7 @@ var (
 	recNow      = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	fetchCaps   = providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: 30 * 24 * time.Hour}
 	redeliCaps  = providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: 72 * time.Hour}
+	pollCaps    = providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: 7 * 24 * time.Hour, Poll: true}
 	rangeCaps   = providers.RecoveryCapabilities{Mode: providers.RecoveryRange, Window: 14 * 24 * time.Hour}
 	noneCaps    = providers.RecoveryCapabilities{}
 	failingNow  = providers.DeliveryHealth{State: providers.HealthFailing, Failed: 3, Total: 3, Since: recNow.Add(-2 * time.Hour)}
@@ -62,8 +63,10 @@ func TestDecideRecovery(t *testing.T) {
 		Trigger hookv1.RecoveryTrigger
 		// Since and Gap as ages before now (0: zero time for Gap).
 		SinceAgo, GapAgo time.Duration
-		Reenable         bool
-		Clamped          string
+		// ListFrom and ReportFrom (redeliver) as ages before now (0: zero time).
+		ListAgo, ReportAgo time.Duration
+		Reenable           bool
+		Clamped            string
 	}
 	cases := []struct {
 		reason string
@@ -71,26 +74,26 @@ func TestDecideRecovery(t *testing.T) {
 		want   want
 	}{
 		{"Auto, healthy, redeliver: nothing to recover", recIn(), want{}},
-		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"Auto, healthy state but failures among recent deliveries: a run", recIn(health(providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 10})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(disabledNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(disabledNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, Reenable: true}},
-		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(failingNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, healthy state but failures among recent deliveries: a run", recIn(health(providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 10})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(disabledNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(disabledNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour, Reenable: true}},
+		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(failingNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Auto, failing, an automatic run already started in this resync interval: none", recIn(health(failingNow), lastRunAgo(5*time.Minute)), want{}},
-		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(fetchCaps), health(providers.DeliveryHealth{})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, fetch provider, run within this interval: none", recIn(caps(fetchCaps), lastRunAgo(time.Minute)), want{}},
 		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(fetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, range provider, healthy: none", recIn(caps(rangeCaps)), want{}},
 		{"Auto, range provider, failing: a run", recIn(caps(rangeCaps), health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"a request already handled: nothing", recIn(requestedAt("1", "1")), want{}},
-		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
-		{"Auto, the last run paused partway a moment ago, the provider healthy now (a redelivery arrived): it goes on", recIn(lastRunAgo(2*time.Second), unfinished(hookv1.TriggerAuto), watermarkAgo(time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour}},
-		{"Manual, a requested run paused partway: it goes on as requested", recIn(mode(hookv1.RecoveryManual), requestedAt("1", "1"), lastRunAgo(2*time.Second), unfinished(hookv1.TriggerRequested)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, the last run paused partway a moment ago, the provider healthy now (a redelivery arrived): it goes on", recIn(lastRunAgo(2*time.Second), unfinished(hookv1.TriggerAuto), watermarkAgo(time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour, ListAgo: time.Hour, ReportAgo: time.Hour}},
+		{"Manual, a requested run paused partway: it goes on as requested", recIn(mode(hookv1.RecoveryManual), requestedAt("1", "1"), lastRunAgo(2*time.Second), unfinished(hookv1.TriggerRequested)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Off, an unfinished run: nothing", recIn(mode(hookv1.RecoveryOff), unfinished(hookv1.TriggerAuto)), want{}},
 		{"Manual, failing: no automatic run", recIn(mode(hookv1.RecoveryManual), health(failingNow)), want{}},
-		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour}},
+		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Off, failing: nothing", recIn(mode(hookv1.RecoveryOff), health(failingNow)), want{}},
 		{"Off, a request: refused", recIn(mode(hookv1.RecoveryOff), requestedAt("x", "")), want{Action: recoverRefuse}},
 		{"no recovery on the provider, a request: refused", recIn(caps(noneCaps), requestedAt("x", "")), want{Action: recoverRefuse}},
@@ -98,11 +101,19 @@ func TestDecideRecovery(t *testing.T) {
 		{"the client lacks the interface its mode needs, a request: refused", recIn(cannotRecover, requestedAt("x", "")), want{Action: recoverRefuse}},
 		{"not synced, a request: waits (not handled)", recIn(notSynced, requestedAt("x", "")), want{}},
 		{"not synced, failing: nothing", recIn(notSynced, health(failingNow)), want{}},
-		{"a watermark inside the lookback: from the watermark", recIn(health(failingNow), watermarkAgo(5*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour}},
-		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(failingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour}},
-		{"a watermark older than the window: from the window's start, the span before reported", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 96 * time.Hour}},
-		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-100 * time.Hour)})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 100 * time.Hour}},
-		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"a watermark inside the lookback: from the watermark", recIn(health(failingNow), watermarkAgo(5*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour, ListAgo: 5 * time.Hour, ReportAgo: 5 * time.Hour}},
+		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(failingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour, ListAgo: 48 * time.Hour, ReportAgo: 48 * time.Hour}},
+		{"a watermark older than the window: from the window's start, the span before reported", recIn(caps(rangeCaps), health(failingNow), watermarkAgo(400*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
+		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(caps(rangeCaps), health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-400 * time.Hour)})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
+		{"redeliver, a watermark older than the window: the provider's log says what lies beyond (no gap decided beforehand)", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ListAgo: 96 * time.Hour, ReportAgo: 96 * time.Hour}},
+		{"redeliver, first run: the whole log is listed, reported from now - lookback (unclamped)", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"Poll (GitLab: no failure reported short of disabling), healthy: a look once per resync", recIn(caps(pollCaps)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Poll, run within this interval: none", recIn(caps(pollCaps), lastRunAgo(time.Minute)), want{}},
+		{"Manual, disabled by the provider, Reenabler: re-enabled (once the endpoint answers) without a run", recIn(mode(hookv1.RecoveryManual), health(disabledNow), canReenable), want{Reenable: true}},
+		{"Off, disabled by the provider, Reenabler: re-enabled without a run", recIn(mode(hookv1.RecoveryOff), health(disabledNow), canReenable), want{Reenable: true}},
+		{"no recovery on the provider, disabled, Reenabler: re-enabled", recIn(caps(noneCaps), health(disabledNow), canReenable), want{Reenable: true}},
+		{"not synced, disabled, Reenabler: nothing (the registration does not match the spec)", recIn(notSynced, health(disabledNow), canReenable), want{}},
+		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
 		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240 * time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
 		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
 	}
@@ -112,6 +123,12 @@ func TestDecideRecovery(t *testing.T) {
 			got := want{Action: d.Action, Trigger: d.Trigger, Reenable: d.Reenable, Clamped: d.Clamped}
 			if !d.Since.IsZero() {
 				got.SinceAgo = recNow.Sub(d.Since)
+			}
+			if !d.ListFrom.IsZero() {
+				got.ListAgo = recNow.Sub(d.ListFrom)
+			}
+			if !d.ReportFrom.IsZero() {
+				got.ReportAgo = recNow.Sub(d.ReportFrom)
 			}
 			if !d.Gap.IsZero() {
 				got.GapAgo = recNow.Sub(d.Gap)
@@ -126,5 +143,29 @@ func TestDecideRecovery(t *testing.T) {
 				t.Errorf("the decision gives no reason")
 			}
 		})
+	}
+}
+
+// TestLogGap: the span a redeliver run cannot answer for lies between where it reports from and
+// what the provider's log covers, never inside the provider's window (where the log is whole).
+func TestLogGap(t *testing.T) {
+	const window = 72 * time.Hour
+	ago := func(h int) time.Time { return recNow.Add(-time.Duration(h) * time.Hour) }
+	cases := []struct {
+		reason             string
+		from, covers       time.Time
+		wantStart, wantEnd time.Time
+	}{
+		{"the log reaches back to where the run reports from: no gap", ago(96), ago(96), time.Time{}, time.Time{}},
+		{"the log holds four days, the watermark is five: the day before the log", ago(120), ago(96), ago(120), ago(96)},
+		{"the log holds one day only (a quiet hook), the watermark is five: the span before the window", ago(120), ago(24), ago(120), ago(72)},
+		{"a watermark inside the window, a short log: no gap (the log is whole there)", ago(48), ago(24), time.Time{}, time.Time{}},
+		{"a provider that does not say what its log covers: no gap", ago(120), time.Time{}, time.Time{}, time.Time{}},
+	}
+	for _, tc := range cases {
+		start, end := logGap(tc.from, tc.covers, recNow, window)
+		if !start.Equal(tc.wantStart) || !end.Equal(tc.wantEnd) {
+			t.Errorf("%s: gap [%s, %s), want [%s, %s)", tc.reason, start, end, tc.wantStart, tc.wantEnd)
+		}
 	}
 }

@@ -46,6 +46,8 @@ type fakeRecoverer struct {
 	events    []time.Time
 	malformed int
 	pageCap   int
+	// covers is what Missed says its log covers (MissedPage.Covers; zero: everything).
+	covers time.Time
 	// listed counts Missed calls, with the since each was asked from.
 	listed []time.Time
 	// redelivered are the ids asked for, in order; redeliverErr answers one id with an error.
@@ -83,7 +85,7 @@ func (f *fakeRecoverer) Missed(_ context.Context, _ providers.Registration, even
 		limit = f.pageCap
 	}
 	page := listedPage(f.log, events, since, limit)
-	page.Malformed = f.malformed
+	page.Malformed, page.Covers = f.malformed, f.covers
 	return page, nil
 }
 
@@ -596,8 +598,9 @@ func TestRecoveryRangeAndReenable(t *testing.T) {
 	if st.LastRun.Result != hookv1.RecoverySucceeded || !st.Watermark.Time.Equal(st.LastRun.StartTime.Time) {
 		t.Errorf("run %s, watermark %s; want Succeeded and the run's start", st.LastRun.Result, st.Watermark)
 	}
-	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonDisabledByProvider || !strings.Contains(c.Message, "40 failures") {
-		t.Errorf("Delivering %+v", c)
+	// Enabled again: Unknown until the provider reports a delivery (issue 27).
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonUnknown || !strings.Contains(c.Message, "enabled again") {
+		t.Errorf("Delivering %+v, want Unknown after the re-enable", c)
 	}
 	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, hookv1.ReasonReenabled) {
 		t.Errorf("no Reenabled event:\n%s", evs)
@@ -808,5 +811,153 @@ func TestRecoverySharedLook(t *testing.T) {
 	}
 	if got := len(f.listed) - before; got < 2 {
 		t.Errorf("%d listings after a cut look, want the look and the run's own", got)
+	}
+}
+
+// logOnly is a provider that keeps a log of deliveries and nothing more: no listing of every
+// event (providers.EventLister), as on GitLab.
+type logOnly struct {
+	providers.Client
+	providers.Recoverer
+	providers.HealthReporter
+}
+
+func (h *recHarness) gapCounter(reason string) float64 {
+	return metricValue(h.t, h.r.Metrics.recoveryGaps.WithLabelValues("shop", "orders", "stripe", reason))
+}
+
+// Issue 27: GitHub deliveries older than the redelivery window, on a first run (no watermark):
+// every failed delivery the provider still lists but will not redeliver is reported (status,
+// Event, metric); those inside the window are redelivered.
+func TestRecoveryRedeliverFirstRunReportsWhatLiesBeyondTheWindow(t *testing.T) {
+	old1, old2 := missedAt("d-old1", 90*60, "invoice.paid"), missedAt("d-old2", 80*60, "invoice.paid")
+	old1.Expired, old2.Expired = true, true
+	f := newFakeRecoverer(redeliCaps, old1, old2, missedAt("d1", 10*60, "invoice.paid"), missedAt("d2", 5*60, "invoice.paid"))
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
+	h := newRecHarness(t, f)
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if diff := cmp.Diff([4]int64{2, 0, 2, 0}, runCounts(run)); diff != "" || run.Result != hookv1.RecoverySucceeded {
+		t.Errorf("run %s: %s; recovered, skipped, beyond, malformed (-want +got):\n%s", run.Result, run.Message, diff)
+	}
+	if diff := cmp.Diff([]string{"d1", "d2"}, f.redelivered); diff != "" {
+		t.Errorf("redelivered (-want +got):\n%s", diff)
+	}
+	if len(f.listed) != 1 || !f.listed[0].IsZero() {
+		t.Errorf("listed from %v, want once from the log's start (a first run)", f.listed)
+	}
+	if h.sub.Status.Recovery.BeyondWindow != 2 || h.counter("beyond_window") != 2 {
+		t.Errorf("status beyondWindow %d, metric %v; want 2", h.sub.Status.Recovery.BeyondWindow, h.counter("beyond_window"))
+	}
+	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, hookv1.ReasonBeyondRecoveryWindow+" 2 missed deliveries") {
+		t.Errorf("no BeyondRecoveryWindow Event:\n%s", evs)
+	}
+}
+
+// Issue 27: a watermark older than what the provider's log still holds: the span between them
+// is a gap (status.recovery.gaps, Event, hookwarden_recovery_gaps_total{reason=beyond_window}).
+func TestRecoveryRedeliverReportsTheSpanBeforeTheLog(t *testing.T) {
+	f := newFakeRecoverer(redeliCaps, missedAt("d1", 10*60, "invoice.paid"))
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
+	h := newRecHarness(t, f)
+	now := h.clock.now()
+	f.covers = now.Add(-96 * time.Hour) // the log reaches back four days
+	mark := metav1.NewTime(now.Add(-120 * time.Hour))
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
+	h.recover()
+	st := h.sub.Status.Recovery
+	want := []hookv1.RecoveryGap{{Start: mark, End: metav1.NewTime(now.Add(-96 * time.Hour)), Reason: hookv1.GapBeyondWindow}}
+	if diff := cmp.Diff(want, st.Gaps); diff != "" {
+		t.Errorf("gaps (-want +got):\n%s", diff)
+	}
+	if h.gapCounter("beyond_window") != 1 || h.gapCounter("provider_disabled") != 0 {
+		t.Errorf("gap metric beyond_window %v provider_disabled %v", h.gapCounter("beyond_window"), h.gapCounter("provider_disabled"))
+	}
+	if !strings.Contains(st.LastRun.Message, "cannot be recovered") || !slices.Equal(f.redelivered, []string{"d1"}) {
+		t.Errorf("run message %q, redelivered %v", st.LastRun.Message, f.redelivered)
+	}
+}
+
+// Issue 27: a registration the provider disabled is enabled again once the endpoint answers,
+// whatever the recovery mode (Manual here: no run), with the Reenabled Event, and Delivering goes
+// DisabledByProvider → Unknown; while the endpoint does not answer it stays disabled.
+func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
+	f := newFakeRecoverer(fetchCaps)
+	h := newRecHarness(t, f)
+	h.sub.Spec.Recovery.Mode = hookv1.RecoveryManual
+	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "the endpoint's status is disabled"}
+	recover := func() {
+		h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret, providerDisabled: true})
+	}
+	h.receiver.probe = http.StatusBadGateway
+	recover()
+	if f.reenabled != 0 {
+		t.Fatalf("re-enabled while the endpoint answers 502")
+	}
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonDisabledByProvider {
+		t.Errorf("Delivering %+v, want DisabledByProvider", c)
+	}
+	h.receiver.probe = 0
+	h.clock.advance(10 * time.Minute)
+	recover()
+	if f.reenabled != 1 || h.sub.Status.Recovery.LastRun != nil {
+		t.Errorf("re-enabled %d times, last run %+v; want once and no run (Manual)", f.reenabled, h.sub.Status.Recovery.LastRun)
+	}
+	if c := meta.FindStatusCondition(h.sub.Status.Conditions, hookv1.ConditionDelivering); c == nil || c.Reason != hookv1.ReasonUnknown {
+		t.Errorf("Delivering %+v, want Unknown once enabled again", c)
+	}
+	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, hookv1.ReasonReenabled) {
+		t.Errorf("no Reenabled Event:\n%s", evs)
+	}
+	// A provider that lists every event (Stripe) brings the disabled span back in a run:
+	// providerDisabledAt stays until then.
+	if h.sub.Status.Recovery.ProviderDisabledAt == nil || len(h.sub.Status.Recovery.Gaps) != 0 {
+		t.Errorf("providerDisabledAt %v, gaps %v; want kept for the next run, no gap", h.sub.Status.Recovery.ProviderDisabledAt, h.sub.Status.Recovery.Gaps)
+	}
+}
+
+// Issue 27: on a provider that cannot list what it never sent (GitLab), the span it had the
+// registration disabled becomes a gap once it delivers again: status, Event, metric.
+func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
+	f := newFakeRecoverer(redeliCaps)
+	f.caps.Recovery.Poll = true
+	h := newRecHarness(t, f)
+	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
+	disabledAt := metav1.NewTime(h.clock.now().Add(-30 * time.Minute))
+	h.sub.Status.Recovery = &hookv1.RecoveryStatus{ProviderDisabledAt: &disabledAt}
+	h.recover() // the registration delivers again (kept without a disabled health)
+	st := h.sub.Status.Recovery
+	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(disabledAt.Add(-10 * time.Minute)), End: metav1.NewTime(h.clock.now()), Reason: hookv1.GapProviderDisabled}}
+	if diff := cmp.Diff(want, st.Gaps); diff != "" || st.ProviderDisabledAt != nil {
+		t.Errorf("gaps (-want +got):\n%s\nproviderDisabledAt %v (want cleared)", diff, st.ProviderDisabledAt)
+	}
+	if h.gapCounter("provider_disabled") != 1 {
+		t.Errorf("hookwarden_recovery_gaps_total{reason=provider_disabled} = %v", h.gapCounter("provider_disabled"))
+	}
+	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, hookv1.ReasonProviderDisabledGap) {
+		t.Errorf("no ProviderDisabledGap Event:\n%s", evs)
+	}
+}
+
+// Issue 27: a provider that neither retries nor reports failures short of disabling (GitLab)
+// is looked at once per resync in Auto: a failed delivery comes back although the registration
+// looks healthy; a look that finds nothing moves the watermark without a run.
+func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
+	f := newFakeRecoverer(pollCaps)
+	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy}
+	h := newRecHarness(t, f)
+	h.recover()
+	if st := h.sub.Status.Recovery; st.LastRun != nil || st.Watermark == nil || len(f.listed) != 1 {
+		t.Fatalf("nothing failed: last run %+v, watermark %v, listed %d; want no run, a watermark, one listing", st.LastRun, st.Watermark, len(f.listed))
+	}
+	f.log = append(f.log, missedAt("push-1", -5, "invoice.paid")) // failed after the look
+	h.clock.advance(10 * time.Minute)
+	h.recover()
+	run := h.sub.Status.Recovery.LastRun
+	if run == nil || run.Trigger != hookv1.TriggerAuto || run.Recovered != 1 || !slices.Equal(f.redelivered, []string{"push-1"}) {
+		t.Fatalf("run %+v, redelivered %v; want an Auto run that redelivered push-1", run, f.redelivered)
+	}
+	if len(f.listed) != 2 {
+		t.Errorf("listed %d times, want one listing a resync (the run uses the look's)", len(f.listed))
 	}
 }

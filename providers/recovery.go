@@ -54,6 +54,11 @@ type RecoveryCapabilities struct {
 	// RedeliverRate, when set, is the provider's own limit on redelivery requests (GitLab:
 	// 5 resends a minute), kept below the credential's general pace.
 	RedeliverRate Rate
+	// Poll: the provider neither retries a failed delivery nor says anything of it short of
+	// disabling the registration (GitLab: a hook stays executable until its fourth failure in
+	// a row), so its health cannot tell when to recover: an automatic run looks for failed
+	// deliveries once per resync, as on Stripe.
+	Poll bool
 	// AccountWide: Missed lists the account's undelivered events whatever the registration
 	// (Stripe's /v1/events?delivery_success=false names no endpoint), so one listing of every
 	// type ("*") answers for all the account's subscriptions in a resync wave.
@@ -93,6 +98,12 @@ type MissedPage struct {
 	// holds every entry of each second it reaches, so the next page starts at the second after
 	// its last entry's (NextSince), however many entries share one second.
 	More bool
+	// Covers, set by providers that keep a log of deliveries (RecoveryRedeliver), is the
+	// earliest time the listing answers for: since, when the log reaches back that far;
+	// otherwise the time of the oldest delivery the log still holds (any outcome), or the time
+	// of the listing when it holds none. Before Covers the provider cannot say what failed.
+	// Zero: the listing answers for everything since since.
+	Covers time.Time
 }
 
 // CutMissed keeps the first limit entries of missed (oldest first) and every further entry of
@@ -109,6 +120,18 @@ func CutMissed(missed []Missed, limit int) (kept []Missed, more bool) {
 		n++
 	}
 	return missed[:n], n < len(missed)
+}
+
+// Logged moves Covers for a delivery of the provider's log at at, listed from since: to since
+// once the log reaches back that far, else to the oldest delivery's time. A listing starts
+// with Covers at the time it was asked for.
+func (p *MissedPage) Logged(at, since time.Time) {
+	switch {
+	case !at.After(since):
+		p.Covers = since
+	case at.Before(p.Covers):
+		p.Covers = at
+	}
 }
 
 // NextSince is where the listing that follows a page with More starts: the second after its

@@ -42,6 +42,9 @@ const (
 	ReasonBeyondRecoveryWindow Reason = "BeyondRecoveryWindow"
 	// ReasonReenabled: the provider had disabled the registration; it was enabled again.
 	ReasonReenabled Reason = "Reenabled"
+	// ReasonProviderDisabledGap: the provider had the registration disabled for a span and sent
+	// nothing meanwhile; it lists none of those events, so they cannot come back.
+	ReasonProviderDisabledGap Reason = "ProviderDisabledGap"
 )
 
 // Reason is the machine-readable reason of a condition or an Event.

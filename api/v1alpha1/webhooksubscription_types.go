@@ -422,6 +422,13 @@ type RecoveryStatus struct {
 	Skipped int64 `json:"skipped,omitempty"`
 	// +optional
 	BeyondWindow int64 `json:"beyondWindow,omitempty"`
+	// Gaps are the latest spans (at most 10, oldest first) in which deliveries may have been
+	// missed that no recovery can bring back: before the provider's window, or while the
+	// provider had the registration disabled and sent nothing.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	Gaps []RecoveryGap `json:"gaps,omitempty"`
 	// ProviderDisabledAt is when the manager found the registration disabled by the provider
 	// (Stripe, after days of failed deliveries). A provider that disabled an endpoint sends it
 	// nothing and does not count it as pending, so until a run succeeds, recovery lists every
@@ -433,6 +440,30 @@ type RecoveryStatus struct {
 	// last handled: the requested run has ended (see lastRun), or was refused (see message).
 	// +optional
 	LastHandledRequestedAt string `json:"lastHandledRequestedAt,omitempty"`
+}
+
+// RecoveryGapReason says why the deliveries of a span cannot be recovered.
+// +kubebuilder:validation:Enum=BeyondWindow;ProviderDisabled
+type RecoveryGapReason string
+
+const (
+	// GapBeyondWindow: the span lies before what the provider keeps (its window, or its log).
+	GapBeyondWindow RecoveryGapReason = "BeyondWindow"
+	// GapProviderDisabled: the provider had the registration disabled and sent nothing; it
+	// lists none of the span's events (GitLab), so they cannot be recovered.
+	GapProviderDisabled RecoveryGapReason = "ProviderDisabled"
+)
+
+// MaxRecoveryGaps is how many gaps status.recovery.gaps keeps.
+const MaxRecoveryGaps = 10
+
+// RecoveryGap is a span of possibly missed deliveries that no recovery can bring back.
+type RecoveryGap struct {
+	// Start and End bound the span [start, end).
+	Start metav1.Time `json:"start"`
+	End   metav1.Time `json:"end"`
+	// Reason: BeyondWindow or ProviderDisabled.
+	Reason RecoveryGapReason `json:"reason"`
 }
 
 // RecoveryRun is one recovery run.

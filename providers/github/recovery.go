@@ -156,7 +156,7 @@ func (c *Client) Missed(ctx context.Context, reg providers.Registration, events 
 		ok            bool
 	}
 	byGUID := map[string]*event{}
-	var out providers.MissedPage
+	out := providers.MissedPage{Covers: c.now()}
 	seen := map[string]bool{}
 	u := c.deliveriesURL(reg.ID)
 	for n := 0; u != ""; n++ {
@@ -177,6 +177,7 @@ func (c *Client) Missed(ctx context.Context, reg providers.Registration, events 
 			if d.at.Before(since) {
 				u = "" // this page reached since: older pages hold only older events
 			}
+			out.Logged(d.at, since)
 			e := byGUID[d.guid]
 			if e == nil {
 				e = &event{first: d, newest: d}

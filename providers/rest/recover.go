@@ -31,6 +31,8 @@ func recoveryCapabilities(p *Profile) providers.RecoveryCapabilities {
 	switch r.Style {
 	case RecoverRedeliver:
 		out.Mode = providers.RecoveryRedeliver
+		// Without a failing condition the API says nothing of failures short of disabling.
+		out.Poll = p.Health == nil || len(p.Health.Failing) == 0
 		if rt := r.Redeliver.Rate; rt != nil {
 			// One at a time (Burst 1): the APIs count in fixed windows (see RateSpec).
 			out.RedeliverRate = providers.Rate{PerSecond: float64(rt.Requests) / time.Duration(rt.Period).Seconds(), Burst: 1}
@@ -219,7 +221,9 @@ func (r redeliverer) Missed(ctx context.Context, reg providers.Registration, eve
 		return providers.MissedPage{}, err
 	}
 	var succeeded []gjson.Result
-	if rs.Succeeded != nil {
+	// Only failures need the successes beside them: an empty log of failures (the usual
+	// answer to a look once per resync) costs one request.
+	if rs.Succeeded != nil && len(failed) > 0 {
 		if succeeded, err = c.pages(ctx, paged{op: rs.Succeeded, field: "recover.redeliver.succeeded", id: reg.ID, idPath: rs.Entry.Handle, bestEffort: true}); err != nil {
 			return providers.MissedPage{}, err
 		}
@@ -230,7 +234,7 @@ func (r redeliverer) Missed(ctx context.Context, reg providers.Registration, eve
 		failed      bool
 		delivered   bool
 	}
-	var page providers.MissedPage
+	page := providers.MissedPage{Covers: c.now()}
 	groups := map[string]*group{}
 	for _, it := range append(failed, succeeded...) {
 		e, ok := r.entry(it)
@@ -238,6 +242,7 @@ func (r redeliverer) Missed(ctx context.Context, reg providers.Registration, eve
 			page.Malformed++
 			continue
 		}
+		page.Logged(e.at, since)
 		g := groups[e.id]
 		if g == nil {
 			g = &group{}

@@ -39,6 +39,7 @@ const (
 )
 
 var (
+	_ providers.Reenabler      = (*Client)(nil)
 	_ providers.Recoverer      = (*Client)(nil)
 	_ providers.DeliverySigner = (*Client)(nil)
 	_ providers.EventLister    = (*Client)(nil)
@@ -217,6 +218,21 @@ func (c *Client) SignDelivery(payload []byte, secret string, now time.Time) (htt
 	h.Set("Content-Type", DeliveryContentType)
 	h.Set("User-Agent", DeliveryUserAgent)
 	return h, nil
+}
+
+// Reenable enables endpoint reg.ID again (disabled=false, nothing else): Stripe disables an
+// endpoint whose deliveries keep failing, and the reconciler enables it only once the endpoint
+// answers, so that Stripe does not disable it again at once.
+func (c *Client) Reenable(ctx context.Context, reg providers.Registration) error {
+	if reg.ID == "" {
+		return invalid("webhook endpoint id is empty")
+	}
+	params := &stripego.WebhookEndpointParams{Disabled: stripego.Bool(false)}
+	params.Context = ctx
+	if _, err := c.api.WebhookEndpoints.Update(reg.ID, params); err != nil {
+		return c.classify(err)
+	}
+	return nil
 }
 
 // health is what an endpoint's status says about deliveries to it: Stripe disables an endpoint

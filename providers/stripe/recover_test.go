@@ -412,10 +412,9 @@ func TestRecoveryCapabilitiesAndRedeliver(t *testing.T) {
 	}
 }
 
-// An endpoint Stripe disabled is listed Disabled with Health disabled; the plan's drift repair
-// (update disabled=false, controllers/plan.go drift "disabled") enables it again, and
-// deliveries resume.
-func TestDisabledEndpointHealthAndReenableByUpdate(t *testing.T) {
+// An endpoint Stripe disabled is listed Disabled with Health disabled; Reenable (an update
+// that sends disabled=false and nothing else) enables it again, and deliveries resume.
+func TestDisabledEndpointHealthAndReenable(t *testing.T) {
 	s := newRecoverySetup(t)
 	s.srv.Edit(recoverKey, s.ep.ID, func(e *fake.Endpoint) { e.Status = "disabled" })
 
@@ -430,12 +429,21 @@ func TestDisabledEndpointHealthAndReenableByUpdate(t *testing.T) {
 		t.Errorf("a disabled endpoint was sent %+v", ev.Deliveries)
 	}
 
-	updated, err := s.c.Update(t.Context(), s.ep.ID, providers.Desired{URL: s.ep.URL, Events: []string{"*"}, Disabled: false})
-	if err != nil {
+	if err := s.c.Reenable(t.Context(), providers.Registration{ID: s.ep.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if updated.Disabled || updated.Health != nil || s.srv.Endpoints(recoverKey)[0].Status != "enabled" {
-		t.Errorf("after update disabled=false: %+v, fake status %s; want enabled and no health report", updated, s.srv.Endpoints(recoverKey)[0].Status)
+	var form []string
+	for _, r := range s.srv.Requests() {
+		if r.Method == http.MethodPost && r.Path == "/v1/webhook_endpoints/"+s.ep.ID {
+			form = append(form, r.Form.Encode())
+		}
+	}
+	if len(form) != 1 || form[0] != "disabled=false" {
+		t.Errorf("Reenable sent %q, want one update with disabled=false alone", form)
+	}
+	regs, err = s.c.List(t.Context())
+	if err != nil || len(regs) != 1 || regs[0].Disabled || regs[0].Health != nil || s.srv.Endpoints(recoverKey)[0].Status != "enabled" {
+		t.Errorf("after Reenable: %+v (%v); want enabled and no health report", regs, err)
 	}
 	s.down.Store(http.StatusOK)
 	if ev := s.srv.Emit(recoverKey, "invoice.paid", nil); len(ev.Deliveries) != 1 || ev.Deliveries[0].State != fake.DeliverySucceeded {
