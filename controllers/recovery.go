@@ -104,10 +104,10 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 		at := metav1.NewTime(now)
 		st.ProviderDisabledAt = &at
 	}
-	if !t.providerDisabled {
-		r.disabledSpanEnded(sub, ro, now)
-	}
 	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
+	if !t.providerDisabled && health.State != providers.HealthDisabled {
+		r.disabledSpanEnded(sub, ro, health, now)
+	}
 	setDelivering(sub, t.kept.ID, health)
 	provider := string(sub.Spec.Provider.Type)
 	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, provider, health.State)
@@ -116,7 +116,7 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	in := recoveryInput{
 		Provider: provider, Mode: sub.Spec.Recovery.Mode, Requested: sub.Annotations[hookv1.AnnotationRecoverRequestedAt], LastHandled: st.LastHandledRequestedAt,
 		Caps: caps, CanRecover: ro.CanRecover(), CanReenable: ro.CanReenable(), Synced: t.kept.ID != "" && !sub.Spec.Disabled,
-		Health: health, Resync: resyncInterval(sub), Now: now,
+		Health: health, Resync: resyncInterval(sub), Now: now, Created: t.kept.Created,
 	}
 	if sub.Spec.Recovery.Lookback != nil {
 		in.Lookback = sub.Spec.Recovery.Lookback.Duration
@@ -426,27 +426,57 @@ func (r *Reconciler) reenable(ctx context.Context, sub *hookv1.WebhookSubscripti
 	r.event(sub, corev1.EventTypeNormal, hookv1.ReasonReenabled, "Recover", "the provider had disabled %s; enabled it again (the endpoint answers)", reg.ID)
 	setDelivering(sub, reg.ID, providers.DeliveryHealth{State: providers.HealthUnknown, Message: "enabled again after the provider disabled it; no delivery reported since"})
 	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), providers.HealthUnknown)
-	r.disabledSpanEnded(sub, ro, r.Now())
+	r.disabledSpanEnded(sub, ro, providers.DeliveryHealth{}, r.Now())
 	return nil
 }
 
 // disabledSpanEnded closes the span the provider had the registration disabled, now that it
-// delivers again. A provider that lists every event (providers.EventLister: Stripe) brings the
-// span's events back in the next run, which clears ProviderDisabledAt itself; on any other the
-// span is a gap: events of it were never sent and are in no log (GitLab).
-func (r *Reconciler) disabledSpanEnded(sub *hookv1.WebhookSubscription, ro recoveryOps, now time.Time) {
+// delivers again: from when it was found disabled (ProviderDisabledAt), or, where the provider
+// disabled it and enabled it again between two looks, from its own record of the disable's end
+// (DisabledUntil in the past: GitLab), to the end of the disable. A provider that lists every
+// event (providers.EventLister: Stripe) brings the span's events back in the next run, which
+// clears ProviderDisabledAt itself; on any other the span is a gap: its events were never sent
+// and are in no log (GitLab).
+func (r *Reconciler) disabledSpanEnded(sub *hookv1.WebhookSubscription, ro recoveryOps, h providers.DeliveryHealth, now time.Time) {
 	st := sub.Status.Recovery
-	if st == nil || st.ProviderDisabledAt == nil || ro.CanListEvents() {
+	if st == nil || ro.CanListEvents() {
 		return
 	}
-	// It was disabled when found so, or at most a resync before (the previous look saw it
-	// delivering).
-	start := st.ProviderDisabledAt.Add(-resyncInterval(sub))
-	if st.Watermark != nil && st.Watermark.After(start) && st.Watermark.Time.Before(st.ProviderDisabledAt.Time) {
-		start = st.Watermark.Time
+	end := now
+	if until := h.DisabledUntil; !until.IsZero() && until.Before(now) {
+		end = until
 	}
-	st.ProviderDisabledAt = nil
-	r.recordGap(sub, start, now, hookv1.GapProviderDisabled)
+	resync := resyncInterval(sub)
+	var start time.Time
+	switch {
+	case st.ProviderDisabledAt != nil:
+		// Disabled when found so, or at most a resync before (the previous look saw it
+		// delivering).
+		start = st.ProviderDisabledAt.Add(-resync)
+		st.ProviderDisabledAt = nil
+	case end.Before(now) && !gapRecorded(st, end):
+		// Disabled and enabled again between two looks: at most since the previous one.
+		start = end.Add(-resync)
+	default:
+		return
+	}
+	if st.Watermark != nil && st.Watermark.After(start) && st.Watermark.Time.Before(end) {
+		start = st.Watermark.Time // the watermark's run found nothing failed before it
+	}
+	if !end.After(start) {
+		end = now // the provider's record ends before it was found disabled: its clock is off
+	}
+	r.recordGap(sub, start, end, hookv1.GapProviderDisabled)
+}
+
+// gapRecorded reports whether a ProviderDisabled gap ending at end is recorded already.
+func gapRecorded(st *hookv1.RecoveryStatus, end time.Time) bool {
+	for _, g := range st.Gaps {
+		if g.Reason == hookv1.GapProviderDisabled && g.End.Time.Truncate(time.Second).Equal(end.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // recordGap records a span of possibly missed deliveries that cannot be recovered: in

@@ -59,6 +59,9 @@ type recoveryInput struct {
 	Health providers.DeliveryHealth
 	// Watermark and LastRunStart come from status (zero when unset).
 	Watermark, LastRunStart time.Time
+	// Created is when the provider created the kept registration (zero when it does not say):
+	// nothing was missed before it.
+	Created time.Time
 	// Unfinished is the trigger of the last run when it ended Partial (stopped partway: a rate
 	// limit's pause, an answer that stopped it), "" otherwise: the run goes on, whatever the
 	// provider's health says now (a redelivery that succeeded makes it look healthy) and in
@@ -175,6 +178,9 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 				unclamped = DefaultRecoveryLookback
 			}
 			d.ReportFrom = in.Now.Add(-unclamped)
+			if in.Created.After(d.ReportFrom) {
+				d.ReportFrom = in.Created
+			}
 		}
 		return d
 	}

@@ -961,3 +961,25 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 		t.Errorf("listed %d times, want one listing a resync (the run uses the look's)", len(f.listed))
 	}
 }
+
+// Issue 27: a provider that disabled the registration and enabled it again between two looks
+// (GitLab's temporary disable: its disabled_until stays, in the past, until a delivery succeeds)
+// has its span recorded once from that record, though it was never seen disabled.
+func TestRecoveryDisabledBetweenTwoLooksIsAGapOnce(t *testing.T) {
+	f := newFakeRecoverer(pollCaps)
+	h := newRecHarness(t, f)
+	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
+	until := h.clock.now().Add(-2 * time.Minute).Truncate(time.Second)
+	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, DisabledUntil: until}
+	h.recover()
+	h.clock.advance(10 * time.Minute)
+	h.r.health.forgetSubscription("shop/orders")
+	h.recover() // the record is still there: no second gap
+	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(until.Add(-10 * time.Minute)), End: metav1.NewTime(until), Reason: hookv1.GapProviderDisabled}}
+	if diff := cmp.Diff(want, h.sub.Status.Recovery.Gaps); diff != "" {
+		t.Errorf("gaps (-want +got):\n%s", diff)
+	}
+	if h.gapCounter("provider_disabled") != 1 {
+		t.Errorf("gap metric %v, want 1", h.gapCounter("provider_disabled"))
+	}
+}

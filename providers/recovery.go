@@ -209,7 +209,9 @@ type DeliveryHealth struct {
 	Failed, Total int
 	// Since is the time of the oldest delivery the counts cover (zero when none).
 	Since time.Time
-	// DisabledUntil is when a temporary disable ends (GitLab); zero when it does not.
+	// DisabledUntil is when a temporary disable ends (GitLab); zero when it does not. In the
+	// past (State Failing), it says the provider had the registration disabled until then and
+	// sends again (GitLab keeps it until the next delivery succeeds).
 	DisabledUntil time.Time
 	// Message is the provider's own account, safe to show ("last response 502", "disabled
 	// after 40 failures").

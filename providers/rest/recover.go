@@ -346,7 +346,7 @@ func (c *Client) health(r gjson.Result) *providers.DeliveryHealth {
 		return &providers.DeliveryHealth{State: providers.HealthDisabled, Message: msg}
 	}
 	if !until.IsZero() {
-		return &providers.DeliveryHealth{State: providers.HealthFailing, Message: "deliveries failed; the provider paused them until " + until.UTC().Format(time.RFC3339) + " and sends again"}
+		return &providers.DeliveryHealth{State: providers.HealthFailing, DisabledUntil: until, Message: "deliveries failed; the provider paused them until " + until.UTC().Format(time.RFC3339) + " and sends again"}
 	}
 	if msg, ok := holds(h.Failing); ok {
 		return &providers.DeliveryHealth{State: providers.HealthFailing, Message: msg}
