@@ -939,7 +939,7 @@ func stripeDisabledByStripe(e *recEnv) {
 		before = append(before, e.stripe.Emit(key, "invoice.paid", map[string]any{"n": i}).ID)
 	}
 	e.stripe.Edit(key, ep, func(x *stripefake.Endpoint) { x.Status = "disabled" }) // as Stripe does after days of failures
-	for i := range 4 { // never sent, never pending
+	for i := range 4 {                                                             // never sent, never pending
 		while = append(while, e.stripe.Emit(key, "charge.failed", map[string]any{"n": i}).ID)
 	}
 	// Found disabled; still disabled after two runs found the receiver unreachable.
