@@ -120,6 +120,32 @@ func TestGitLabNullsVersionsAndGroups(t *testing.T) {
 	}
 }
 
+// GitLab's hook event log as GitLab serves it (issue 27, item 7): status is a comma-separated
+// list (Grape's CommaSeparatedToArray) and an unknown value is a 400; a delivery that got no HTTP
+// answer is logged "internal error" and counts as server_failure (WebHookLogsFinder); every
+// entry carries created_at; a resend whose endpoint gives no HTTP answer is a 422 with the error
+// text (ResendService).
+func TestGitLabEventLogFacts(t *testing.T) {
+	srv := gitlab.New()
+	srv.AddProject("7", "g/p")
+	base, stop := srv.Start()
+	defer stop()
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"a hook to an address nothing listens on", "POST", "/projects/7/hooks", nil, `{"url":"http://127.0.0.1:1/hook"}`, 201, `"id":1`},
+	})
+	if sent, _ := srv.Emit("7", "push_events", []byte(`{"object_kind":"push"}`)); sent != 1 {
+		t.Fatalf("sent to %d hooks", sent)
+	}
+	run(t, base+"/api/v4", map[string]string{"PRIVATE-TOKEN": "t"}, []step{
+		{"no HTTP answer is logged as internal error", "GET", "/projects/7/hooks/1/events", nil, "", 200, `"response_status":"internal error"`},
+		{"with its created_at", "GET", "/projects/7/hooks/1/events", nil, "", 200, `"created_at":"`},
+		{"and counts as server_failure, in a comma-separated list", "GET", "/projects/7/hooks/1/events?status=client_failure,server_failure", nil, "", 200, `"response_status":"internal error"`},
+		{"not as a client_failure", "GET", "/projects/7/hooks/1/events?status=client_failure", nil, "", 200, `[]`},
+		{"an unknown status value is a 400", "GET", "/projects/7/hooks/1/events?status=server_failure,bogus", nil, "", 400, "status does not have a valid value"},
+		{"a resend to an endpoint that gives no HTTP answer is a 422 with the error", "POST", "/projects/7/hooks/1/events/1/resend", nil, "", 422, "connection refused"},
+	})
+}
+
 func TestZendeskFacts(t *testing.T) {
 	srv := zendesk.New()
 	base, stop := srv.Start()
