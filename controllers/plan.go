@@ -15,6 +15,11 @@ type planInput struct {
 	Desired providers.Desired
 	// Generation is the subscription's: idempotency keys are per generation.
 	Generation int64
+	// SpecEdited: the spec changed since the last reconcile recorded (generation ahead of
+	// observedGeneration). A registration disabled while the spec wants it enabled is then the
+	// user's doing (spec.disabled just set to false), repaired at once; otherwise the provider
+	// disabled it (pausedByProvider).
+	SpecEdited bool
 	// Observed is every registration on the account.
 	Observed []providers.Registration
 	// Caps is what the provider can promise: how ownership is proven, who holds the secret,
@@ -267,7 +272,7 @@ func computePlan(in planInput) plan {
 // nor let us set a new one, or a field drifted that the provider cannot change in place.
 func replacement(in planInput, keep providers.Registration) (step, bool) {
 	replace := step{Kind: stepReplace, Registration: keep, Desired: in.Desired, Key: rotateKey(in.Desired.Owner.UID, in.Generation, keep.ID), Secret: newSecretFor(in.Caps)}
-	if fields := recreateFields(drift(in.Desired, keep, in.Caps), in.Caps); len(fields) > 0 {
+	if fields := recreateFields(drift(in, keep), in.Caps); len(fields) > 0 {
 		replace.Drift = fields
 		return replace, true
 	}
@@ -306,7 +311,7 @@ func updatesInPlace(caps providers.Capabilities) bool {
 // secret the current one.
 func keepSteps(in planInput, keep providers.Registration) []step {
 	var steps []step
-	fields := drift(in.Desired, keep, in.Caps)
+	fields := drift(in, keep)
 	if needsSecret(in, keep) {
 		switch in.Caps.Secret {
 		case providers.SecretClientChosen:
@@ -440,7 +445,8 @@ const (
 // perpetual drift. The URL compares as a string: a registration that is only canonically equal
 // is rewritten to the canonical spelling. Provider-specific settings the provider reports as
 // off (Misconfigured) are drift too.
-func drift(d providers.Desired, r providers.Registration, caps providers.Capabilities) []string {
+func drift(in planInput, r providers.Registration) []string {
+	d, caps := in.Desired, in.Caps
 	var out []string
 	if r.URL != d.URL {
 		out = append(out, driftURL)
@@ -451,7 +457,7 @@ func drift(d providers.Desired, r providers.Registration, caps providers.Capabil
 	if caps.Has(providers.FieldDescription) && r.Description != d.Description {
 		out = append(out, driftDescription)
 	}
-	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled && !pausedByProvider(d, r) {
+	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled && (in.SpecEdited || !pausedByProvider(d, r)) {
 		out = append(out, driftDisabled)
 	}
 	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {

@@ -155,7 +155,9 @@ func TestPlanComputePlan(t *testing.T) {
 		current  string
 		adoption hookv1.AdoptionPolicy
 		twins    hookv1.TwinsPolicy
-		want     plan
+		// edited: the spec changed since the last reconcile (planInput.SpecEdited).
+		edited bool
+		want   plan
 		// conflictMentions must all appear in plan.Conflict (which must then be non-empty);
 		// Conflict itself is left out of the diff because it is prose.
 		conflictMentions []string
@@ -255,6 +257,14 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			want:     keeps(reg("we_1", 0, withDisabled, withHealthDisabled)),
+		},
+		{
+			reason:   "disabled (status disabled, Health disabled) and the spec just edited to enabled (spec.disabled true, then false): the user's doing, update disabled at once",
+			observed: []providers.Registration{reg("we_1", 0, withDisabled, withHealthDisabled)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			edited:   true,
+			want:     keeps(reg("we_1", 0, withDisabled, withHealthDisabled), updateStep(reg("we_1", 0, withDisabled, withHealthDisabled), "disabled")),
 		},
 		{
 			reason:   "disabled in the dashboard while the spec says enabled: update disabled",
@@ -549,6 +559,7 @@ func TestPlanComputePlan(t *testing.T) {
 				CurrentID:   currentOf(c.current, c.recorded, c.held),
 				Adoption:    c.adoption,
 				Twins:       c.twins,
+				SpecEdited:  c.edited,
 			}
 			got := computePlan(in)
 			// The account's table of parsed URLs, shared by every case as by every subscription

@@ -158,7 +158,7 @@ func previewOf(in planInput, p plan) Preview {
 			if s.Rotation {
 				ps.Secret = "requested rotation"
 			}
-			for _, f := range drift(in.Desired, s.Registration, in.Caps) {
+			for _, f := range drift(in, s.Registration) {
 				ps.Changes = append(ps.Changes, fieldChange(f, s.Registration, in.Desired))
 			}
 		case stepUpdate:

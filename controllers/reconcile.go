@@ -465,6 +465,7 @@ func (s *session) planInput(observed []providers.Registration, ownReceiverURL st
 	return planInput{
 		Desired:         s.desired,
 		Generation:      sub.Generation,
+		SpecEdited:      sub.Generation != sub.Status.ObservedGeneration,
 		Observed:        observed,
 		Caps:            s.caps,
 		CanPing:         s.ops.CanPing(),
