@@ -47,7 +47,6 @@ func TestRecoverResumes(t *testing.T) {
 // signed as Stripe signs, and the command prints the run's figures.
 func TestRecoverFollowsTheManagersRun(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	tn := newTenant(t, g, "recover-run")
 	var mu sync.Mutex
 	down, got := true, map[string]int{}
@@ -77,13 +76,8 @@ func TestRecoverFollowsTheManagersRun(t *testing.T) {
 		}
 	}))
 	defer endpoint.Close()
-	sub := tn.stripeSub("orders", endpoint.URL+"/hooks/recover-run/orders", "invoice.paid")
-	sub.Spec.Endpoint.AllowInsecureHTTP = true
-	sub.Spec.Recovery = hookv1.RecoverySpec{Mode: hookv1.RecoveryManual}
-	g.Expect(env.Client.Create(ctx, sub.DeepCopy())).To(Succeed())
-	stop := startManager(t)
+	_, stop := manualRecovery(t, g, tn, "orders", endpoint.URL, "invoice.paid")
 	defer stop()
-	expectReady(g, sub)
 
 	var ids []string
 	for range 3 {
@@ -118,13 +112,8 @@ func TestRecoverReportsAFailedRun(t *testing.T) {
 		w.WriteHeader(http.StatusMethodNotAllowed) // the manager's reachability probe; nothing is delivered
 	}))
 	defer endpoint.Close()
-	sub := tn.stripeSub("refunds", endpoint.URL+"/hooks/recover-failed/refunds", "charge.refunded")
-	sub.Spec.Endpoint.AllowInsecureHTTP = true
-	sub.Spec.Recovery = hookv1.RecoverySpec{Mode: hookv1.RecoveryManual}
-	g.Expect(env.Client.Create(ctx, sub.DeepCopy())).To(Succeed())
-	stop := startManager(t)
+	sub, stop := manualRecovery(t, g, tn, "refunds", endpoint.URL, "charge.refunded")
 	defer stop()
-	expectReady(g, sub)
 	remove := stripeSrv.Inject(stripefake.Fault{Method: "GET", PathPrefix: "/v1/events", APIKey: tn.apiKey, Status: 500})
 	defer remove()
 	before := stripeSrv.CountRequests("GET", "/v1/events")
@@ -141,4 +130,16 @@ func TestRecoverReportsAFailedRun(t *testing.T) {
 	g.Expect(live.Status.Recovery.LastRun.Message).To(ContainSubstring("500"))
 	g.Expect(stdout).To(ContainSubstring(live.Status.Recovery.LastRun.Message))
 	g.Expect(stderr).To(ContainSubstring("1 of 1 recoveries did not succeed: recover-failed/refunds Failed"))
+}
+
+// manualRecovery makes a Stripe subscription with recovery Manual for the local endpoint at
+// base, and a manager that brings it to Ready (stop it when done).
+func manualRecovery(t *testing.T, g *WithT, tn *tenant, name, base string, events ...string) (*hookv1.WebhookSubscription, func()) {
+	sub := tn.stripeSub(name, base+"/hooks/"+tn.ns+"/"+name, events...)
+	sub.Spec.Endpoint.AllowInsecureHTTP = true
+	sub.Spec.Recovery = hookv1.RecoverySpec{Mode: hookv1.RecoveryManual}
+	g.Expect(env.Client.Create(context.Background(), sub.DeepCopy())).To(Succeed())
+	stop := startManager(t)
+	expectReady(g, sub)
+	return sub, stop
 }
