@@ -224,7 +224,7 @@ func (a *Accounts) get(key AccountKey) (*account, error) {
 		lim = newLimiter(r, caps.RateLimitBackoff, a.opts.Now, a.opts.Jitter)
 		a.limiters[lid] = lim
 	}
-	acct := &account{id: id, provider: key.Provider, client: c, caps: caps, limiter: lim, now: a.opts.Now, metrics: a.metrics}
+	acct := &account{id: id, provider: key.Provider, scope: scopeKey(key.Provider, key.APIURL, key.Target), client: c, caps: caps, limiter: lim, now: a.opts.Now, metrics: a.metrics}
 	a.m[id] = acct
 	return acct, nil
 }
@@ -250,11 +250,13 @@ func (a *Accounts) pace(documented providers.Rate) providers.Rate {
 type account struct {
 	id       string
 	provider string
-	client   providers.Client
-	caps     providers.Capabilities
-	limiter  *limiter
-	now      func() time.Time
-	metrics  *Metrics
+	// scope is what its list covers, without the credential (scopeKey).
+	scope   string
+	client  providers.Client
+	caps    providers.Capabilities
+	limiter *limiter
+	now     func() time.Time
+	metrics *Metrics
 
 	mu        sync.Mutex
 	regs      []providers.Registration
@@ -288,6 +290,9 @@ func (a *account) Lock() (ops, func()) {
 
 // Capabilities are the account's provider's.
 func (o ops) Capabilities() providers.Capabilities { return o.a.caps }
+
+// Scope is what the account's list covers, without the credential (scopeKey).
+func (o ops) Scope() string { return o.a.scope }
 
 // FetchedAt is when the cached list was read from the provider (zero when there is none).
 func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }

@@ -36,7 +36,7 @@ func (s *session) execute(ctx context.Context, p plan, rs *rounds) (outcome, err
 		s.r.event(sub, corev1.EventTypeWarning, hookv1.ReasonConflict, "Reconcile", p.Conflict)
 		return outcome{}, wait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
 	case decideStall:
-		return outcome{}, stallAtProvider(hookv1.ReasonUnfitRegistration, "%s", p.Stall)
+		return outcome{}, stallAtProvider(p.StallReason, "%s", p.Stall)
 	}
 	var kept providers.Registration
 	if p.Keep != nil {

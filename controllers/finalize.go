@@ -69,8 +69,18 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	if err != nil {
 		return fromList(err)
 	}
-	// The same proof of ownership as reconcile: nothing unproven is deleted.
+	// The same proof of ownership as reconcile: nothing unproven is deleted, nor anything
+	// another subscription owns.
 	own := ownership{me: r.owner(sub), markers: o.Capabilities().Markers, recordedID: sub.Status.EndpointID, held: signing.held(), receiverURL: r.ownReceiverURL(sub), keys: o.URLKeys()}
+	var proven []string
+	for _, reg := range observed {
+		if reg.ID != "" && own.proves(reg) {
+			proven = append(proven, reg.ID)
+		}
+	}
+	if own.claimedBy, err = r.claimedBy(ctx, sub, o.Scope(), proven); err != nil {
+		return err
+	}
 	for _, reg := range observed {
 		if reg.ID == "" || !own.owns(reg) {
 			continue // an object whose id could not be read can be nobody's to delete
@@ -86,6 +96,7 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
 	r.Metrics.forget(sub.Namespace, sub.Name)
 	r.Accounts.Release(subscriptionKey(sub))
+	r.claims.release(subscriptionKey(sub))
 	r.signingMemo.forget(r.signingSecretKey(sub))
 	if err := r.RouteSecrets.remove(ctx, sub.Namespace, sub.Name, string(sub.UID)); err != nil {
 		return err

@@ -26,6 +26,7 @@ const (
 	retired                      // replaced by an earlier round of this reconcile
 	unfitOurs                    // ours, but its object does not fit the provider's shape
 	unfitForeign                 // not provably ours, and its object does not fit
+	claimed                      // serves the desired target, owned by another subscription here
 )
 
 // ownership is the evidence that decides whether a registration is this subscription's.
@@ -37,10 +38,14 @@ type ownership struct {
 	// receiverURL is the canonical bundled-receiver URL that encodes this subscription.
 	receiverURL string
 	keys        *urlKeys
+	// claimedBy are the registrations another subscription of this cluster owns (its status
+	// records it, or this manager kept it for it first), by id: never this one's, whatever
+	// else would prove it.
+	claimedBy map[string]string
 }
 
 func (in planInput) ownership() ownership {
-	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL, keys: in.Keys}
+	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL, keys: in.Keys, claimedBy: in.ClaimedBy}
 }
 
 // owns is the proof of ownership that lets reconcile and deletion change or delete r.
@@ -53,21 +58,47 @@ func (in planInput) ownership() ownership {
 // Secret (owned by the subscription, so this survives a wiped status) holds its secret, or when
 // its URL is the bundled receiver's URL for this subscription. Nothing else is proof.
 func (o ownership) owns(r providers.Registration) bool {
-	recorded := o.recordedID != "" && r.ID == o.recordedID
-	if o.markers {
-		if r.Owner.IsZero() {
-			return recorded
-		}
-		return marked(r, o.me) || (recorded && sameName(r.Owner, o.me))
-	}
-	if recorded || o.held[r.ID] {
-		return true
-	}
-	if o.receiverURL == "" {
+	if o.claimedBy[r.ID] != "" {
 		return false
 	}
-	k := o.keys.get(r.URL)
-	return k.canonicalOK && k.canonical == o.receiverURL
+	return o.proves(r)
+}
+
+// proves is owns without the claims of other subscriptions.
+func (o ownership) proves(r providers.Registration) bool { return o.proof(r) != "" }
+
+// Proofs of ownership, as messages name them.
+const (
+	proofMarker   = "its ownership marker"
+	proofRecorded = "its status records it"
+	proofHeld     = "its signing Secret holds its secret"
+	proofReceiver = "its URL is the subscription's bundled-receiver URL"
+)
+
+// proof is what proves r this subscription's ("" for nothing).
+func (o ownership) proof(r providers.Registration) string {
+	recorded := o.recordedID != "" && r.ID == o.recordedID
+	if o.markers {
+		switch {
+		case r.Owner.IsZero() && recorded, !r.Owner.IsZero() && recorded && sameName(r.Owner, o.me):
+			return proofRecorded
+		case !r.Owner.IsZero() && marked(r, o.me):
+			return proofMarker
+		}
+		return ""
+	}
+	switch {
+	case recorded:
+		return proofRecorded
+	case o.held[r.ID]:
+		return proofHeld
+	case o.receiverURL == "":
+		return ""
+	}
+	if k := o.keys.get(r.URL); k.canonicalOK && k.canonical == o.receiverURL {
+		return proofReceiver
+	}
+	return ""
 }
 
 func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
@@ -86,6 +117,10 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 	case in.Rounds.Retired[r.ID]:
 		// Only a registration this reconcile kept (ours, or adopted) is ever retired.
 		return retired
+	case in.ClaimedBy[r.ID] != "" && sameTarget:
+		return claimed
+	case in.ClaimedBy[r.ID] != "":
+		return foreign
 	case sameTarget && ours:
 		return candidate
 	case ours && movedOutOfBand(in, r):
@@ -135,6 +170,11 @@ func adoptable(in planInput, r providers.Registration) bool {
 // different incarnations, with different UIDs).
 func sameName(a, b providers.Owner) bool {
 	return a.Cluster == b.Cluster && a.Namespace == b.Namespace && a.Name == b.Name
+}
+
+func claimedMessage(in planInput, rs []providers.Registration) string {
+	r := rs[0]
+	return fmt.Sprintf("registration %s already serves %s and belongs to subscription %s of this cluster (it claimed it first): two subscriptions never own one registration, so it is left alone and no second registration is made; delete one of the two subscriptions, or point this one at another URL", r.ID, in.Desired.URL, in.ClaimedBy[r.ID])
 }
 
 func unfitMessage(r providers.Registration) string {

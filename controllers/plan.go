@@ -46,6 +46,9 @@ type planInput struct {
 	// RotateRequested: a rotation of the signing secret was asked for (the annotation
 	// hookwarden.io/rotate-requested-at changed) and no earlier round of this reconcile did it.
 	RotateRequested bool
+	// ClaimedBy are the observed registrations that another subscription of this cluster owns
+	// (see claims.go), by id: the subscription's namespace/name.
+	ClaimedBy map[string]string
 	// Rounds is what earlier rounds of this reconcile learned.
 	Rounds rounds
 	// Keys are the account's parsed URLs (nil: parse each); they change no decision.
@@ -88,8 +91,9 @@ const (
 	decideCreate
 	// decideConflict: neither creating nor adopting is safe (plan.Conflict says why).
 	decideConflict
-	// decideStall: a registration of this subscription's does not fit the provider's shape
-	// (plan.Stall says how); nothing can be compared with the spec, so nothing is done.
+	// decideStall: a registration of this subscription's does not fit the provider's shape, or
+	// the registration serving the spec is another subscription's (plan.Stall says which);
+	// nothing is done until that changes.
 	decideStall
 )
 
@@ -126,8 +130,10 @@ type plan struct {
 	// Unproven are registrations for the desired URL that cannot be proven ours on a provider
 	// without markers and are not adopted: reported, never changed or pruned.
 	Unproven []providers.Registration
-	// Stall says why the subscription cannot go on (decideStall).
-	Stall string
+	// Stall says why the subscription cannot go on (decideStall), StallReason as a condition
+	// reason.
+	Stall       string
+	StallReason hookv1.Reason
 	// Unfit are foreign registrations that do not fit the provider's shape: skipped as
 	// foreign, reported once per account.
 	Unfit []providers.Registration
@@ -188,7 +194,7 @@ func computePlan(in planInput) plan {
 	var prunes []step
 	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
 	own := in.ownership()
-	var candidates, adoptables []providers.Registration
+	var candidates, adoptables, taken []providers.Registration
 	for _, r := range in.Observed {
 		switch classify(in, own, r, desiredLoose) {
 		case candidate:
@@ -206,7 +212,9 @@ func computePlan(in planInput) plan {
 		case lookalike:
 			p.Unproven = append(p.Unproven, r)
 		case unfitOurs:
-			p.Stall = unfitMessage(r)
+			p.Stall, p.StallReason = unfitMessage(r), hookv1.ReasonUnfitRegistration
+		case claimed:
+			taken = append(taken, r)
 		case unfitForeign:
 			p.Unfit = append(p.Unfit, r)
 		}
@@ -215,6 +223,13 @@ func computePlan(in planInput) plan {
 		// This subscription's own registration cannot be read: acting on the rest (creating
 		// another, pruning one) would be a guess.
 		p.Decision = decideStall
+		p.NearTwins, p.Unproven = nil, nil
+		return p
+	}
+	if len(candidates) == 0 && len(taken) > 0 {
+		// Another subscription here serves this target already: adopting its registration, a
+		// look-alike of it or a new one would make two subscriptions answer for one URL.
+		p.Decision, p.Stall, p.StallReason = decideStall, claimedMessage(in, taken), hookv1.ReasonOwnedByAnother
 		p.NearTwins, p.Unproven = nil, nil
 		return p
 	}

@@ -287,6 +287,11 @@ func TestPlanUnfit(t *testing.T) {
 			want:     plan{Decision: decideStall},
 		},
 	}
+	for i := range cases {
+		if cases[i].want.Decision == decideStall {
+			cases[i].want.StallReason = hookv1.ReasonUnfitRegistration
+		}
+	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			got := computePlan(planInput{Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,

@@ -120,7 +120,10 @@ func (r *Reconciler) Preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return Preview{}, fromList(err)
 	}
-	in := s.planInput(observed, ownReceiverURL, rounds{})
+	in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rounds{}))
+	if err != nil {
+		return Preview{}, err
+	}
 	out := previewOf(in, computePlan(in))
 	out.Provider = string(sub.Spec.Provider.Type)
 	return out, nil

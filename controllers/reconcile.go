@@ -94,6 +94,11 @@ type Reconciler struct {
 	Events EventBudget
 	// normalEvents is Events as a token bucket (nil: no budget).
 	normalEvents *rate.Limiter
+	// claims are the registrations this manager kept for each subscription (claims.go).
+	claims claimBook
+	// Subscriptions, where the reconciler runs without a manager's cache (the command line's
+	// plan), are the cluster's subscriptions: those their status records are theirs.
+	Subscriptions []hookv1.WebhookSubscription
 }
 
 // DefaultMaxConcurrentReconciles is how many subscriptions are reconciled at once unless told
@@ -129,6 +134,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	r.signingMemo = newSigningMemo(mgr.GetCache())
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
 		return []string{o.(*hookv1.WebhookSubscription).Spec.Provider.CredentialsRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, claimIndex, func(o client.Object) []string {
+		return r.claimKeyOf(o.(*hookv1.WebhookSubscription))
 	}); err != nil {
 		return err
 	}
@@ -193,6 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.Metrics.forgetRecovery(req.Namespace, req.Name)
 			r.health.forgetSubscription(req.Namespace + "/" + req.Name)
 			r.Accounts.Release(req.Namespace + "/" + req.Name)
+			r.claims.release(req.Namespace + "/" + req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -377,7 +388,13 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	}}
 	s.ops.before = s.flush
 	o = s.ops
+	recorded := sub.Status.EndpointID
 	defer func() {
+		if err == nil || sub.Status.EndpointID != recorded {
+			// Claimed before the account is unlocked: the next subscription to plan on it
+			// sees the claim even before this status write reaches the cache.
+			r.keptFor(sub, o.Scope(), sub.Status.EndpointID)
+		}
 		unlock()
 		// The signing Secret changes made after the provider's last request, written outside
 		// the lock; whatever the reconcile returns (a secret the provider returned before a
@@ -409,7 +426,11 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 			return ctrl.Result{}, fromList(err)
 		}
 		providerDisabled = providerDisabled || disabledByProvider(observed, sub.Status.EndpointID)
-		p := computePlan(s.planInput(observed, ownReceiverURL, rs))
+		in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rs))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		p := computePlan(in)
 		s.reportUnfit(ctx, p)
 		out, err := s.execute(ctx, p, &rs)
 		if providers.KindOf(err) == providers.AlreadyExists {

@@ -162,14 +162,9 @@ func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSu
 
 // parseSigningState reads what sec holds (nil: nothing).
 func parseSigningState(sec *corev1.Secret, sub *hookv1.WebhookSubscription) signingState {
-	st := signingState{secrets: map[string][]byte{}, obj: sec}
+	st := signingState{secrets: secretsIn(sec), obj: sec}
 	if sec == nil {
 		return st
-	}
-	for k, v := range sec.Data {
-		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
-			st.secrets[id] = v
-		}
 	}
 	if v := sec.Data[hookv1.SecretKeyPending]; len(v) > 0 {
 		st.pending = v
@@ -182,6 +177,25 @@ func parseSigningState(sec *corev1.Secret, sub *hookv1.WebhookSubscription) sign
 	}
 	st.current = current
 	return st
+}
+
+// secretsIn are the registrations' secrets a signing Secret holds, by id (none for nil).
+func secretsIn(sec *corev1.Secret) map[string][]byte {
+	out := map[string][]byte{}
+	if sec == nil {
+		return out
+	}
+	for k, v := range sec.Data {
+		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
+			out[id] = v
+		}
+	}
+	return out
+}
+
+// HeldSecrets are the ids of the registrations whose secret a signing Secret holds.
+func HeldSecrets(sec *corev1.Secret) map[string]bool {
+	return signingState{secrets: secretsIn(sec)}.held()
 }
 
 // writeSigningSecret creates or updates the signing Secret with fn applied to known, the Secret

@@ -81,6 +81,10 @@ const (
 	// GitHub hook without config.url): Stalled when it is this subscription's own (it cannot
 	// be compared with the spec, so nothing is changed), an Event when it is foreign.
 	ReasonUnfitRegistration Reason = "UnfitRegistration"
+	// ReasonOwnedByAnother: the registration serving the spec belongs to another subscription
+	// of this cluster (its status records it, or it claimed it first): Stalled, naming it, until
+	// one of the two is deleted or changed.
+	ReasonOwnedByAnother Reason = "OwnedByAnother"
 )
 
 // Well-known names shared by the manager and the receiver.

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,3 +105,103 @@ func apply(t *testing.T, g *WithT, doc string) {
 	g.Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
 	g.Expect(env.Client.Create(context.Background(), u)).To(Succeed())
 }
+
+// TestImportSkipsWhatThisClusterOwns: import never hands out a registration a subscription of
+// this cluster already answers for. A GitHub hook shop/repo records (GitHub stores no marker)
+// and an unmarked Stripe twin of shop/orders' endpoint are skipped, naming the subscription;
+// only the foreign hook is imported. Applied, nothing the cluster owned is changed: no new
+// secret on shop/repo's hook (which would break its deliveries' verification), no Stripe
+// create.
+func TestImportSkipsWhatThisClusterOwns(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "import-owned")
+	repo := tn.githubSub("repo", "https://hooks.example.com/owned/repo", "push")
+	orders := tn.stripeSub("orders", "https://hooks.example.com/owned/orders", "invoice.paid")
+	for _, s := range []*hookv1.WebhookSubscription{repo, orders} {
+		g.Expect(env.Client.Create(ctx, s.DeepCopy())).To(Succeed())
+	}
+	stop := startManager(t)
+	repoLive, ordersLive := expectReady(g, repo), expectReady(g, orders)
+	stop()
+	owned := repoLive.Status.EndpointID
+	ownedSecret := ghHookSecret(tn, owned)
+	twin := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/owned/orders", EnabledEvents: []string{"invoice.paid"}, Description: "by hand"})
+	foreign := ghSrv.Seed(tn.repo, ghfake.Hook{Active: true, Events: []string{"push"}, Config: ghfake.Config{URL: "https://hooks.example.com/owned/other", ContentType: "json", Secret: "theirs"}})
+
+	code, ghYAML, ghErr := run(t, nil, "import", "--provider", "github", "--credentials", "github-api", "--api-url", ghURL, "--owner", "acme", "--repository", tn.ns, "-n", tn.ns, "--cluster-name", clusterName)
+	g.Expect(code).To(Equal(cli.ExitOK), ghErr)
+	code, stripeYAML, stripeErr := run(t, nil, "import", "--provider", "stripe", "--credentials", "stripe-api", "--api-url", stripeURL, "-n", tn.ns, "--cluster-name", clusterName)
+	g.Expect(code).To(Equal(cli.ExitOK), stripeErr)
+	t.Logf("REPORT import github stderr:\n%s", ghErr)
+	t.Logf("REPORT import stripe stderr:\n%s", stripeErr)
+
+	// Applied as a user would, with the manager running.
+	stripeSrv.ResetRequests()
+	ghSrv.ResetRequests()
+	var imported []*hookv1.WebhookSubscription
+	for _, doc := range append(strings.Split(ghYAML, "---\n"), strings.Split(stripeYAML, "---\n")...) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		apply(t, g, doc)
+		u := &hookv1.WebhookSubscription{}
+		g.Expect(yaml.Unmarshal([]byte(doc), u)).To(Succeed())
+		if u.Kind == "WebhookSubscription" {
+			imported = append(imported, u)
+		}
+	}
+	stop = startManager(t)
+	defer stop()
+	for _, s := range imported {
+		expectSettled(g, s)
+	}
+	expectSettled(g, repo)
+	expectSettled(g, orders)
+	ownedUpdates := 0
+	for _, r := range ghSrv.Requests() {
+		if r.Op == ghfake.OpUpdate && strings.HasSuffix(r.Path, "/hooks/"+owned) {
+			ownedUpdates++
+		}
+	}
+	t.Logf("REPORT applied %d imported subscriptions: GitHub updates of %s's hook %d, Stripe creates %d, Stripe deletes %d",
+		len(imported), key(repo), ownedUpdates, stripeCreates(), stripeSrv.CountRequests("DELETE", "/v1/webhook_endpoints/"))
+
+	g.Expect(ghErr).To(ContainSubstring(fmt.Sprintf("skipped %s (https://hooks.example.com/owned/repo): already owned by %s in this cluster (its status records it)", owned, key(repo))))
+	g.Expect(stripeErr).To(ContainSubstring(fmt.Sprintf("skipped %s (https://hooks.example.com/owned/orders): already owned by %s in this cluster (its ownership marker)", ordersLive.Status.EndpointID, key(orders))))
+	g.Expect(stripeErr).To(ContainSubstring(fmt.Sprintf("skipped %s (https://hooks.example.com/owned/orders): a twin of the registration of %s", twin.ID, key(orders))))
+	g.Expect(ghYAML).NotTo(ContainSubstring(owned))
+	g.Expect(ghYAML).To(ContainSubstring(strconv.FormatInt(foreign.ID, 10)))
+	g.Expect(stripeYAML).To(BeEmpty())
+	g.Expect(imported).To(HaveLen(1))
+	g.Expect(ownedUpdates).To(BeZero(), "a new secret on %s's hook", key(repo))
+	g.Expect(ghHookSecret(tn, owned)).To(Equal(ownedSecret))
+	g.Expect(stripeCreates()).To(BeZero())
+	expectReady(g, repo)
+	expectReady(g, orders)
+}
+
+// ghHookSecret is the secret GitHub signs the tenant's hook id with.
+func ghHookSecret(tn *tenant, id string) string {
+	for _, h := range ghSrv.Hooks(tn.repo) {
+		if strconv.FormatInt(h.ID, 10) == id {
+			return h.Config.Secret
+		}
+	}
+	return ""
+}
+
+// expectSettled waits until the manager has decided about sub's generation: Ready, or not for
+// a reason other than work in progress (a stall, a conflict).
+func expectSettled(g *WithT, sub *hookv1.WebhookSubscription) {
+	g.Eventually(func(g Gomega) {
+		live := &hookv1.WebhookSubscription{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(sub), live)).To(Succeed())
+		g.Expect(live.Status.ObservedGeneration).To(Equal(live.Generation))
+		ready := meta.FindStatusCondition(live.Status.Conditions, hookv1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status == metav1.ConditionTrue || ready.Reason != hookv1.ReasonProgressing).To(BeTrue(), "%v", live.Status.Conditions)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+func key(s *hookv1.WebhookSubscription) string { return s.Namespace + "/" + s.Name }

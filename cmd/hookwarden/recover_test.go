@@ -14,6 +14,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
 // TestRecoverResumes: a recovery request nobody has handled yet times out (exit 4) with the
@@ -46,7 +47,6 @@ func TestRecoverResumes(t *testing.T) {
 // signed as Stripe signs, and the command prints the run's figures.
 func TestRecoverFollowsTheManagersRun(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	tn := newTenant(t, g, "recover-run")
 	var mu sync.Mutex
 	down, got := true, map[string]int{}
@@ -76,13 +76,8 @@ func TestRecoverFollowsTheManagersRun(t *testing.T) {
 		}
 	}))
 	defer endpoint.Close()
-	sub := tn.stripeSub("orders", endpoint.URL+"/hooks/recover-run/orders", "invoice.paid")
-	sub.Spec.Endpoint.AllowInsecureHTTP = true
-	sub.Spec.Recovery = hookv1.RecoverySpec{Mode: hookv1.RecoveryManual}
-	g.Expect(env.Client.Create(ctx, sub.DeepCopy())).To(Succeed())
-	stop := startManager(t)
+	_, stop := manualRecovery(t, g, tn, "orders", endpoint.URL, "invoice.paid")
 	defer stop()
-	expectReady(g, sub)
 
 	var ids []string
 	for range 3 {
@@ -103,4 +98,48 @@ func TestRecoverFollowsTheManagersRun(t *testing.T) {
 	for _, id := range ids {
 		g.Expect(got).To(HaveKeyWithValue(id, 1), "event %s at the endpoint", id)
 	}
+}
+
+// TestRecoverReportsAFailedRun: with Stripe's events list answering 500, the manager's run ends
+// Failed; `hookwarden recover` prints that result and the run's message, and exits 1, not "0
+// recovered" and 0.
+func TestRecoverReportsAFailedRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "recover-failed")
+	// A healthy endpoint on loopback: the run fails at Stripe, not at the endpoint.
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusMethodNotAllowed) // the manager's reachability probe; nothing is delivered
+	}))
+	defer endpoint.Close()
+	sub, stop := manualRecovery(t, g, tn, "refunds", endpoint.URL, "charge.refunded")
+	defer stop()
+	remove := stripeSrv.Inject(stripefake.Fault{Method: "GET", PathPrefix: "/v1/events", APIKey: tn.apiKey, Status: 500})
+	defer remove()
+	before := stripeSrv.CountRequests("GET", "/v1/events")
+
+	code, stdout, stderr := run(t, nil, "recover", "refunds", "-n", tn.ns, "--timeout", "2m", "--poll-interval", "200ms")
+	t.Logf("REPORT recover exit %d, Stripe event lists %d\nstdout:\n%s\nstderr:\n%s", code, stripeSrv.CountRequests("GET", "/v1/events")-before, stdout, stderr)
+	live := &hookv1.WebhookSubscription{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sub), live)).To(Succeed())
+	g.Expect(live.Status.Recovery).NotTo(BeNil())
+	g.Expect(live.Status.Recovery.LastRun).NotTo(BeNil())
+	g.Expect(live.Status.Recovery.LastRun.Result).To(Equal(hookv1.RecoveryFailed))
+	g.Expect(code).To(Equal(cli.ExitError), stderr)
+	g.Expect(stdout).To(MatchRegexp(`recover-failed/refunds\s+Failed\s+0\s+0\s+0`))
+	g.Expect(live.Status.Recovery.LastRun.Message).To(ContainSubstring("500"))
+	g.Expect(stdout).To(ContainSubstring(live.Status.Recovery.LastRun.Message))
+	g.Expect(stderr).To(ContainSubstring("1 of 1 recoveries did not succeed: recover-failed/refunds Failed"))
+}
+
+// manualRecovery makes a Stripe subscription with recovery Manual for the local endpoint at
+// base, and a manager that brings it to Ready (stop it when done).
+func manualRecovery(t *testing.T, g *WithT, tn *tenant, name, base string, events ...string) (*hookv1.WebhookSubscription, func()) {
+	sub := tn.stripeSub(name, base+"/hooks/"+tn.ns+"/"+name, events...)
+	sub.Spec.Endpoint.AllowInsecureHTTP = true
+	sub.Spec.Recovery = hookv1.RecoverySpec{Mode: hookv1.RecoveryManual}
+	g.Expect(env.Client.Create(context.Background(), sub.DeepCopy())).To(Succeed())
+	stop := startManager(t)
+	expectReady(g, sub)
+	return sub, stop
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -130,6 +132,10 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	if err != nil {
 		return err
 	}
+	owned, err := g.ownedHere(ctx, c, r, tmpl, regs)
+	if err != nil {
+		return err
+	}
 	prefix := f.namePrefix
 	if prefix == "" {
 		prefix = f.provider
@@ -144,8 +150,14 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			note.Outcome, note.Secret = "skipped", "the provider's object does not fit its client ("+reg.Unfit+")"
 		case !reg.Owner.IsZero() && reg.Owner.Cluster != name:
 			note.Outcome, note.Secret = "refused", fmt.Sprintf("carries the ownership marker of cluster %q (%s/%s): it is that cluster's", reg.Owner.Cluster, reg.Owner.Namespace, reg.Owner.Name)
-		case !reg.Owner.IsZero():
-			note.Outcome, note.Secret = "skipped", fmt.Sprintf("already owned by %s/%s in this cluster", reg.Owner.Namespace, reg.Owner.Name)
+		case owned[reg.ID].Twin:
+			o := owned[reg.ID]
+			note.Outcome, note.Subscription = "skipped", o.Subscription
+			note.Secret = fmt.Sprintf("a twin of the registration of %s in this cluster (%s): that subscription prunes or reports it", o.Subscription, o.Proof)
+		case owned[reg.ID].Subscription != "":
+			o := owned[reg.ID]
+			note.Outcome, note.Subscription = "skipped", o.Subscription
+			note.Secret = fmt.Sprintf("already owned by %s in this cluster (%s)", o.Subscription, o.Proof)
 		}
 		if note.Outcome != "" {
 			notes = append(notes, note)
@@ -174,7 +186,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		return usageError("--secret %s: the account has no importable registration %s", id, id)
 	}
 	for _, n := range notes {
-		if n.Subscription != "" {
+		if n.Subscription != "" && n.Outcome == "imported" {
 			g.progress(cmd.ErrOrStderr(), "%s %s (%s) as %s: %s", n.Outcome, n.Registration, n.URL, n.Subscription, n.Secret)
 		} else {
 			g.progress(cmd.ErrOrStderr(), "%s %s (%s): %s", n.Outcome, n.Registration, n.URL, n.Secret)
@@ -185,6 +197,27 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	}
 	_, err = fmt.Fprint(cmd.OutOrStdout(), strings.Join(docs, "---\n"))
 	return err
+}
+
+// ownedHere are the registrations of regs that a subscription of this cluster owns or serves
+// (controllers.Owners): every namespace's subscriptions are read, and the signing Secrets of
+// those on the same account.
+func (g *globals) ownedHere(ctx context.Context, c *cluster, r *controllers.Reconciler, tmpl *hookv1.WebhookSubscription, regs []providers.Registration) (map[string]controllers.Owned, error) {
+	var list hookv1.WebhookSubscriptionList
+	if err := c.client.List(ctx, &list); err != nil {
+		return nil, kubeError("listing the WebhookSubscriptions of every namespace (import skips the registrations they own)", err)
+	}
+	return r.Owners(tmpl, regs, list.Items, func(sub *hookv1.WebhookSubscription) (map[string]bool, error) {
+		var sec corev1.Secret
+		err := c.client.Get(ctx, nsName(sub.Namespace, sub.Spec.SigningSecret.Name), &sec)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, kubeError("reading the signing Secret of "+key(sub)+" (import skips the registrations whose secret it holds)", err)
+		}
+		return controllers.HeldSecrets(&sec), nil
+	})
 }
 
 func importedSubscription(tmpl *hookv1.WebhookSubscription, reg providers.Registration, name string) *hookv1.WebhookSubscription {

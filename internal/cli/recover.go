@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,8 +27,12 @@ func newRecoverCommand(g *globals) *cobra.Command {
 		Short: "Ask for a recovery run of missed events and follow it to its end",
 		Long: `recover sets the annotation hookwarden.io/recover-requested-at on each subscription and
 follows status.recovery until status.recovery.lastHandledRequestedAt equals the request, then
-prints what the run found: events recovered, skipped (already received) and beyond the
-provider's window (no longer retrievable).
+prints what the run found: its result (Succeeded, Partial or Failed) and message, events
+recovered, skipped (already received) and beyond the provider's window (no longer
+retrievable). A request the manager refused (recovery Off, or not available on the provider)
+prints its reason.
+
+Exit code 1 when any run ended Partial or Failed, or was refused; 0 when every run succeeded.
 
 Resumable: a request still pending is followed, not made again.`,
 		Example: `  hookwarden recover -n shop -l team=payments --timeout 30m`,
@@ -43,16 +48,32 @@ Resumable: a request still pending is followed, not made again.`,
 type recoveryRun struct {
 	Subscription string `json:"subscription"`
 	RequestedAt  string `json:"requestedAt"`
+	// Result is lastRun's (Succeeded, Partial, Failed), or Refused when the manager handled the
+	// request without a run (status.recovery.message says why).
+	Result       string `json:"result"`
+	Message      string `json:"message,omitempty"`
 	Recovered    int64  `json:"recovered"`
 	Skipped      int64  `json:"skipped"`
 	BeyondWindow int64  `json:"beyondWindow"`
 	Resumed      bool   `json:"resumed,omitempty"`
 }
 
-// recoveryOf reads status.recovery: handled is lastHandledRequestedAt, and the figures of
-// lastRun.
+// resultRefused is the result of a request the manager handled without a run.
+const resultRefused = "Refused"
+
+// failed reports whether the run did not recover everything it was asked to.
+func (r recoveryRun) failed() bool { return r.Result != string(hookv1.RecoverySucceeded) }
+
+// recoveryOf reads status.recovery: handled is lastHandledRequestedAt, and lastRun's result,
+// message and figures; a request handled with a message and no run since (the manager clears
+// the message when a run starts) was refused.
 func recoveryOf(u *unstructured.Unstructured) (handled string, run recoveryRun) {
 	handled, _, _ = unstructured.NestedString(u.Object, "status", "recovery", "lastHandledRequestedAt")
+	if refused, _, _ := unstructured.NestedString(u.Object, "status", "recovery", "message"); refused != "" {
+		return handled, recoveryRun{Result: resultRefused, Message: refused}
+	}
+	run.Result, _, _ = unstructured.NestedString(u.Object, "status", "recovery", "lastRun", "result")
+	run.Message, _, _ = unstructured.NestedString(u.Object, "status", "recovery", "lastRun", "message")
 	run.Recovered = nestedInt(u, "recovered")
 	run.Skipped = nestedInt(u, "skipped")
 	run.BeyondWindow = nestedInt(u, "beyondWindow")
@@ -122,7 +143,7 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 				if handled, run := recoveryOf(u); handled == runs[i].RequestedAt {
 					run.Subscription, run.RequestedAt, run.Resumed = runs[i].Subscription, runs[i].RequestedAt, runs[i].Resumed
 					runs[i] = run
-					g.progress(cmd.ErrOrStderr(), "recovered %d/%d: %s: %d recovered, %d skipped, %d beyond the window", i+1, len(runs), run.Subscription, run.Recovered, run.Skipped, run.BeyondWindow)
+					g.progress(cmd.ErrOrStderr(), "recovery %d/%d ended: %s: %s", i+1, len(runs), run.Subscription, run.summary())
 					break
 				}
 			} else if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
@@ -135,12 +156,36 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 			}
 		}
 	}
-	return g.print(cmd.OutOrStdout(), runs, func(t *table) {
-		t.header("SUBSCRIPTION", "RECOVERED", "SKIPPED", "BEYOND-WINDOW", "REQUESTED-AT")
+	if err := g.print(cmd.OutOrStdout(), runs, func(t *table) {
+		t.header("SUBSCRIPTION", "RESULT", "RECOVERED", "SKIPPED", "BEYOND-WINDOW", "REQUESTED-AT", "MESSAGE")
 		for _, r := range runs {
-			t.row(r.Subscription, strconv.FormatInt(r.Recovered, 10), strconv.FormatInt(r.Skipped, 10), strconv.FormatInt(r.BeyondWindow, 10), r.RequestedAt)
+			t.row(r.Subscription, r.Result, strconv.FormatInt(r.Recovered, 10), strconv.FormatInt(r.Skipped, 10), strconv.FormatInt(r.BeyondWindow, 10), r.RequestedAt, r.Message)
 		}
-	})
+	}); err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range runs {
+		if r.failed() {
+			failed = append(failed, r.Subscription+" "+r.Result)
+		}
+	}
+	if len(failed) > 0 {
+		return &exitError{code: ExitError, err: fmt.Errorf("%d of %d recoveries did not succeed: %s", len(failed), len(runs), strings.Join(failed, ", "))}
+	}
+	return nil
+}
+
+// summary is one line on what the run did.
+func (r recoveryRun) summary() string {
+	s := fmt.Sprintf("%s: %d recovered, %d skipped, %d beyond the window", r.Result, r.Recovered, r.Skipped, r.BeyondWindow)
+	if r.Result == resultRefused {
+		s = resultRefused
+	}
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s
 }
 
 func getUnstructured(ctx context.Context, c *cluster, nn types.NamespacedName) (*unstructured.Unstructured, error) {

@@ -17,8 +17,10 @@ func TestRecoveryOf(t *testing.T) {
 		want    recoveryRun
 	}{
 		{"no recovery status yet", `{}`, "", recoveryRun{}},
-		{"a run handled", `{"recovery":{"lastHandledRequestedAt":"t1","lastRun":{"recovered":3,"skipped":2,"beyondWindow":1}}}`, "t1", recoveryRun{Recovered: 3, Skipped: 2, BeyondWindow: 1}},
-		{"handled, figures absent (nothing missed)", `{"recovery":{"lastHandledRequestedAt":"t2"}}`, "t2", recoveryRun{}},
+		{"a run handled", `{"recovery":{"lastHandledRequestedAt":"t1","lastRun":{"result":"Succeeded","recovered":3,"skipped":2,"beyondWindow":1}}}`, "t1", recoveryRun{Result: "Succeeded", Recovered: 3, Skipped: 2, BeyondWindow: 1}},
+		{"handled, figures absent (nothing missed)", `{"recovery":{"lastHandledRequestedAt":"t2","lastRun":{"result":"Succeeded"}}}`, "t2", recoveryRun{Result: "Succeeded"}},
+		{"a failed run: its result and message", `{"recovery":{"lastHandledRequestedAt":"t3","lastRun":{"result":"Failed","message":"listing events: 500"}}}`, "t3", recoveryRun{Result: "Failed", Message: "listing events: 500"}},
+		{"refused: the message, not the figures of an older run", `{"recovery":{"lastHandledRequestedAt":"t4","message":"recovery mode is Off","lastRun":{"result":"Succeeded","recovered":3}}}`, "t4", recoveryRun{Result: "Refused", Message: "recovery mode is Off"}},
 	}
 	for _, c := range cases {
 		var status map[string]any
