@@ -185,7 +185,9 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	route := Route{Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID), Provider: string(sub.Spec.Provider.Type),
 		MaxAttempts: DefaultMaxAttempts, DedupeWindow: DefaultDedupeWindow}
 	if d := sub.Spec.Delivery; d != nil {
-		route.Sink = d.Sink.URL
+		if d.Sink != nil {
+			route.Sink = d.Sink.URL
+		}
 		if d.MaxAttempts > 0 {
 			route.MaxAttempts = int(d.MaxAttempts)
 		}
