@@ -71,14 +71,12 @@ for i = 1, n do
     for k, name in ipairs(sinks[i]) do
       local id = string.format('%d', fresh[i] + k - 1)
       local jk = ARGV[1] .. id
+      -- The head counts the event's jobs; the others name it.
+      local a, b2, c, d = 'n', #sinks[i], 'left', #sinks[i]
+      if k > 1 then a, b2, c, d = 'head', head, 'head', head end
       redis.call('HSET', jk, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
         'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8], 'sink', name,
-        'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '')
-      if k == 1 then
-        redis.call('HSET', jk, 'n', #sinks[i], 'left', #sinks[i])
-      else
-        redis.call('HSET', jk, 'head', head)
-      end
+        'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
       redis.call('ZADD', KEYS[2], ARGV[b + 6], id)
     end
     out[i] = fresh[i]
