@@ -59,6 +59,34 @@ var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnF
 		}
 	}
 
+	sinks := func(list ...map[string]any) func(u *unstructured.Unstructured) {
+		items := make([]any, len(list))
+		for i, m := range list {
+			items[i] = m
+		}
+		return set(map[string]any{"sinks": items}, "delivery")
+	}
+	httpSink := func(name string, extra map[string]any) map[string]any {
+		m := map[string]any{"name": name, "http": map[string]any{"url": "http://worker.shop.svc/events"}}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	withHTTP := func(name string, http map[string]any) map[string]any {
+		if _, ok := http["url"]; !ok {
+			http["url"] = "http://worker.shop.svc/events"
+		}
+		return map[string]any{"name": name, "http": http}
+	}
+	kafka := func(key map[string]any) map[string]any {
+		k := map[string]any{"bootstrapServers": []any{"kafka:9092"}, "topic": "orders"}
+		if key != nil {
+			k["key"] = key
+		}
+		return map[string]any{"name": "bus", "kafka": k}
+	}
+
 	DescribeTable("refused with the rule's message",
 		func(mutate func(u *unstructured.Unstructured), want string) {
 			u := valid()
@@ -85,6 +113,40 @@ var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnF
 			"spec.delivery.dedupeWindow must be at least 1m"),
 		Entry("sink not absolute", set(map[string]any{"sink": map[string]any{"url": "orders-worker:8080"}}, "delivery"),
 			"spec.delivery.sink.url must be an absolute http(s) URL"),
+		Entry("both sink and sinks", set(map[string]any{"sink": map[string]any{"url": "http://w/"}, "sinks": []any{httpSink("worker", nil)}}, "delivery"),
+			"spec.delivery: set sinks or the older sink, not both (sink is one HTTP sink named default: move it into sinks)"),
+		Entry("neither sink nor sinks", set(map[string]any{"maxAttempts": int64(3)}, "delivery"), "spec.delivery: set sinks (or the older sink)"),
+		Entry("two sinks of one name", sinks(httpSink("worker", nil), httpSink("audit", nil), httpSink("worker", nil)),
+			"spec.delivery.sinks: two sinks have the same name; each name must be unique in the list"),
+		Entry("a sink with no type", sinks(map[string]any{"name": "worker"}), "spec.delivery.sinks[]: set exactly one of http, ref, kafka, nats or amqp"),
+		Entry("a sink with two types", sinks(httpSink("worker", map[string]any{"nats": map[string]any{"urls": []any{"nats://n:4222"}, "subject": "a.b"}})),
+			"spec.delivery.sinks[]: set exactly one of http, ref, kafka, nats or amqp"),
+		Entry("a sink name that is not a DNS label", sinks(httpSink("Worker_1", nil)),
+			"spec.delivery.sinks[].name must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit"),
+		Entry("ordering mode unknown", sinks(httpSink("worker", map[string]any{"ordering": map[string]any{"mode": "Global", "key": "data.object.id"}})),
+			"spec.delivery.sinks[].ordering.mode must be PerKey"),
+		Entry("ordering key not a path", sinks(httpSink("worker", map[string]any{"ordering": map[string]any{"mode": "PerKey", "key": "object.id"}})),
+			"spec.delivery.sinks[].ordering.key must be id, type, subject, or data followed by dot-separated fields such as data.object.id"),
+		Entry("http sink not absolute", sinks(withHTTP("worker", map[string]any{"url": "worker:8080"})), "spec.delivery.sinks[].http.url must be an absolute http(s) URL"),
+		Entry("http sink with credentials in the URL", sinks(withHTTP("worker", map[string]any{"url": "https://u:p@worker/"})),
+			"spec.delivery.sinks[].http.url must not contain credentials (user:password@): use auth"),
+		Entry("http header name with a space", sinks(withHTTP("worker", map[string]any{"headers": []any{map[string]any{"name": "X Team", "value": "a"}}})),
+			"spec.delivery.sinks[].http.headers[].name must be an HTTP header name"),
+		Entry("http header the receiver sets", sinks(withHTTP("worker", map[string]any{"headers": []any{map[string]any{"name": "Ce-Id", "value": "a"}}})),
+			"spec.delivery.sinks[].http.headers[].name is a header the receiver sets itself (Content-Type, Idempotency-Key, Authorization, Host, Content-Length, User-Agent, traceparent, tracestate, ce-*)"),
+		Entry("http auth bearer and basic", sinks(withHTTP("worker", map[string]any{"auth": map[string]any{
+			"bearerToken": map[string]any{"name": "s", "key": "token"}, "basic": map[string]any{"name": "s"}}})),
+			"spec.delivery.sinks[].http.auth: set bearerToken or basic, not both"),
+		Entry("kafka key path without source Path", sinks(kafka(map[string]any{"path": "data.object.id"})),
+			"spec.delivery.sinks[].kafka.key: path is set with source Path, and only then"),
+		Entry("kafka key source unknown", sinks(kafka(map[string]any{"source": "Random"})), "spec.delivery.sinks[].kafka.key.source must be EventID, Path or None"),
+		Entry("kafka key path not a path", sinks(kafka(map[string]any{"source": "Path", "path": "customer"})),
+			"spec.delivery.sinks[].kafka.key.path must be id, type, subject, or data followed by dot-separated fields such as data.object.id"),
+		Entry("kafka sasl mechanism unknown", sinks(map[string]any{"name": "bus", "kafka": map[string]any{"bootstrapServers": []any{"kafka:9092"}, "topic": "t",
+			"sasl": map[string]any{"mechanism": "GSSAPI", "credentials": map[string]any{"name": "s"}}}}),
+			"spec.delivery.sinks[].kafka.sasl.mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+		Entry("nats subject with a wildcard", sinks(map[string]any{"name": "bus", "nats": map[string]any{"urls": []any{"nats://n:4222"}, "subject": "orders.>"}}),
+			"spec.delivery.sinks[].nats.subject must be a subject without spaces or wildcards"),
 		Entry("both url and receiver", set(map[string]any{"url": "https://hooks.example.com/x", "receiver": map[string]any{}}, "endpoint"),
 			"spec.endpoint: set exactly one of url or receiver"),
 		Entry("not a URL", set("https://hooks example.com/x", "endpoint", "url"), "spec.endpoint.url must be an absolute URL"),
@@ -110,6 +172,38 @@ var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnF
 		Entry("rest with profile and profileRef", all(rest, set(map[string]any{"profile": "name: x", "profileRef": map[string]any{"name": "p", "key": "k"}}, "provider", "rest")),
 			"spec.provider.rest: set exactly one of profileRef or profile"),
 	)
+
+	It("refuses more than 8 sinks with the schema's own message", func() {
+		u := valid()
+		var list []any
+		for i := range 9 {
+			list = append(list, httpSink(fmt.Sprintf("s%d", i), nil))
+		}
+		Expect(unstructured.SetNestedField(u.Object, map[string]any{"sinks": list}, "spec", "delivery")).To(Succeed())
+		err := k8s.Create(suiteCtx, u)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.delivery.sinks: Too many: 9: must have at most 8 items"))
+	})
+
+	It("accepts every sink type, filters, ordering and the older sink alone", func() {
+		for _, delivery := range []map[string]any{
+			{"sink": map[string]any{"url": "http://w/"}},
+			{"sinks": []any{
+				withHTTP("worker", map[string]any{"headers": []any{map[string]any{"name": "X-Team", "value": "payments"}},
+					"auth": map[string]any{"bearerToken": map[string]any{"name": "s", "key": "token"}, "caBundle": map[string]any{"name": "s", "key": "ca.crt"}}}),
+				map[string]any{"name": "broker", "ref": map[string]any{"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "default"}},
+				kafka(map[string]any{"source": "Path", "path": "data.object.customer"}),
+				map[string]any{"name": "stream", "nats": map[string]any{"urls": []any{"nats://n:4222"}, "subject": "webhooks.orders"},
+					"filter": "type.startsWith('invoice.')", "maxAttempts": int64(5), "ordering": map[string]any{"mode": "PerKey", "key": "data.object.id"}},
+				map[string]any{"name": "rabbit", "amqp": map[string]any{"url": map[string]any{"name": "s", "key": "url"}, "exchange": "webhooks", "routingKey": "orders"}},
+			}},
+		} {
+			u := valid()
+			Expect(unstructured.SetNestedField(u.Object, delivery, "spec", "delivery")).To(Succeed())
+			Expect(k8s.Create(suiteCtx, u)).To(Succeed(), "%v", delivery)
+			Expect(k8s.Delete(suiteCtx, u)).To(Succeed())
+		}
+	})
 
 	It("covers every rule of the CRD", func() {
 		b, err := os.ReadFile(filepath.Join("..", "config", "crd", "bases", "hookwarden.io_webhooksubscriptions.yaml"))

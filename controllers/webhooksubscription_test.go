@@ -359,7 +359,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		t := newTenant()
 		s := t.sub("orders", "")
 		s.Spec.Endpoint = hookv1.EndpointSpec{Receiver: &hookv1.ReceiverEndpoint{}}
-		s.Spec.Delivery = &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "http://orders-worker.shop.svc/events"}}
+		s.Spec.Delivery = &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: "http://orders-worker.shop.svc/events"}}
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 		got := expectReady(s)
 		want := "https://hooks.example.com/base/hooks/" + t.ns + "/orders"
@@ -435,13 +435,13 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		Entry("url and receiver", func(s *hookv1.WebhookSubscription) { s.Spec.Endpoint.Receiver = &hookv1.ReceiverEndpoint{} }, "set exactly one of url or receiver"),
 		Entry("neither url nor receiver", func(s *hookv1.WebhookSubscription) { s.Spec.Endpoint.URL = "" }, "set exactly one of url or receiver"),
 		Entry("sink not a URL", func(s *hookv1.WebhookSubscription) {
-			s.Spec.Delivery = &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "orders-worker:8080"}}
+			s.Spec.Delivery = &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: "orders-worker:8080"}}
 		}, "spec.delivery.sink.url must be an absolute http(s) URL"),
 		Entry("zero attempts", func(s *hookv1.WebhookSubscription) {
-			s.Spec.Delivery = &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "http://w/"}, MaxAttempts: -1}
+			s.Spec.Delivery = &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: "http://w/"}, MaxAttempts: -1}
 		}, "spec.delivery.maxAttempts"),
 		Entry("dedupe window too short", func(s *hookv1.WebhookSubscription) {
-			s.Spec.Delivery = &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "http://w/"}, DedupeWindow: &metav1.Duration{Duration: time.Second}}
+			s.Spec.Delivery = &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: "http://w/"}, DedupeWindow: &metav1.Duration{Duration: time.Second}}
 		}, "spec.delivery.dedupeWindow must be at least 1m"),
 	)
 

@@ -16,7 +16,7 @@ import (
 // it is authenticated and authorized as /metrics is (TokenReview, then a SubjectAccessReview
 // on the non-resource URL with the request's verb):
 //
-//	GET  /deadletters               list (verb get on /deadletters)
+//	GET  /deadletters               list, ?subscription=ns/name&sink=name to narrow (verb get on /deadletters)
 //	GET  /deadletters/{id}          show, with the payload (verb get on /deadletters/*)
 //	POST /deadletters/{id}/replay   back on the delivery path, same event id (verb post on /deadletters/*)
 //	POST /deadletters/{id}/purge    never delivered, still remembered for dedupe (verb post on /deadletters/*)
@@ -30,14 +30,16 @@ type Admin struct {
 
 // DeadLetter is one dead-lettered delivery as the admin API returns it.
 type DeadLetter struct {
-	ID           int64     `json:"id"`
-	Subscription string    `json:"subscription"`
-	EventID      string    `json:"eventID"`
-	EventType    string    `json:"eventType,omitempty"`
-	Attempts     int       `json:"attempts"`
-	ReceivedAt   time.Time `json:"receivedAt"`
-	LastError    string    `json:"lastError,omitempty"`
-	ContentType  string    `json:"contentType,omitempty"`
+	ID           int64  `json:"id"`
+	Subscription string `json:"subscription"`
+	// Sink is the name of the sink the delivery failed for ("default": spec.delivery.sink).
+	Sink        string    `json:"sink"`
+	EventID     string    `json:"eventID"`
+	EventType   string    `json:"eventType,omitempty"`
+	Attempts    int       `json:"attempts"`
+	ReceivedAt  time.Time `json:"receivedAt"`
+	LastError   string    `json:"lastError,omitempty"`
+	ContentType string    `json:"contentType,omitempty"`
 	// Payload is the event as the provider sent it (show only).
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
@@ -74,6 +76,9 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out := make([]DeadLetter, 0, len(jobs))
 		for _, j := range jobs {
 			if sub := r.URL.Query().Get("subscription"); sub != "" && j.Event.Subscription != sub {
+				continue
+			}
+			if sink := r.URL.Query().Get("sink"); sink != "" && j.Sink != sink {
 				continue
 			}
 			out = append(out, deadLetter(j, false))
@@ -144,7 +149,7 @@ func (a *Admin) now() time.Time {
 }
 
 func deadLetter(j store.Job, withPayload bool) DeadLetter {
-	d := DeadLetter{ID: j.ID, Subscription: j.Event.Subscription, EventID: j.Event.EventID, EventType: j.Event.EventType, Attempts: j.Attempt,
+	d := DeadLetter{ID: j.ID, Subscription: j.Event.Subscription, Sink: j.Sink, EventID: j.Event.EventID, EventType: j.Event.EventType, Attempts: j.Attempt,
 		ReceivedAt: j.Event.ReceivedAt.UTC(), LastError: j.LastError, ContentType: j.Event.ContentType}
 	if withPayload {
 		if json.Valid(j.Event.Payload) {

@@ -42,7 +42,7 @@ func routeFrom(t *testing.T, provider hookv1.ProviderType, data map[string][]byt
 	}
 	sub := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid-1"},
 		Spec: hookv1.WebhookSubscriptionSpec{Provider: hookv1.ProviderSpec{Type: provider}, SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"},
-			Delivery: &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: "http://sink.invalid/"}}}}
+			Delivery: &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: "http://sink.invalid/"}}}}
 	sec := routesecret.New("hookwarden-system", routesecret.Source{Namespace: "shop", Name: "orders", UID: "uid-1"}, data)
 	routes := receiver.NewRoutes()
 	r := &receiver.RouteReconciler{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(sub, sec).Build(), Routes: routes, Namespace: "hookwarden-system",

@@ -4,14 +4,18 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +28,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
 )
 
 // Route is what the receiver knows about one subscription.
@@ -36,12 +41,18 @@ type Route struct {
 	// Verifier, when set, verifies this route's deliveries instead of the provider type's: a
 	// scheme described in the signing Secret (a REST profile's).
 	Verifier providers.Verifier
-	// Sink, MaxAttempts and DedupeWindow come from spec.delivery.
-	Sink         string
+	// Sinks, MaxAttempts and DedupeWindow come from spec.delivery (Sinks: nil without it, and
+	// its events wait until a sink is configured).
+	Sinks        []deliver.Sink
 	MaxAttempts  int
 	DedupeWindow time.Duration
 	// verifierSpec is the description Verifier was built from (Refresh compares it).
 	verifierSpec []byte
+	// sinkNames are the names of Sinks, each event's jobs (set by Routes.Set).
+	sinkNames []string
+	// deliverySpec is spec.delivery, sinkData the route Secret's data Sinks were built from.
+	deliverySpec *hookv1.DeliverySpec
+	sinkData     map[string][]byte
 }
 
 // Key is "namespace/name", the route's id and the ledger's subscription key.
@@ -72,9 +83,41 @@ func (t *Routes) Lookup(namespace, name string) (Route, bool) {
 
 // Set adds or replaces a route.
 func (t *Routes) Set(r Route) {
+	r.sinkNames = sinkNames(r.Sinks)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	old, ok := t.m[r.Key()]
 	t.m[r.Key()] = r
+	if ok {
+		closeSinks(old.Sinks, r.Sinks)
+	}
+}
+
+// closeSinks lets go of the idle connections of old sinks that next does not keep.
+func closeSinks(old, next []deliver.Sink) {
+	for _, o := range old {
+		if o.HTTP != nil && !slices.ContainsFunc(next, func(n deliver.Sink) bool { return n.HTTP == o.HTTP }) {
+			o.HTTP.Close()
+		}
+	}
+}
+
+// Resolve is the deliver.Resolver over the table: the sink named sink of subscription
+// ("namespace/name"). ok is false when the subscription has no route or no sink configured (its
+// events wait); a sink the route no longer has comes back Gone.
+func (t *Routes) Resolve(subscription, sink string) (deliver.Sink, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.m[subscription]
+	if !ok || len(r.Sinks) == 0 {
+		return deliver.Sink{}, false
+	}
+	for _, s := range r.Sinks {
+		if s.Name == sink {
+			return s, true
+		}
+	}
+	return deliver.Sink{Name: sink, Gone: true}, true
 }
 
 // Delete removes a route.
@@ -185,7 +228,7 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	route := Route{Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID), Provider: string(sub.Spec.Provider.Type),
 		MaxAttempts: DefaultMaxAttempts, DedupeWindow: DefaultDedupeWindow}
 	if d := sub.Spec.Delivery; d != nil {
-		route.Sink = d.Sink.URL
+		route.deliverySpec = d
 		if d.MaxAttempts > 0 {
 			route.MaxAttempts = int(d.MaxAttempts)
 		}
@@ -204,9 +247,22 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	default:
 		r.withSecret(&route, &sec)
 	}
+	r.withSinks(&route)
 	r.Routes.Set(route)
 	r.Metrics.addRoute(route.Namespace, route.Name)
 	return ctrl.Result{}, nil
+}
+
+// withSinks builds the route's sinks from its delivery spec and its route Secret's data, or
+// keeps the current route's when neither changed: a sink's HTTP client (TLS) and compiled
+// filter are made once, not on every reconcile.
+func (r *RouteReconciler) withSinks(route *Route) {
+	if cur, ok := r.Routes.Lookup(route.Namespace, route.Name); ok && cur.UID == route.UID &&
+		equality.Semantic.DeepEqual(cur.deliverySpec, route.deliverySpec) && maps.EqualFunc(cur.sinkData, route.sinkData, bytes.Equal) {
+		route.Sinks = cur.Sinks
+		return
+	}
+	route.Sinks = buildSinks(route.deliverySpec, route.sinkData)
 }
 
 func (r *RouteReconciler) secretKey(namespace, name string) types.NamespacedName {
@@ -216,11 +272,12 @@ func (r *RouteReconciler) secretKey(namespace, name string) types.NamespacedName
 // withSecret sets the route's secrets and described verifier from its route Secret (nil: none).
 // A copy written for another subscription of the same name (another UID) counts as none.
 func (r *RouteReconciler) withSecret(route *Route, sec *corev1.Secret) {
-	route.Secrets, route.verifierSpec = nil, nil
+	route.Secrets, route.verifierSpec, route.sinkData = nil, nil, nil
 	if sec != nil {
 		if src, ok := routesecret.SourceOf(sec); ok && src.Namespace == route.Namespace && src.Name == route.Name && src.UID == route.UID {
 			route.Secrets = signingSecrets(sec)
 			route.verifierSpec = sec.Data[hookv1.SecretKeyVerifier]
+			route.sinkData = sinkMaterial(sec.Data)
 		}
 	}
 	route.Verifier = nil
@@ -299,6 +356,20 @@ type refusing string
 
 func (r refusing) Verify(providers.Delivery, [][]byte) (providers.Verified, error) {
 	return providers.Verified{}, providers.VerifyError("receiver", providers.ErrBadSignature, "%s", string(r))
+}
+
+// sinkMaterial is the part of a route Secret's data that belongs to sinks (routesecret.SinkKey).
+func sinkMaterial(data map[string][]byte) map[string][]byte {
+	var out map[string][]byte
+	for k, v := range data {
+		if strings.HasPrefix(k, "sink.") {
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // signingSecrets returns every distinct secret in a route Secret, in a stable order: the

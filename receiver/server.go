@@ -171,6 +171,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		// Set when the signature does not cover the id: the same signed bytes under a fresh
 		// id are then a duplicate too.
 		ReplayKey: v.ReplayKey,
+		// One job per sink; each sink's filter is applied when its job runs.
+		Sinks: route.sinkNames,
 	})
 	if errors.Is(err, store.ErrInvalidEvent) {
 		// No retry can store it, so no 503; the provider sees its own request refused. The

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwarden/hookwarden/providers"
@@ -48,7 +50,7 @@ func newHarness(t *testing.T) *harness {
 	batcher := store.NewBatcher(st, store.BatcherOptions{})
 	h := &harness{st: st, routes: receiver.NewRoutes(), now: time.Unix(1_800_000_000, 0)}
 	h.routes.Set(receiver.Route{Namespace: "shop", Name: "orders", UID: "uid-1", Provider: "stripe",
-		Secrets: [][]byte{[]byte(oldSecret)}, Sink: "http://sink.invalid/", MaxAttempts: 3, DedupeWindow: time.Hour})
+		Secrets: [][]byte{[]byte(oldSecret)}, Sinks: receiver.OneHTTPSink("http://sink.invalid/"), MaxAttempts: 3, DedupeWindow: time.Hour})
 	handler := &receiver.Handler{
 		Routes: h.routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
 		MaxBody: 1 << 10, ClaimTimeout: 5 * time.Second, Metrics: receiver.NewMetrics(prometheus.NewRegistry()),
@@ -351,5 +353,34 @@ func TestNonCanonicalPathsAreUnknownRoutes(t *testing.T) {
 	}
 	if status, answer := rawPost(t, addr, "/hooks/shop/orders", header, body); status != http.StatusAccepted {
 		t.Fatalf("the canonical path: %d %s, want 202", status, answer)
+	}
+}
+
+// Issue 30: an accepted delivery enqueues one job per sink of its route; its duplicate none.
+func TestAcceptedDeliveryHasAJobPerSink(t *testing.T) {
+	h := newHarness(t)
+	sinks := append(receiver.OneHTTPSink("http://worker.invalid/"), receiver.OneHTTPSink("http://audit.invalid/")...)
+	sinks[0].Name, sinks[1].Name = "worker", "audit"
+	h.routes.Set(receiver.Route{Namespace: "shop", Name: "orders", UID: "uid-1", Provider: "stripe",
+		Secrets: [][]byte{[]byte(oldSecret)}, Sinks: sinks, MaxAttempts: 3, DedupeWindow: time.Hour})
+	for i, want := range []int{http.StatusAccepted, http.StatusOK} {
+		if status := h.post(t, "/hooks/shop/orders", event("evt_fan"), oldSecret, h.now); status != want {
+			t.Fatalf("delivery %d answered %d, want %d", i, status, want)
+		}
+		if got := h.depth(t); got != 2 {
+			t.Errorf("after delivery %d: Depth = %d, want 2 (worker, audit)", i, got)
+		}
+	}
+	jobs, err := h.st.Lease(context.Background(), 10, h.now.Add(time.Minute), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range jobs {
+		got = append(got, j.Sink)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"audit", "worker"}, got); diff != "" {
+		t.Errorf("jobs' sinks (-want +got):\n%s", diff)
 	}
 }

@@ -147,7 +147,7 @@ func newStackOn(t testing.TB, kind, dsn string) *stack {
 		{Namespace: "shop", Name: "repos", UID: githubUID, Provider: "github"},
 		{Namespace: "shop", Name: "org", UID: orgUID, Provider: "github"},
 	} {
-		r.Secrets, r.Sink, r.MaxAttempts, r.DedupeWindow = [][]byte{[]byte(stackSecret)}, s.sink.srv.URL, 3, time.Hour
+		r.Secrets, r.Sinks, r.MaxAttempts, r.DedupeWindow = [][]byte{[]byte(stackSecret)}, receiver.OneHTTPSink(s.sink.srv.URL), 3, time.Hour
 		routes.Set(r)
 	}
 	var claims store.Store = s.claims
@@ -164,11 +164,7 @@ func newStackOn(t testing.TB, kind, dsn string) *stack {
 	s.handler = h.Mux()
 	s.srv = httptest.NewServer(s.handler)
 
-	resolve := func(key string) (deliver.Sink, bool) {
-		ns, name, _ := strings.Cut(key, "/")
-		r, ok := routes.Lookup(ns, name)
-		return deliver.Sink{URL: r.Sink}, ok
-	}
+	resolve := routes.Resolve
 	// Retries a few milliseconds apart: an undeliverable event is dead within the test.
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), resolve, deliver.Options{
 		Workers: 8, PollInterval: 100 * time.Millisecond, Wake: batcher.Committed(),

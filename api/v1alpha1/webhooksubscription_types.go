@@ -139,11 +139,24 @@ type EndpointSpec struct {
 // ReceiverEndpoint selects the bundled receiver as the delivery endpoint.
 type ReceiverEndpoint struct{}
 
-// DeliverySpec tells the bundled receiver where and how to deliver verified events.
+// DeliverySpec tells the bundled receiver where and how to deliver verified events: to every
+// sink of sinks whose filter matches, each on its own (retries, backoff, dead letters and order
+// per event and sink), or to the one HTTP sink of the older sink field.
+// +kubebuilder:validation:XValidation:rule="!(has(self.sink) && has(self.sinks))",message="spec.delivery: set sinks or the older sink, not both (sink is one HTTP sink named default: move it into sinks)"
+// +kubebuilder:validation:XValidation:rule="has(self.sink) || has(self.sinks)",message="spec.delivery: set sinks (or the older sink)"
 type DeliverySpec struct {
-	// Sink receives each event once, as a CloudEvent in HTTP binary mode.
-	Sink SinkSpec `json:"sink"`
-	// MaxAttempts before an event is dead-lettered.
+	// Sink is the older form of one HTTP sink: the same as sinks with one http sink named
+	// default. Use sinks for anything else.
+	// +optional
+	Sink *SinkSpec `json:"sink,omitempty"`
+	// Sinks receive each event whose filter they match, each independently: one sink failing
+	// or slow never holds back another.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(s, self.exists_one(t, t.name == s.name))",message="spec.delivery.sinks: two sinks have the same name; each name must be unique in the list"
+	// +optional
+	Sinks []Sink `json:"sinks,omitempty"`
+	// MaxAttempts before an event is dead-lettered (a sink's own maxAttempts overrides it).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	// +kubebuilder:default=10
@@ -160,13 +173,295 @@ type DeliverySpec struct {
 	DedupeWindow *metav1.Duration `json:"dedupeWindow,omitempty"`
 }
 
-// SinkSpec is the user's event consumer.
+// DefaultSinkName is the name of the sink that spec.delivery.sink stands for.
+const DefaultSinkName = "default"
+
+// EffectiveSinks is the list of sinks d delivers to: sinks, or the older sink as one HTTP sink
+// named default (nil when d is nil or names neither).
+func (d *DeliverySpec) EffectiveSinks() []Sink {
+	switch {
+	case d == nil:
+		return nil
+	case len(d.Sinks) > 0:
+		return d.Sinks
+	case d.Sink != nil:
+		return []Sink{{Name: DefaultSinkName, HTTP: &HTTPSink{URL: d.Sink.URL}}}
+	}
+	return nil
+}
+
+// SinkSpec is the older single HTTP sink (spec.delivery.sink).
 type SinkSpec struct {
 	// URL of the sink (http or https; usually a cluster Service).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))",message="spec.delivery.sink.url must be an absolute http(s) URL"
 	URL string `json:"url"`
+}
+
+// Sink is one named consumer of a subscription's events: exactly one of http, ref, kafka, nats
+// or amqp, with an optional filter, attempt budget and per-key order.
+// +kubebuilder:validation:XValidation:rule="(has(self.http) ? 1 : 0) + (has(self.ref) ? 1 : 0) + (has(self.kafka) ? 1 : 0) + (has(self.nats) ? 1 : 0) + (has(self.amqp) ? 1 : 0) == 1",message="spec.delivery.sinks[]: set exactly one of http, ref, kafka, nats or amqp"
+type Sink struct {
+	// Name identifies the sink in metrics, dead letters and conditions: a DNS label, unique
+	// in the list.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="spec.delivery.sinks[].name must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit"
+	Name string `json:"name"`
+	// HTTP posts each event as a CloudEvent in HTTP binary mode.
+	// +optional
+	HTTP *HTTPSink `json:"http,omitempty"`
+	// Ref posts each event to a Kubernetes addressable (a Service, a Knative Broker, anything
+	// with status.address.url), resolved by the manager and followed when it changes.
+	// +optional
+	Ref *RefSink `json:"ref,omitempty"`
+	// Kafka produces each event as a CloudEvents binary-mode record.
+	// +optional
+	Kafka *KafkaSink `json:"kafka,omitempty"`
+	// NATS publishes each event to a JetStream stream, which drops a repeat inside its
+	// duplicate window (Nats-Msg-Id is the Idempotency-Key).
+	// +optional
+	NATS *NATSSink `json:"nats,omitempty"`
+	// AMQP publishes each event to a RabbitMQ exchange with publisher confirms.
+	// +optional
+	AMQP *AMQPSink `json:"amqp,omitempty"`
+	// Filter is a CEL expression over the event (type, source, subject, id, time, data) that
+	// selects the events this sink gets, for example type.startsWith('charge.'). Empty: all.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Filter string `json:"filter,omitempty"`
+	// MaxAttempts before an event is dead-lettered for this sink (default: spec.delivery's).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+	// Ordering, when set, delivers events with the same key to this sink in arrival order.
+	// +optional
+	Ordering *SinkOrdering `json:"ordering,omitempty"`
+}
+
+// OrderingMode says how a sink orders its events.
+type OrderingMode string
+
+// OrderingPerKey delivers events with the same key in arrival order, retries included: a
+// failing event holds back only its own key, and a dead-lettered one releases it.
+const OrderingPerKey OrderingMode = "PerKey"
+
+// SinkOrdering orders a sink's events per key.
+type SinkOrdering struct {
+	// Mode is PerKey.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self == 'PerKey'",message="spec.delivery.sinks[].ordering.mode must be PerKey"
+	Mode OrderingMode `json:"mode"`
+	// Key is the path of the value events are ordered by: id, type, subject, or data followed
+	// by dot-separated fields (data.object.id). An event without it is ordered under the
+	// empty key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(id|type|subject|data([.][^.]+)+)$')",message="spec.delivery.sinks[].ordering.key must be id, type, subject, or data followed by dot-separated fields such as data.object.id"
+	Key string `json:"key"`
+}
+
+// HTTPSink posts events to a URL.
+type HTTPSink struct {
+	// URL of the sink (http or https).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))",message="spec.delivery.sinks[].http.url must be an absolute http(s) URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="spec.delivery.sinks[].http.url must not contain credentials (user:password@): use auth"
+	URL string `json:"url"`
+	// Headers are added to every request. The receiver's own headers (Content-Type,
+	// Idempotency-Key, ce-*, Authorization, Host) cannot be set here.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Headers []HTTPHeader `json:"headers,omitempty"`
+	// Auth authenticates the receiver to the sink, from Secrets in the subscription's
+	// namespace.
+	// +optional
+	Auth *HTTPAuth `json:"auth,omitempty"`
+}
+
+// HTTPHeader is one extra request header.
+type HTTPHeader struct {
+	// Name of the header.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9!#$%&*+.^_|~-]+$')",message="spec.delivery.sinks[].http.headers[].name must be an HTTP header name"
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['content-type', 'idempotency-key', 'authorization', 'host', 'content-length', 'user-agent', 'traceparent', 'tracestate']) && !self.lowerAscii().startsWith('ce-')",message="spec.delivery.sinks[].http.headers[].name is a header the receiver sets itself (Content-Type, Idempotency-Key, Authorization, Host, Content-Length, User-Agent, traceparent, tracestate, ce-*)"
+	Name string `json:"name"`
+	// Value of the header.
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value"`
+}
+
+// HTTPAuth is how the receiver authenticates to an HTTP sink, and how it checks the sink.
+// +kubebuilder:validation:XValidation:rule="!(has(self.bearerToken) && has(self.basic))",message="spec.delivery.sinks[].http.auth: set bearerToken or basic, not both"
+type HTTPAuth struct {
+	// BearerToken is sent as Authorization: Bearer <token>.
+	// +optional
+	BearerToken *SinkSecretKey `json:"bearerToken,omitempty"`
+	// Basic is a Secret with the keys username and password.
+	// +optional
+	Basic *SinkSecretRef `json:"basic,omitempty"`
+	// ClientCertificate is a Secret with the keys tls.crt and tls.key (kubernetes.io/tls), the
+	// client certificate for mutual TLS.
+	// +optional
+	ClientCertificate *SinkSecretRef `json:"clientCertificate,omitempty"`
+	// CABundle is the PEM bundle the sink's certificate must chain to (default: the system's).
+	// +optional
+	CABundle *SinkSecretKey `json:"caBundle,omitempty"`
+}
+
+// SinkSecretRef names a Secret in the subscription's namespace.
+type SinkSecretRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// SinkSecretKey names one key of a Secret in the subscription's namespace.
+type SinkSecretKey struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key within the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// RefSink is a Kubernetes object in the subscription's namespace that has an address.
+type RefSink struct {
+	// APIVersion of the object: v1 for a Service, eventing.knative.dev/v1 for a Broker.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object: Service, Broker, ...
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// KafkaKeySource says where a Kafka record's key comes from.
+type KafkaKeySource string
+
+const (
+	// KafkaKeyEventID keys records by the event id.
+	KafkaKeyEventID KafkaKeySource = "EventID"
+	// KafkaKeyPath keys records by a value of the event (key.path).
+	KafkaKeyPath KafkaKeySource = "Path"
+	// KafkaKeyNone sends records without a key.
+	KafkaKeyNone KafkaKeySource = "None"
+)
+
+// KafkaRecordKey is how records are keyed (and so partitioned).
+// +kubebuilder:validation:XValidation:rule="(has(self.source) && self.source == 'Path') == has(self.path)",message="spec.delivery.sinks[].kafka.key: path is set with source Path, and only then"
+type KafkaRecordKey struct {
+	// Source is EventID (default), Path or None.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self in ['EventID', 'Path', 'None']",message="spec.delivery.sinks[].kafka.key.source must be EventID, Path or None"
+	// +optional
+	Source KafkaKeySource `json:"source,omitempty"`
+	// Path is the value the record is keyed by, with source Path: id, type, subject, or data
+	// followed by dot-separated fields (data.object.customer).
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(id|type|subject|data([.][^.]+)+)$')",message="spec.delivery.sinks[].kafka.key.path must be id, type, subject, or data followed by dot-separated fields such as data.object.id"
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// BrokerTLS is TLS towards a broker.
+type BrokerTLS struct {
+	// CABundle is the PEM bundle the broker's certificate must chain to (default: the
+	// system's).
+	// +optional
+	CABundle *SinkSecretKey `json:"caBundle,omitempty"`
+	// ClientCertificate is a Secret with tls.crt and tls.key for mutual TLS.
+	// +optional
+	ClientCertificate *SinkSecretRef `json:"clientCertificate,omitempty"`
+}
+
+// KafkaSASLMechanism is a SASL mechanism.
+type KafkaSASLMechanism string
+
+// KafkaSASL authenticates with a user name and password from a Secret.
+type KafkaSASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self in ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512']",message="spec.delivery.sinks[].kafka.sasl.mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+	Mechanism KafkaSASLMechanism `json:"mechanism"`
+	// Credentials is a Secret with the keys username and password.
+	Credentials SinkSecretRef `json:"credentials"`
+}
+
+// KafkaSink produces events to a Kafka topic (acks from all in-sync replicas, idempotent
+// producer), each a CloudEvents binary-mode record with the Idempotency-Key as a header.
+type KafkaSink struct {
+	// BootstrapServers are host:port pairs.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	BootstrapServers []string `json:"bootstrapServers"`
+	// Topic the records go to (it must exist).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=249
+	Topic string `json:"topic"`
+	// Key says how records are keyed (default: the event id).
+	// +optional
+	Key *KafkaRecordKey `json:"key,omitempty"`
+	// TLS, when set, connects over TLS.
+	// +optional
+	TLS *BrokerTLS `json:"tls,omitempty"`
+	// SASL, when set, authenticates.
+	// +optional
+	SASL *KafkaSASL `json:"sasl,omitempty"`
+}
+
+// NATSSink publishes events to a subject a JetStream stream captures.
+type NATSSink struct {
+	// URLs of the servers (nats://host:4222, tls://host:4222).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	URLs []string `json:"urls"`
+	// Subject the events are published to; a stream must capture it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ') && !self.contains('*') && !self.contains('>')",message="spec.delivery.sinks[].nats.subject must be a subject without spaces or wildcards"
+	Subject string `json:"subject"`
+	// Credentials is a Secret with one of: user.creds (a JWT credentials file), token, or
+	// username and password.
+	// +optional
+	Credentials *SinkSecretRef `json:"credentials,omitempty"`
+	// TLS, when set, connects over TLS.
+	// +optional
+	TLS *BrokerTLS `json:"tls,omitempty"`
+}
+
+// AMQPSink publishes events to a RabbitMQ exchange (publisher confirms, mandatory, persistent).
+type AMQPSink struct {
+	// URL is a Secret key holding the amqp:// or amqps:// URL, credentials included.
+	URL SinkSecretKey `json:"url"`
+	// Exchange the events are published to ("" is the default exchange).
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Exchange string `json:"exchange,omitempty"`
+	// RoutingKey of every event.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	RoutingKey string `json:"routingKey,omitempty"`
+	// TLS adds a CA bundle or a client certificate to an amqps:// URL.
+	// +optional
+	TLS *BrokerTLS `json:"tls,omitempty"`
 }
 
 // SigningSecretSpec names the Secret the operator writes the signing secret into.

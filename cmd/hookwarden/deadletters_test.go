@@ -88,17 +88,12 @@ func TestDeadLetters(t *testing.T) {
 	defer func() { batcher.Close(); st.Close() }()
 	routes := receiver.NewRoutes()
 	const secret = "whsec_deadletters"
-	routes.Set(receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe", Secrets: [][]byte{[]byte(secret)}, Sink: sinkSrv.URL, MaxAttempts: 1})
+	routes.Set(receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe", Secrets: [][]byte{[]byte(secret)}, Sinks: receiver.OneHTTPSink(sinkSrv.URL), MaxAttempts: 1})
 	h := &receiver.Handler{Routes: routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
 		MaxBody: 1 << 16, ClaimTimeout: 5 * time.Second, Log: logr.Discard(), Now: time.Now}
 	hooks := httptest.NewServer(h.Mux())
 	defer hooks.Close()
-	resolve := func(key string) (deliver.Sink, bool) {
-		ns, name, _ := strings.Cut(key, "/")
-		r, ok := routes.Lookup(ns, name)
-		return deliver.Sink{URL: r.Sink, MaxAttempts: r.MaxAttempts}, ok
-	}
-	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), resolve,
+	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), routes.Resolve,
 		deliver.Options{Workers: 2, PollInterval: 20 * time.Millisecond, Wake: batcher.Committed(), Logger: logr.Discard()})
 	go func() { _ = pool.Run(ctx) }()
 

@@ -179,7 +179,7 @@ func (e *recEnv) subscription(name string, provider hookv1.ProviderSpec, events 
 			Endpoint:       hookv1.EndpointSpec{Receiver: &hookv1.ReceiverEndpoint{}, AllowInsecureHTTP: true},
 			Events:         events,
 			SigningSecret:  hookv1.SigningSecretSpec{Name: name + "-signing"},
-			Delivery:       &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: e.sink.url(name)}},
+			Delivery:       &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: e.sink.url(name)}},
 			ResyncInterval: &metav1.Duration{Duration: 5 * time.Second},
 			Recovery:       hookv1.RecoverySpec{Mode: mode, Lookback: &metav1.Duration{Duration: lookback}},
 		},

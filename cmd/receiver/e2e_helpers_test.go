@@ -133,7 +133,7 @@ func createSubscription(t testing.TB, ns, name, sinkURL string, maxAttempts int3
 			Endpoint:      hookv1.EndpointSpec{Receiver: &hookv1.ReceiverEndpoint{}},
 			Events:        []string{"invoice.paid"},
 			SigningSecret: hookv1.SigningSecretSpec{Name: s.SecretName},
-			Delivery:      &hookv1.DeliverySpec{Sink: hookv1.SinkSpec{URL: sinkURL}, MaxAttempts: maxAttempts},
+			Delivery:      &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: sinkURL}, MaxAttempts: maxAttempts},
 		},
 	}
 	if err := k8s.Create(ctx, sub); err != nil {

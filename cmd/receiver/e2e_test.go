@@ -406,8 +406,8 @@ func TestSinkFailures(t *testing.T) {
 	for _, want := range []struct {
 		id, sub, attempts string
 	}{{e400, retrying.Namespace + "/" + retrying.Name, "1"}, {e503, capped.Namespace + "/" + capped.Name, "3"}} {
-		if !regexp.MustCompile(`(?m)^` + deadIDs[want.id] + `\s+` + regexp.QuoteMeta(want.sub) + `\s+` + want.id + `\s+\S+\s+` + want.attempts + `\s`).MatchString(listing) {
-			t.Errorf("dead letter %s: want subscription %s and %s attempts in the listing", want.id, want.sub, want.attempts)
+		if !regexp.MustCompile(`(?m)^` + deadIDs[want.id] + `\s+` + regexp.QuoteMeta(want.sub) + `\s+default\s+` + want.id + `\s+\S+\s+` + want.attempts + `\s`).MatchString(listing) {
+			t.Errorf("dead letter %s: want subscription %s, sink default and %s attempts in the listing", want.id, want.sub, want.attempts)
 		}
 	}
 	if got := statusesOf(sk.arrivalsOf(e400)); got != "400" {
@@ -468,10 +468,10 @@ func parseDeadLetters(t *testing.T, out string) map[string]string {
 	m := map[string]string{}
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		if len(f) < 3 {
+		if len(f) < 4 {
 			t.Fatalf("dead-letters line %q", l)
 		}
-		m[f[2]] = f[0]
+		m[f[3]] = f[0] // ID SUBSCRIPTION SINK EVENT ...
 	}
 	return m
 }

@@ -162,9 +162,9 @@ func deadLetters(args []string, out io.Writer) error {
 		return err
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSUBSCRIPTION\tEVENT\tTYPE\tATTEMPTS\tRECEIVED\tLAST ERROR")
+	fmt.Fprintln(w, "ID\tSUBSCRIPTION\tSINK\tEVENT\tTYPE\tATTEMPTS\tRECEIVED\tLAST ERROR")
 	for _, j := range jobs {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Event.Subscription, j.Event.EventID, j.Event.EventType, j.Attempt,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.Event.Subscription, j.Sink, j.Event.EventID, j.Event.EventType, j.Attempt,
 			j.Event.ReceivedAt.UTC().Format(time.RFC3339), j.LastError)
 	}
 	return w.Flush()

@@ -44,7 +44,7 @@ type options struct {
 	maxBody                          int64
 	claimTimeout                     time.Duration
 	committers                       int
-	workers                          int
+	workers, sinkWorkers             int
 	lease, pollInterval              time.Duration
 	deliveryTimeout                  time.Duration
 	retryBase, retryMax              time.Duration
@@ -96,6 +96,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.committers, "store-committers", o.committers, "group commits in flight at once (0: 1 for SQLite, 2 for PostgreSQL; raise it for a remote database)")
 	fs.DurationVar(&o.claimTimeout, "claim-timeout", o.claimTimeout, "longest wait for the durable commit before answering 503")
 	fs.IntVar(&o.workers, "workers", o.workers, "concurrent deliveries to sinks")
+	fs.IntVar(&o.sinkWorkers, "sink-workers", o.sinkWorkers, "one sink's share of --workers while the other sinks of its subscription have work, so a slow sink never takes them all (0: half of --workers)")
 	fs.DurationVar(&o.lease, "lease", o.lease, "how long a delivery stays with its worker; a crashed worker's delivery is retried after it")
 	fs.DurationVar(&o.pollInterval, "poll-interval", o.pollInterval, "how often the queue is checked for due deliveries")
 	fs.DurationVar(&o.deliveryTimeout, "delivery-timeout", o.deliveryTimeout, "timeout of one delivery to a sink")
@@ -221,8 +222,8 @@ func run(ctx context.Context, o options) error {
 		Routes: routes, Verifiers: fixed, Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
 		Metrics: rmetrics, Log: log, Now: time.Now, Refresher: reconciler,
 	}
-	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), sinkResolver(routes), deliver.Options{
-		Workers: o.workers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(), Grace: o.shutdownGrace,
+	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), routes.Resolve, deliver.Options{
+		Workers: o.workers, SinkWorkers: o.sinkWorkers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(), Grace: o.shutdownGrace,
 		Backoff: deliver.Backoff{Base: o.retryBase, Max: o.retryMax}, Logger: log.WithName("deliver"), Metrics: dmetrics,
 	})
 
@@ -289,21 +290,6 @@ func storeReachable(st store.Store) healthz.Checker {
 			return fmt.Errorf("store unreachable: %w", err)
 		}
 		return nil
-	}
-}
-
-// sinkResolver gives the delivery pool each subscription's current sink.
-func sinkResolver(routes *receiver.Routes) func(string) (deliver.Sink, bool) {
-	return func(key string) (deliver.Sink, bool) {
-		ns, name, ok := strings.Cut(key, "/")
-		if !ok {
-			return deliver.Sink{}, false
-		}
-		r, ok := routes.Lookup(ns, name)
-		if !ok || r.Sink == "" {
-			return deliver.Sink{}, false
-		}
-		return deliver.Sink{URL: r.Sink, MaxAttempts: r.MaxAttempts}, true
 	}
 }
 

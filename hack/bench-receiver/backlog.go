@@ -131,13 +131,13 @@ func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind st
 		}
 		size = func(ctx context.Context) (int64, error) {
 			var b int64
-			err := db.QueryRowContext(ctx, `SELECT pg_total_relation_size('hw_events')`).Scan(&b)
+			err := db.QueryRowContext(ctx, `SELECT pg_total_relation_size('hw_events') + pg_total_relation_size('hw_sink_jobs')`).Scan(&b)
 			return b, err
 		}
 		// What autovacuum does on its own after a bulk insert, done at once so that the
 		// figures do not depend on when it wakes: statistics and the visibility map.
 		vacuum = func(ctx context.Context) error {
-			_, err := db.ExecContext(ctx, `VACUUM (ANALYZE) hw_events`)
+			_, err := db.ExecContext(ctx, `VACUUM (ANALYZE) hw_events, hw_sink_jobs`)
 			return err
 		}
 	default:

@@ -205,7 +205,9 @@ func drain(ctx context.Context, st store.Store, o drainOptions) (*drainResult, e
 		return nil, err
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{}),
-		func(string) (deliver.Sink, bool) { return deliver.Sink{URL: url}, true },
+		func(_, sink string) (deliver.Sink, bool) {
+			return deliver.Sink{Name: sink, HTTP: &deliver.HTTPTarget{URL: url}}, true
+		},
 		deliver.Options{Workers: workers, Backoff: o.backoff, Logger: logr.Discard()})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

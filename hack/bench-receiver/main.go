@@ -476,7 +476,7 @@ func newReceiver(claims receiver.Claimer, log logr.Logger) *receiver.Handler {
 	routes.Set(receiver.Route{
 		Namespace: routeNamespace, Name: routeName, UID: "5f0c2a8e-3b7d-4e19-9a61-2d4b8c7e1f03",
 		Provider: string(hookv1.ProviderStripe), Secrets: [][]byte{[]byte(secret)},
-		Sink: "http://127.0.0.1:9/unused", MaxAttempts: receiver.DefaultMaxAttempts, DedupeWindow: receiver.DefaultDedupeWindow,
+		Sinks: receiver.OneHTTPSink("http://127.0.0.1:9/unused"), MaxAttempts: receiver.DefaultMaxAttempts, DedupeWindow: receiver.DefaultDedupeWindow,
 	})
 	return &receiver.Handler{
 		Routes: routes, Verifiers: map[string]providers.Verifier{string(hookv1.ProviderStripe): stripe.NewVerifier()},

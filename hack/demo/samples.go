@@ -186,7 +186,7 @@ func rewrite(obj map[string]any, rw rewriting) (subRef, error) {
 		endpoint["allowInsecureHTTP"] = strings.HasPrefix(rw.receiverBase, "http://")
 		ref.receiver, ref.endpoint = true, sub.Spec.Endpoint.URL
 	}
-	if d := sub.Spec.Delivery; d != nil && d.Sink.URL != "" {
+	if d := sub.Spec.Delivery; d != nil && d.Sink != nil && d.Sink.URL != "" {
 		u, err := url.Parse(d.Sink.URL)
 		if err != nil {
 			return subRef{}, fmt.Errorf("WebhookSubscription %s: spec.delivery.sink.url: %w", name, err)

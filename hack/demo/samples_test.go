@@ -74,7 +74,7 @@ func TestLoadSamples(t *testing.T) {
 		if s.Spec.Recovery.Lookback != nil {
 			v.Recovery += " " + s.Spec.Recovery.Lookback.Duration.String()
 		}
-		if s.Spec.Delivery != nil {
+		if s.Spec.Delivery != nil && s.Spec.Delivery.Sink != nil {
 			v.Sink = s.Spec.Delivery.Sink.URL
 		}
 		got[name] = v

@@ -66,6 +66,23 @@ func Data(signing map[string][]byte) map[string][]byte {
 	return out
 }
 
+// Keys of a sink's material in a route Secret (see SinkKey): the URL the manager resolved for a
+// ref sink, and the credentials it copied from the user's Secrets named in the sink's spec.
+const (
+	SinkFieldURL         = "url"
+	SinkFieldBearerToken = "bearer-token"
+	SinkFieldUsername    = "username"
+	SinkFieldPassword    = "password"
+	SinkFieldCert        = "tls.crt"
+	SinkFieldKey         = "tls.key"
+	SinkFieldCA          = "ca.crt"
+)
+
+// SinkKey is the route Secret key of field of the sink named sink: "sink.<sink>.<field>". The
+// receiver reads a sink's credentials there (it reads no Secret outside its namespace), so they
+// travel to it, and follow rotation, the way signing secrets do.
+func SinkKey(sink, field string) string { return "sink." + sink + "." + field }
+
 // Source is what a route Secret says it was copied from.
 type Source struct {
 	Namespace, Name, UID string

@@ -25,6 +25,14 @@ type Backoff struct {
 	Rand func(n int64) int64
 }
 
+// ceiling is the longest wait (Max, or its default).
+func (b Backoff) ceiling() time.Duration {
+	if b.Max <= 0 {
+		return DefaultBackoffMax
+	}
+	return b.Max
+}
+
 // Delay is how long to wait after failed attempt n (1-based) before trying again.
 func (b Backoff) Delay(attempt int, retryAfter time.Duration) time.Duration {
 	base, maxWait := b.Base, b.Max

@@ -36,9 +36,16 @@ func (s *memStore) ClaimBatch(_ context.Context, events []store.Event) ([]bool, 
 			dup[i] = true
 			continue
 		}
-		s.nextID++
 		ev.Payload = slices.Clone(ev.Payload)
-		s.jobs[s.nextID] = &store.Job{ID: s.nextID, Event: ev, State: store.StatePending, RunAt: ev.ReceivedAt}
+		sinks := ev.Sinks
+		if len(sinks) == 0 {
+			sinks = []string{store.DefaultSink}
+		}
+		ev.Sinks = nil
+		for _, sink := range sinks {
+			s.nextID++
+			s.jobs[s.nextID] = &store.Job{ID: s.nextID, Event: ev, Sink: sink, State: store.StatePending, RunAt: ev.ReceivedAt}
+		}
 		s.seen[key] = s.nextID
 	}
 	return dup, nil

@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_receiver_delivery_attempts_total",
-			Help: "Delivery attempts to sinks, by result (delivered, retry, dead).",
+			Help: "Delivery attempts to sinks, by result (delivered, retry, dead; filtered: the sink's filter did not select the event).",
 		}, []string{"result"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwarden_receiver_dead_letters_total",
@@ -44,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	// Expose every result from the start so rate() sees the first increment.
-	for _, r := range []string{ResultDelivered, ResultRetry, ResultDead} {
+	for _, r := range []string{ResultDelivered, ResultRetry, ResultDead, ResultFiltered} {
 		m.attempts.WithLabelValues(r)
 	}
 	return m, nil

@@ -1,9 +1,11 @@
 package deliver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,21 +27,31 @@ const (
 // the outcome of a delivery that finished during shutdown is still recorded.
 const reportTimeout = 10 * time.Second
 
-// errNoSink retries a job whose subscription, or its sink, is gone: the user may be recreating
-// it, and a dead letter would need a manual replay.
+// errNoSink retries a job whose subscription, or its delivery spec, is gone: the user may be
+// recreating it, and a dead letter would need a manual replay.
 var errNoSink = errors.New("no sink configured")
 
-// Sink is where a subscription's events go.
-type Sink struct {
-	URL string
-	// MaxAttempts applies only to jobs whose event does not carry its own.
-	MaxAttempts int
-}
+// misconfiguredWait is how long the jobs of a sink that cannot take events wait before they are
+// looked at again (at most the backoff's ceiling).
+const misconfiguredWait = 10 * time.Second
+
+// ResultFiltered counts a job completed without a delivery: its sink's filter does not select
+// the event.
+const ResultFiltered = "filtered"
+
+// Resolver looks up the current sink named sink of a subscription ("namespace/name"); ok is
+// false when the subscription has no route or no delivery spec. It is called once per attempt,
+// so a changed sink applies to the next attempt.
+type Resolver func(subscription, sink string) (s Sink, ok bool)
 
 // Options configure a Pool; zero values take the defaults.
 type Options struct {
 	// Workers bounds concurrent deliveries (default 8).
 	Workers int
+	// SinkWorkers is one sink's share of the workers (default: half of Workers, at least 1):
+	// while other sinks of its subscription have jobs, a sink with this many deliveries in
+	// flight waits, so a slow sink never takes every worker from the others.
+	SinkWorkers int
 	// Lease is how long a job stays with its worker (default 30 s). A crashed worker's job is
 	// delivered again once its lease expires, so Lease must exceed the Sender's timeout.
 	Lease time.Duration
@@ -58,20 +70,22 @@ type Options struct {
 	Metrics *Metrics
 }
 
-// Pool leases due jobs from the store and delivers them to their subscription's sink.
+// Pool leases due jobs from the store and delivers each to its sink.
 type Pool struct {
 	st      store.Store
 	sender  *Sender
-	resolve func(subscription string) (Sink, bool)
+	resolve Resolver
 	opts    Options
 	log     logr.Logger
 }
 
-// New returns a Pool. resolve looks up the current sink of a subscription ("namespace/name");
-// it is called once per attempt, so a changed sink URL applies to the next attempt.
-func New(st store.Store, sender *Sender, resolve func(subscription string) (Sink, bool), opts Options) *Pool {
+// New returns a Pool delivering to the sinks resolve finds.
+func New(st store.Store, sender *Sender, resolve Resolver, opts Options) *Pool {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.SinkWorkers <= 0 {
+		opts.SinkWorkers = max(opts.Workers/2, 1)
 	}
 	if opts.Lease <= 0 {
 		opts.Lease = DefaultLease
@@ -109,8 +123,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	// Deliveries outlive ctx by up to the grace period.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	done := make(chan struct{}, p.opts.Workers)
+	done := make(chan sinkKey, p.opts.Workers)
 	inflight := 0
+	perSink := map[sinkKey]int{}
 
 	ticker := time.NewTicker(p.opts.PollInterval)
 	defer ticker.Stop()
@@ -123,19 +138,47 @@ func (p *Pool) Run(ctx context.Context) error {
 	var ready []store.Job
 	// want is set when the queue may hold due jobs.
 	want := true
+	finished := func(k sinkKey) {
+		inflight--
+		if perSink[k]--; perSink[k] == 0 {
+			delete(perSink, k)
+		}
+	}
+	// A job held back for its sink's share waits this long: about when one of the sink's
+	// deliveries may have ended, so a slow sink's jobs are not leased and given back on every
+	// poll.
+	capWait := max(p.opts.PollInterval, min(p.sender.Timeout()/4, time.Second))
 	for {
+		// Deliveries that ended free their workers first: a run of leases must not starve them.
+		for more := true; more; {
+			select {
+			case k := <-done:
+				finished(k)
+			default:
+				more = false
+			}
+		}
 		for len(ready) > 0 && inflight < p.opts.Workers && ctx.Err() == nil {
 			j := ready[0]
 			ready = ready[1:]
-			if p.opts.Now().Add(p.sender.Timeout()).After(j.LeaseUntil) {
+			k := sinkKey{j.Event.Subscription, j.Sink}
+			switch {
+			case p.opts.Now().Add(p.sender.Timeout()).After(j.LeaseUntil):
 				// Waited so long that its lease could end mid-delivery: give it back.
 				p.release(workCtx, p.jobLog(j), j, 0, errors.New("lease too close to its end to start the delivery"))
 				continue
+			case perSink[k] >= p.opts.SinkWorkers && othersBusy(perSink, ready, k):
+				// Its sink has its share of the workers while other sinks have work (a slow
+				// sink): back to the queue for a moment, so that the jobs behind it are leased
+				// and go first. Alone, a sink may use every worker.
+				p.release(workCtx, p.jobLog(j), j, capWait, errors.New("its sink has its share of the workers busy"))
+				continue
 			}
 			inflight++
+			perSink[k]++
 			go func() {
 				p.deliver(workCtx, j)
-				done <- struct{}{}
+				done <- k
 			}()
 		}
 		if want && len(ready) <= p.opts.Workers/2 && ctx.Err() == nil {
@@ -160,8 +203,8 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 			p.drain(inflight, done, cancelWork)
 			return nil
-		case <-done:
-			inflight--
+		case k := <-done:
+			finished(k)
 		case <-p.opts.Wake:
 			want = true
 		case <-ticker.C:
@@ -170,7 +213,22 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 }
 
-func (p *Pool) drain(inflight int, done <-chan struct{}, cancelWork context.CancelFunc) {
+// sinkKey is one sink of one subscription.
+type sinkKey struct{ subscription, sink string }
+
+// othersBusy reports whether another sink of k's subscription has deliveries in flight or jobs
+// ready. Sinks of other subscriptions do not count: the share keeps a subscription's slow sink
+// from holding back its other sinks, and leaves the queue's order across subscriptions alone.
+func othersBusy(perSink map[sinkKey]int, ready []store.Job, k sinkKey) bool {
+	for o := range perSink {
+		if o.subscription == k.subscription && o.sink != k.sink {
+			return true
+		}
+	}
+	return slices.ContainsFunc(ready, func(j store.Job) bool { return j.Event.Subscription == k.subscription && j.Sink != k.sink })
+}
+
+func (p *Pool) drain(inflight int, done <-chan sinkKey, cancelWork context.CancelFunc) {
 	if inflight == 0 {
 		return
 	}
@@ -190,7 +248,7 @@ func (p *Pool) drain(inflight int, done <-chan struct{}, cancelWork context.Canc
 
 // jobLog is the pool's logger with j's identifiers.
 func (p *Pool) jobLog(j store.Job) logr.Logger {
-	return p.log.WithValues("jobID", j.ID, logkeys.Subscription, j.Event.Subscription, logkeys.EventID, j.Event.EventID, logkeys.Attempt, j.Attempt)
+	return p.log.WithValues("jobID", j.ID, logkeys.Subscription, j.Event.Subscription, "sink", j.Sink, logkeys.EventID, j.Event.EventID, logkeys.Attempt, j.Attempt)
 }
 
 // deliver makes one attempt at j and records its outcome.
@@ -198,22 +256,45 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	ev := j.Event
 	log := p.jobLog(j)
 
-	sink, ok := p.resolve(ev.Subscription)
-	if !ok || sink.URL == "" {
+	sink, ok := p.resolve(ev.Subscription, j.Sink)
+	switch {
+	case !ok:
 		// Not an attempt: the event was never offered to a sink, so it must not use up the
 		// budget and be dead-lettered once the sink is back.
 		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), errNoSink)
 		return
+	case sink.Gone:
+		p.dead(ctx, log, j, fmt.Errorf("the subscription has no sink named %q any more (spec.delivery.sinks)", j.Sink))
+		return
+	case sink.Problem != "":
+		// Misconfigured: the event waits, uncounted, until the sink is fixed.
+		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), fmt.Errorf("sink %s cannot take events: %s", j.Sink, sink.Problem))
+		return
 	}
-	maxAttempts := ev.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = sink.MaxAttempts
+	maxAttempts := cmp.Or(sink.MaxAttempts, ev.MaxAttempts, DefaultMaxAttempts)
+
+	if sink.Filter != nil {
+		match, err := sink.Filter.Match(ev, Source(ev))
+		if err != nil {
+			// The event's own failure: retried (the filter may be fixed), then dead-lettered,
+			// for this sink alone.
+			p.failed(ctx, log, j, maxAttempts, &Error{Retryable: true, Unsent: true, Err: err})
+			return
+		}
+		if !match {
+			p.opts.Metrics.attempt(ResultFiltered)
+			if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, p.opts.Now()) }) {
+				log.V(1).Info("Not for this sink: its filter does not select the event")
+			}
+			return
+		}
 	}
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
+	if sink.HTTP == nil {
+		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), fmt.Errorf("sink %s has no kind this receiver can send to", j.Sink))
+		return
 	}
 
-	status, err := p.sender.Send(ctx, sink.URL, ev)
+	status, err := p.sender.Send(ctx, sink.HTTP, ev)
 	if status != 0 {
 		log = log.WithValues("status", status)
 	}
@@ -227,6 +308,12 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 		return
 	}
 
+	p.failed(ctx, log, j, maxAttempts, err)
+}
+
+// failed records a failed attempt: retried with backoff, or dead-lettered when it cannot
+// succeed or the budget is spent; an attempt cut short by shutdown is given back uncounted.
+func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAttempts int, err error) {
 	var de *Error
 	if !errors.As(err, &de) {
 		de = &Error{Retryable: true, Err: err}

@@ -120,8 +120,8 @@ type harness struct {
 }
 
 type harnessOptions struct {
-	resolve func(string) (Sink, bool) // default: the fake sink, no MaxAttempts
-	opts    Options                   // store, clock, metrics and logger are filled in
+	resolve Resolver // default: the fake sink, no MaxAttempts
+	opts    Options  // store, clock, metrics and logger are filled in
 }
 
 func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
@@ -141,8 +141,8 @@ func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
 	}
 	resolve := ho.resolve
 	if resolve == nil {
-		resolve = func(sub string) (Sink, bool) {
-			return Sink{URL: h.sink.srv.URL}, sub == testEvent().Subscription
+		resolve = func(sub, sink string) (Sink, bool) {
+			return Sink{Name: sink, HTTP: &HTTPTarget{URL: h.sink.srv.URL}}, sub == testEvent().Subscription
 		}
 	}
 	o := ho.opts
@@ -244,6 +244,7 @@ func wantMetrics(delivered, retry, dead, deadLetters float64, e2eCount, e2eSum f
 		"hookwarden_receiver_delivery_attempts_total{result=delivered}": delivered,
 		"hookwarden_receiver_delivery_attempts_total{result=retry}":     retry,
 		"hookwarden_receiver_delivery_attempts_total{result=dead}":      dead,
+		"hookwarden_receiver_delivery_attempts_total{result=filtered}":  0,
 		"hookwarden_receiver_dead_letters_total":                        deadLetters,
 		"hookwarden_receiver_end_to_end_seconds_count":                  e2eCount,
 		"hookwarden_receiver_end_to_end_seconds_sum":                    e2eSum,
@@ -343,10 +344,10 @@ func TestPoolDeadLetters(t *testing.T) {
 			wantLastErrPart: "gave up after 2 attempts",
 		},
 		{
-			reason:          "the event's MaxAttempts wins over the sink's",
+			reason:          "a sink's own maxAttempts wins over the event's (spec.delivery.maxAttempts)",
 			script:          []reply{{status: 500}},
-			eventMax:        1,
-			sinkMax:         4,
+			eventMax:        4,
+			sinkMax:         1,
 			wantAttempt:     1,
 			wantLastErrPart: "gave up after 1 attempts",
 		},
@@ -354,8 +355,8 @@ func TestPoolDeadLetters(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
 			var h *harness
-			h = newHarness(t, harnessOptions{resolve: func(string) (Sink, bool) {
-				return Sink{URL: h.sink.srv.URL, MaxAttempts: tc.sinkMax}, true
+			h = newHarness(t, harnessOptions{resolve: func(_, sink string) (Sink, bool) {
+				return Sink{Name: sink, HTTP: &HTTPTarget{URL: h.sink.srv.URL}, MaxAttempts: tc.sinkMax}, true
 			}}, tc.script...)
 			ev := testEvent()
 			ev.MaxAttempts = tc.eventMax
@@ -392,8 +393,8 @@ func TestPoolDeadLetters(t *testing.T) {
 func TestPoolWithoutSinkRetriesUntilOneAppears(t *testing.T) {
 	var configured atomic.Bool
 	var h *harness
-	h = newHarness(t, harnessOptions{resolve: func(string) (Sink, bool) {
-		return Sink{URL: h.sink.srv.URL}, configured.Load()
+	h = newHarness(t, harnessOptions{resolve: func(_, sink string) (Sink, bool) {
+		return Sink{Name: sink, HTTP: &HTTPTarget{URL: h.sink.srv.URL}}, configured.Load()
 	}}, reply{status: 200})
 	ev := testEvent()
 	ev.MaxAttempts = 1
@@ -520,7 +521,7 @@ func TestPoolShutdown(t *testing.T) {
 
 func TestPoolRejectsLeaseShorterThanTimeout(t *testing.T) {
 	p := New(newMemStore(), NewSender(SenderOptions{Timeout: 10 * time.Second}),
-		func(string) (Sink, bool) { return Sink{}, false }, Options{Lease: 5 * time.Second})
+		func(string, string) (Sink, bool) { return Sink{}, false }, Options{Lease: 5 * time.Second})
 	if err := p.Run(context.Background()); err == nil {
 		t.Error("Run() = nil, want an error: a lease shorter than a request redelivers slow sinks")
 	}

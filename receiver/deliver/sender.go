@@ -102,12 +102,7 @@ func NewSender(o SenderOptions) *Sender {
 		o.Now = time.Now
 	}
 	return &Sender{
-		client: &http.Client{
-			Transport: o.Transport,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
+		client:  &http.Client{Transport: o.Transport, CheckRedirect: noRedirects},
 		timeout: o.Timeout,
 		now:     o.Now,
 	}
@@ -115,6 +110,14 @@ func NewSender(o SenderOptions) *Sender {
 
 // Timeout is the per-request deadline.
 func (s *Sender) Timeout() time.Duration { return s.timeout }
+
+// Source is the CloudEvent source of ev: hookwarden/<namespace>/<name> of its subscription.
+func Source(ev store.Event) string { return "hookwarden/" + ev.Subscription }
+
+// IdempotencyKeyAttribute is the CloudEvents extension attribute that carries the
+// Idempotency-Key (ce-idempotencykey in HTTP binary mode), for sinks that keep only CloudEvent
+// attributes.
+const IdempotencyKeyAttribute = "idempotencykey"
 
 // IdempotencyKey identifies one event of one subscription across every delivery attempt and
 // replay, so the sink can drop a retried delivery it already processed. It uses the
@@ -162,21 +165,18 @@ func mustEncode(c byte) bool {
 	return c <= ' ' || c > '~' || c == '"' || c == '%'
 }
 
-// Send posts ev to sinkURL. It returns the sink's status code (0 when there was no response)
-// and nil on 2xx, otherwise an *Error.
-func (s *Sender) Send(ctx context.Context, sinkURL string, ev store.Event) (int, error) {
+// Send posts ev to the HTTP sink t. It returns the sink's status code (0 when there was no
+// response) and nil on 2xx, otherwise an *Error.
+func (s *Sender) Send(ctx context.Context, t *HTTPTarget, ev store.Event) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sinkURL, bytes.NewReader(ev.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(ev.Payload))
 	if err != nil {
 		// A malformed URL is a configuration error the user can fix; keep the job until then.
 		return 0, &Error{Retryable: true, Unsent: true, Err: errors.New("invalid sink URL")}
 	}
-	eventType := ev.EventType
-	if eventType == "" {
-		eventType = DefaultEventType
-	}
+	eventType := cloudEventType(ev)
 	contentType := ev.ContentType
 	if contentType == "" {
 		contentType = DefaultContentType
@@ -189,16 +189,26 @@ func (s *Sender) Send(ctx context.Context, sinkURL string, ev store.Event) (int,
 		return 0, &Error{Unsent: true, Err: errors.New("the event's Content-Type is not a valid HTTP header value")}
 	}
 	h := req.Header
+	for k, v := range t.Header {
+		h[k] = v
+	}
 	h.Set("ce-specversion", "1.0")
 	h.Set("ce-id", HeaderValue(ev.EventID))
-	h.Set("ce-source", HeaderValue("hookwarden/"+ev.Subscription))
+	h.Set("ce-source", HeaderValue(Source(ev)))
 	h.Set("ce-type", HeaderValue(eventType))
 	h.Set("ce-time", ev.ReceivedAt.UTC().Format(time.RFC3339Nano))
 	h.Set("Content-Type", contentType)
 	h.Set("Idempotency-Key", IdempotencyKey(ev))
+	// The same key as a CloudEvents extension attribute: a Knative Broker passes on the ce-
+	// attributes and drops other headers.
+	h.Set("ce-"+IdempotencyKeyAttribute, IdempotencyKey(ev))
 	h.Set("User-Agent", UserAgent)
 
-	resp, err := s.client.Do(req)
+	client := s.client
+	if t.Client != nil {
+		client = t.Client
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, &Error{Retryable: true, Err: transportError(ctx, err)}
 	}

@@ -60,42 +60,45 @@ func TestSenderRequest(t *testing.T) {
 			reason: "every CloudEvents attribute comes from the event; the key from the subscription UID and event id",
 			ev:     full,
 			want: map[string]string{
-				"Ce-Specversion":  "1.0",
-				"Ce-Id":           "evt_1NqZ",
-				"Ce-Source":       "hookwarden/shop/payments",
-				"Ce-Type":         "payment_intent.succeeded",
-				"Ce-Time":         "2026-03-14T14:09:26.535897932Z",
-				"Content-Type":    "application/json; charset=utf-8",
-				"Idempotency-Key": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
-				"User-Agent":      "hookwarden-receiver",
+				"Ce-Specversion":    "1.0",
+				"Ce-Id":             "evt_1NqZ",
+				"Ce-Source":         "hookwarden/shop/payments",
+				"Ce-Type":           "payment_intent.succeeded",
+				"Ce-Time":           "2026-03-14T14:09:26.535897932Z",
+				"Content-Type":      "application/json; charset=utf-8",
+				"Idempotency-Key":   "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
+				"Ce-Idempotencykey": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
+				"User-Agent":        "hookwarden-receiver",
 			},
 		},
 		{
 			reason: "an event without type or content type gets the defaults",
 			ev:     bare,
 			want: map[string]string{
-				"Ce-Specversion":  "1.0",
-				"Ce-Id":           "evt_1NqZ",
-				"Ce-Source":       "hookwarden/shop/payments",
-				"Ce-Type":         "hookwarden.event",
-				"Ce-Time":         "2026-03-14T14:09:26.535897932Z",
-				"Content-Type":    "application/json",
-				"Idempotency-Key": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
-				"User-Agent":      "hookwarden-receiver",
+				"Ce-Specversion":    "1.0",
+				"Ce-Id":             "evt_1NqZ",
+				"Ce-Source":         "hookwarden/shop/payments",
+				"Ce-Type":           "hookwarden.event",
+				"Ce-Time":           "2026-03-14T14:09:26.535897932Z",
+				"Content-Type":      "application/json",
+				"Idempotency-Key":   "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
+				"Ce-Idempotencykey": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt_1NqZ",
+				"User-Agent":        "hookwarden-receiver",
 			},
 		},
 		{
 			reason: "id, type and key are percent-encoded as the CloudEvents HTTP binding says (CR, LF, space, quote, percent, non-ASCII)",
 			ev:     hostile,
 			want: map[string]string{
-				"Ce-Specversion":  "1.0",
-				"Ce-Id":           "evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
-				"Ce-Source":       "hookwarden/shop/payments",
-				"Ce-Type":         "invoice.paid%0D%0A",
-				"Ce-Time":         "2026-03-14T14:09:26.535897932Z",
-				"Content-Type":    "application/json; charset=utf-8",
-				"Idempotency-Key": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
-				"User-Agent":      "hookwarden-receiver",
+				"Ce-Specversion":    "1.0",
+				"Ce-Id":             "evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
+				"Ce-Source":         "hookwarden/shop/payments",
+				"Ce-Type":           "invoice.paid%0D%0A",
+				"Ce-Time":           "2026-03-14T14:09:26.535897932Z",
+				"Content-Type":      "application/json; charset=utf-8",
+				"Idempotency-Key":   "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
+				"Ce-Idempotencykey": "5f0c6f3e-1111-4a4a-9b9b-000000000001:evt%0D%0AX-Injected:%20yes%20%22%C3%A9%22%2541",
+				"User-Agent":        "hookwarden-receiver",
 			},
 		},
 	}
@@ -109,7 +112,7 @@ func TestSenderRequest(t *testing.T) {
 			}))
 			defer srv.Close()
 
-			status, err := NewSender(SenderOptions{}).Send(context.Background(), srv.URL+"/events", tc.ev)
+			status, err := NewSender(SenderOptions{}).Send(context.Background(), &HTTPTarget{URL: srv.URL + "/events"}, tc.ev)
 			if err != nil || status != http.StatusAccepted {
 				t.Fatalf("Send() = %d, %v; want 202, nil", status, err)
 			}
@@ -237,7 +240,7 @@ func TestSenderClassification(t *testing.T) {
 				tc.event(&ev)
 			}
 			s := NewSender(SenderOptions{Timeout: 500 * time.Millisecond, Now: func() time.Time { return t0 }})
-			status, err := s.Send(context.Background(), url, ev)
+			status, err := s.Send(context.Background(), &HTTPTarget{URL: url}, ev)
 
 			got := outcome{Status: status, Delivered: err == nil}
 			if err != nil {

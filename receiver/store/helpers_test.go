@@ -93,7 +93,7 @@ func setRowsPerStatement(s Store, n int) {
 	}
 }
 
-// countEvents counts the recorded events (ledger rows, Redis job hashes).
+// countEvents counts the recorded events (ledger rows, Redis dedupe keys).
 func (e *env) countEvents(t *testing.T) int {
 	t.Helper()
 	ctx := testCtx(t)
@@ -105,7 +105,7 @@ func (e *env) countEvents(t *testing.T) int {
 		return n
 	}
 	r := e.s.(*Redis)
-	keys, err := redisKeys(ctx, r, r.prefix+":{s:*}:j:*")
+	keys, err := redisKeys(ctx, r, r.prefix+":{s:*}:e:*")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,12 +197,14 @@ func newSQL(db *sql.DB, d dialect, o options) *SQL {
 	return s
 }
 
-// migrate creates the schema if it is missing. Every statement is idempotent.
+// migrate creates the schema if it is missing, and brings the schema of an earlier version up
+// to date. Every statement is idempotent.
 //
-// One table is both the dedupe ledger and the delivery queue: an event row carries its job's
-// state. A claim is then one insert into one table with two indexes (the unique key and the
-// due-job index), which is most of what an acknowledgement costs on SQLite. The small, hot
-// columns come first and the payload last, so reading a row's state does not walk the payload.
+// hw_events is the dedupe ledger: one row per event, unique on (subscription, event id), with
+// the payload last so that reading a row's small columns does not walk it. hw_sink_jobs is the
+// queue: one job per (event, sink), keyed by the event's row id and the sink's slot (its place
+// in the event's sink list), without a rowid of its own, so a job's id is computed from its key
+// (jobID) and a claim adds two index entries per job: its key and the due index.
 func (s *SQL) migrate(ctx context.Context) error {
 	// Not AUTOINCREMENT: its sqlite_sequence page costs each commit one more WAL frame (10–20 %
 	// of a claim), and SQLite reuses an id only after the newest row was swept, i.e. after a
@@ -211,27 +213,35 @@ func (s *SQL) migrate(ctx context.Context) error {
 	if s.dialect == dialectPostgres {
 		id, blob, keyed = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA", ""
 	}
+	jobs := `CREATE TABLE IF NOT EXISTS hw_sink_jobs (
+	event BIGINT NOT NULL,
+	slot INTEGER NOT NULL,
+	sink TEXT NOT NULL,
+	state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'retryable', 'completed', 'dead', 'blocked')),
+	attempts INTEGER NOT NULL DEFAULT 0,
+	run_at BIGINT NOT NULL,
+	lease_until BIGINT NOT NULL DEFAULT 0,
+	updated_at BIGINT NOT NULL,
+	last_error TEXT NOT NULL DEFAULT '',
+	order_key TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (event, slot)
+)` + keyed
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS hw_events (
 	id ` + id + `,
 	subscription TEXT NOT NULL,
 	event_id TEXT NOT NULL,
-	state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'retryable', 'completed', 'dead')),
-	attempts INTEGER NOT NULL DEFAULT 0,
 	max_attempts INTEGER NOT NULL,
-	run_at BIGINT NOT NULL,
-	lease_until BIGINT NOT NULL DEFAULT 0,
-	updated_at BIGINT NOT NULL,
 	received_at BIGINT NOT NULL,
 	subscription_uid TEXT NOT NULL DEFAULT '',
 	event_type TEXT NOT NULL DEFAULT '',
 	content_type TEXT NOT NULL DEFAULT '',
-	last_error TEXT NOT NULL DEFAULT '',
 	payload ` + blob + ` NOT NULL,
 	UNIQUE (subscription, event_id)
 )`,
-		// Due jobs by state and run_at; Sweep finds completed and dead rows through it too.
-		`CREATE INDEX IF NOT EXISTS hw_events_due ON hw_events (state, run_at)`,
+		jobs,
+		// Due jobs by state and run_at; Sweep finds completed and dead jobs through it too.
+		`CREATE INDEX IF NOT EXISTS hw_sink_jobs_due ON hw_sink_jobs (state, run_at)`,
 		// The replay keys (Event.ReplayKey) of schemes that do not sign the event id, a second
 		// dedupe key per subscription, swept by received_at. A database of an earlier version
 		// gets the table on open; until then it had none to keep.
@@ -258,6 +268,15 @@ func (s *SQL) migrate(ctx context.Context) error {
 	if err := checkNoLegacySchema(ctx, tx, s.dialect); err != nil {
 		return err
 	}
+	single, err := hasColumn(ctx, tx, s.dialect, "hw_events", "state")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if single {
+		if err := migrateSingleJob(ctx, tx, jobs); err != nil {
+			return fmt.Errorf("migrate: one job per event to one job per sink: %w", err)
+		}
+	}
 	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -267,6 +286,41 @@ func (s *SQL) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: commit: %w", err)
 	}
 	return nil
+}
+
+// migrateSingleJob moves the job of every event of a database written before sinks (each
+// hw_events row carried its one job) into hw_sink_jobs, as the job of the sink named
+// DefaultSink in slot 0, so its id (jobID) stays the event's row id: a dead letter keeps its id
+// across the upgrade. The job columns then leave hw_events.
+func migrateSingleJob(ctx context.Context, tx *sql.Tx, createJobs string) error {
+	stmts := []string{
+		createJobs,
+		`INSERT INTO hw_sink_jobs (event, slot, sink, state, attempts, run_at, lease_until, updated_at, last_error)
+	SELECT id, 0, '` + DefaultSink + `', state, attempts, run_at, lease_until, updated_at, last_error FROM hw_events`,
+		`DROP INDEX IF EXISTS hw_events_due`,
+	}
+	for _, col := range []string{"state", "attempts", "run_at", "lease_until", "updated_at", "last_error"} {
+		stmts = append(stmts, `ALTER TABLE hw_events DROP COLUMN `+col)
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasColumn reports whether table has column.
+func hasColumn(ctx context.Context, tx *sql.Tx, d dialect, table, column string) (bool, error) {
+	q := `SELECT count(*) FROM pragma_table_info($1) WHERE name = $2`
+	if d == dialectPostgres {
+		q = `SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, q, table, column).Scan(&n); err != nil {
+		return false, err
+	}
+	return n > 0, nil
 }
 
 // checkNoLegacySchema refuses a database written by a development build that kept jobs in a

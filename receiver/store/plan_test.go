@@ -36,13 +36,13 @@ func TestSQLiteLeaseReadsTheBacklogInIndexOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Join(plan, "\n")
-	if n := strings.Count(text, "INDEX hw_events_due"); n != 3 {
-		t.Errorf("plan uses hw_events_due %d times, want once per state:\n%s", n, text)
+	if n := strings.Count(text, "INDEX hw_sink_jobs_due"); n != 3 {
+		t.Errorf("plan uses hw_sink_jobs_due %d times, want once per state:\n%s", n, text)
 	}
 	if n := strings.Count(text, "TEMP B-TREE"); n > 1 {
 		t.Errorf("plan sorts %d times, want only the final merge:\n%s", n, text)
 	}
-	if strings.Contains(text, "SCAN hw_events") {
+	if strings.Contains(text, "SCAN hw_sink_jobs") {
 		t.Errorf("plan scans the table:\n%s", text)
 	}
 }
@@ -66,16 +66,18 @@ func TestPostgresLeaseReadsTheBacklogInIndexOrder(t *testing.T) {
 		}
 		mustClaim(t, s, events...)
 	}
-	if _, err := s.db.ExecContext(testCtx(t), `VACUUM (ANALYZE) hw_events`); err != nil {
-		t.Fatal(err)
+	for _, table := range []string{"hw_events", "hw_sink_jobs"} {
+		if _, err := s.db.ExecContext(testCtx(t), `VACUUM (ANALYZE) `+table); err != nil {
+			t.Fatal(err)
+		}
 	}
 	plan, err := s.Explain(testCtx(t), PlanLease, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Join(plan, "\n")
-	if n := strings.Count(text, "Index Scan using hw_events_due"); n != 3 {
-		t.Errorf("plan walks hw_events_due %d times, want once per state:\n%s", n, text)
+	if n := strings.Count(text, "Index Scan using hw_sink_jobs_due"); n != 3 {
+		t.Errorf("plan walks hw_sink_jobs_due %d times, want once per state:\n%s", n, text)
 	}
 	if strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap Heap Scan") {
 		t.Errorf("plan scans the table:\n%s", text)

@@ -23,10 +23,13 @@ import (
 // carries the hash tag {s:S}, so one subscription's keys share a Cluster slot and each script
 // runs on one node:
 //
-//	P:{s:S}:e:<event id>  string  the dedupe key: the sequence number of the event's job
+//	P:{s:S}:e:<event id>  string  the dedupe key: the sequence number of the event's first job
+//	                              (its head)
 //	P:{s:S}:r:<replay>    string  a replay key (Event.ReplayKey): the event id that brought it;
 //	                              its TTL is the dedupe window from the receipt
-//	P:{s:S}:j:<seq>       hash    the job: event, state, attempts, run_at, lease, last error
+//	P:{s:S}:j:<seq>       hash    a job: event, sink, state, attempts, run_at, lease, last error;
+//	                              an event's jobs have consecutive numbers from its head, which
+//	                              counts those not yet ended (see redisClaim)
 //	P:{s:S}:seq           string  the last sequence number given out
 //	P:{s:S}:due           zset    live jobs by due time: run_at (pending, retryable) or the
 //	                              lease deadline + 1 µs (running)
@@ -38,10 +41,11 @@ import (
 // hints through which Lease finds subscriptions with due jobs; see redis_scripts.go).
 //
 // A claim is one script per subscription: it checks the dedupe keys and writes each new event's
-// dedupe key, job hash and due entry atomically. Live jobs and dead letters carry no TTL; a
-// completed job's two keys get the TTL of its dedupe window (the route's dedupeWindow, at least
-// the store's retention), so Redis forgets delivered events by itself, and Sweep applies the
-// receiver's cutoff like the SQL stores and drops index entries whose keys expired.
+// dedupe key, job hashes (one per sink, each holding the whole event) and due entries
+// atomically. Live jobs and dead letters carry no TTL; once every job of an event is completed,
+// its keys get the TTL of its dedupe window (the route's dedupeWindow, at least the store's
+// retention), so Redis forgets delivered events by itself, and Sweep applies the receiver's
+// cutoff like the SQL stores and drops index entries whose keys expired.
 type Redis struct {
 	c         redis.UniversalClient
 	addr      string // for messages
@@ -242,7 +246,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 		sub := events[chunk[0]].Subscription
 		keys := make([]string, 0, 2+2*len(chunk))
 		keys = append(keys, r.subKey(sub, "seq"), r.subKey(sub, "due"))
-		args := make([]any, 0, 1+9*len(chunk))
+		args := make([]any, 0, 1+10*len(chunk))
 		args = append(args, r.subKey(sub, "j:"))
 		for _, i := range chunk {
 			e := events[i]
@@ -260,7 +264,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 				payload = []byte{}
 			}
 			args = append(args, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, recv[i],
-				e.MaxAttempts, window.Microseconds(), ttl)
+				e.MaxAttempts, window.Microseconds(), ttl, strings.Join(sinksOf(e), " "))
 		}
 		seqs, err := redisClaim.Run(ctx, r.c, keys, args...).Int64Slice()
 		if err == nil && len(seqs) != len(chunk) {
@@ -492,6 +496,7 @@ func jobFromHash(sub string, id int64, h map[string]string) Job {
 			Subscription: sub, SubscriptionUID: h["uid"], EventID: h["e"], EventType: h["type"], ContentType: h["ct"],
 			Payload: []byte(h["p"]), ReceivedAt: fromMicros(num("recv")), MaxAttempts: int(num("max")),
 		},
+		Sink:  cmp.Or(h["sink"], DefaultSink),
 		State: h["st"], Attempt: int(num("att")), LastError: h["err"],
 		RunAt: fromMicros(num("run")), LeaseUntil: fromMicros(num("lease")),
 	}
@@ -571,7 +576,7 @@ func (r *Redis) report(ctx context.Context, op string, j Job, now, at time.Time,
 		set = r.subKey(sub, "dead")
 	}
 	n, err := redisReport.Run(ctx, r.c, []string{r.subKey(sub, "j:"+seq), r.subKey(sub, "due"), set},
-		op, seq, j.Attempt, us(j.LeaseUntil), r.subKey(sub, "e:"), us(now), us(at), lastErr).Int64()
+		op, seq, j.Attempt, us(j.LeaseUntil), r.subKey(sub, "e:"), us(now), us(at), lastErr, r.subKey(sub, "j:")).Int64()
 	if err != nil {
 		return fmt.Errorf("store: %s job %d: %w", op, j.ID, err)
 	}
@@ -648,7 +653,7 @@ func (r *Redis) Replay(ctx context.Context, jobID int64, now time.Time) error {
 	}
 	seq := strconv.FormatInt(jobID&seqMask, 10)
 	n, err := redisReplay.Run(ctx, r.c, []string{r.subKey(sub, "j:"+seq), r.subKey(sub, "due"), r.subKey(sub, "dead")},
-		seq, us(now), r.subKey(sub, "e:")).Int64()
+		seq, us(now), r.subKey(sub, "e:"), r.subKey(sub, "j:")).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("store: replay job %d: %w", jobID, err)

@@ -17,13 +17,18 @@ import "github.com/redis/go-redis/v9"
 
 // redisClaim records the events of one subscription, as if they were claimed one by one.
 // KEYS: the sequence counter, the due set, then per event its dedupe key and its replay key
-// (its dedupe key again when it has none). ARGV[1] is the job key prefix, then 9 values per
+// (its dedupe key again when it has none). ARGV[1] is the job key prefix, then 10 values per
 // event: event id, subscription UID, type, content type, payload, received, max attempts,
-// dedupe window, and the replay key's TTL in ms (empty when it has none). An event whose replay
-// key is held (already, or by an earlier event of the call) is a duplicate and writes nothing;
-// any other sets its replay key, with the TTL, even when its event id is a duplicate. It
-// returns per event the new job's sequence number, or 0 for a duplicate.
+// dedupe window, the replay key's TTL in ms (empty when it has none), and the names of its
+// sinks separated by spaces. An event whose replay key is held (already, or by an earlier
+// event of the call) is a duplicate and writes nothing; any other sets its replay key, with the
+// TTL, even when its event id is a duplicate. A new event gets one job per sink, with
+// consecutive sequence numbers: the first (the head) is the one its dedupe key names and
+// counts the event's jobs not yet ended ('n' jobs, 'left'), the others name it ('head'). Each
+// job hash holds the whole event. It returns per event its head's sequence number, or 0 for a
+// duplicate.
 var redisClaim = redis.NewScript(`#!lua
+local V = 10
 local n = (#KEYS - 2) / 2
 for i = 1, 2 do
   local t = redis.call('TYPE', KEYS[i]).ok
@@ -32,37 +37,48 @@ for i = 1, 2 do
   end
 end
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-local fresh, keep, last = {}, {}, seq
+local fresh, keep, sinks, last = {}, {}, {}, seq
 local held, claimed = {}, {}
 for i = 1, n do
-  local dk, rk, ttl = KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[1 + 9 * i]
+  local dk, rk, ttl = KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[1 + V * (i - 1) + 9]
   if ttl == '' or not (held[rk] or redis.call('EXISTS', rk) == 1) then
     if ttl ~= '' then
       held[rk], keep[i] = true, true
     end
     if not claimed[dk] and redis.call('EXISTS', dk) == 0 then
       claimed[dk] = true
-      last = last + 1
-      local jk = ARGV[1] .. string.format('%d', last)
-      if redis.call('EXISTS', jk) == 1 then
-        return redis.error_reply('hookwarden: job key ' .. jk .. ' exists already')
+      local names = {}
+      for name in string.gmatch(ARGV[1 + V * (i - 1) + 10], '%S+') do names[#names + 1] = name end
+      fresh[i], sinks[i] = last + 1, names
+      for k = 1, #names do
+        last = last + 1
+        local jk = ARGV[1] .. string.format('%d', last)
+        if redis.call('EXISTS', jk) == 1 then
+          return redis.error_reply('hookwarden: job key ' .. jk .. ' exists already')
+        end
       end
-      fresh[i] = last
     end
   end
 end
 local out = {}
 for i = 1, n do
   out[i] = 0
-  local b = 1 + (i - 1) * 9
+  local b = 1 + (i - 1) * V
   if keep[i] then redis.call('SET', KEYS[2 + 2 * i], ARGV[b + 1], 'PX', ARGV[b + 9]) end
   if fresh[i] then
-    local id = string.format('%d', fresh[i])
-    redis.call('SET', KEYS[1 + 2 * i], id)
-    redis.call('HSET', ARGV[1] .. id, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
-      'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8],
-      'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '')
-    redis.call('ZADD', KEYS[2], ARGV[b + 6], id)
+    local head = string.format('%d', fresh[i])
+    redis.call('SET', KEYS[1 + 2 * i], head)
+    for k, name in ipairs(sinks[i]) do
+      local id = string.format('%d', fresh[i] + k - 1)
+      local jk = ARGV[1] .. id
+      -- The head counts the event's jobs; the others name it.
+      local a, b2, c, d = 'n', #sinks[i], 'left', #sinks[i]
+      if k > 1 then a, b2, c, d = 'head', head, 'head', head end
+      redis.call('HSET', jk, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
+        'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8], 'sink', name,
+        'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
+      redis.call('ZADD', KEYS[2], ARGV[b + 6], id)
+    end
     out[i] = fresh[i]
   end
 end
@@ -106,29 +122,50 @@ return {out, first[2] or ''}
 // redisReport applies a worker's report to the job it leased, fenced like the SQL stores: the job
 // is still running with the attempt and lease deadline Lease handed out. KEYS: the job, the due
 // set, the completed set (complete) or the dead set (dead). ARGV: op, seq, attempt, lease
-// deadline, dedupe key prefix, now, run at (retry, release), last error. A completed job's keys
-// get the TTL of its dedupe window, counted from the later of its receipt and its last run as
-// the SQL sweeper counts. A dead job keeps no TTL: Sweep removes it, so that an eviction policy
+// deadline, dedupe key prefix, now, run at (retry, release), last error, job key prefix.
+// Completing or dead-lettering a job counts it off its event's head ('left'; a job of a
+// version before sinks is its own head with nothing else to count). When the event's last job
+// ends and none is dead, its jobs and dedupe key get the TTL of its dedupe window, counted
+// from the later of its receipt and its jobs' last run as the SQL sweeper counts. A dead job,
+// and the other jobs of its event, keep no TTL: Sweep removes them, so that an eviction policy
 // for keys with a TTL can never drop a dead letter. Returns 1, or 0 when the lease was lost.
 var redisReport = redis.NewScript(`#!lua
 local f = redis.call('HMGET', KEYS[1], 'st', 'att', 'lease')
 if f[1] ~= 'running' or f[2] ~= ARGV[3] or f[3] ~= ARGV[4] then return 0 end
 local op, seq, now = ARGV[1], ARGV[2], ARGV[6]
+local function ended()
+  local head = redis.call('HGET', KEYS[1], 'head') or seq
+  local hk = ARGV[9] .. head
+  if redis.call('HEXISTS', hk, 'left') == 0 then return head, 0 end
+  return head, redis.call('HINCRBY', hk, 'left', -1)
+end
 if op == 'complete' then
   redis.call('HSET', KEYS[1], 'st', 'completed', 'lease', '0', 'upd', now)
   redis.call('ZREM', KEYS[2], seq)
-  local g = redis.call('HMGET', KEYS[1], 'recv', 'run', 'win', 'e')
-  local ttl = math.floor((math.max(tonumber(g[1]), tonumber(g[2])) + tonumber(g[3]) - tonumber(now)) / 1000)
-  local dk = ARGV[5] .. g[4]
-  local ours = redis.call('GET', dk) == seq
-  if ttl <= 0 then
-    redis.call('DEL', KEYS[1])
-    if ours then redis.call('DEL', dk) end
-  else
-    local ms = string.format('%d', ttl)
-    redis.call('ZADD', KEYS[3], g[2], seq)
-    redis.call('PEXPIRE', KEYS[1], ms)
-    if ours then redis.call('PEXPIRE', dk, ms) end
+  redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[1], 'run'), seq)
+  local head, left = ended()
+  if left > 0 then return 1 end
+  local hk = ARGV[9] .. head
+  local g = redis.call('HMGET', hk, 'recv', 'win', 'e', 'n')
+  local last, jobs = tonumber(g[1]), {}
+  for k = 0, tonumber(g[4] or '1') - 1 do
+    local jk = ARGV[9] .. string.format('%d', tonumber(head) + k)
+    local h = redis.call('HMGET', jk, 'st', 'run')
+    if h[1] == 'dead' then return 1 end
+    if h[2] then
+      last = math.max(last, tonumber(h[2]))
+      jobs[#jobs + 1] = jk
+    end
+  end
+  local ttl = math.floor((last + tonumber(g[2]) - tonumber(now)) / 1000)
+  local dk = ARGV[5] .. g[3]
+  if redis.call('GET', dk) == head then jobs[#jobs + 1] = dk end
+  for _, k in ipairs(jobs) do
+    if ttl <= 0 then
+      redis.call('DEL', k)
+    else
+      redis.call('PEXPIRE', k, string.format('%d', ttl))
+    end
   end
 elseif op == 'retry' or op == 'release' then
   redis.call('HSET', KEYS[1], 'st', 'retryable', 'run', ARGV[7], 'err', ARGV[8], 'lease', '0', 'upd', now)
@@ -138,50 +175,71 @@ elseif op == 'dead' then
   redis.call('HSET', KEYS[1], 'st', 'dead', 'err', ARGV[8], 'lease', '0', 'upd', now)
   redis.call('ZREM', KEYS[2], seq)
   redis.call('ZADD', KEYS[3], now, seq)
+  ended()
 end
 return 1
 `)
 
-// redisReplay moves a dead job back to pending with a fresh attempt budget. KEYS: the job, the
-// due set, the dead set. ARGV: seq, now, dedupe key prefix. Returns 1, 0 when the job is not
-// dead, -1 when its event id was claimed again by another job.
+// redisReplay moves a dead job back to pending with a fresh attempt budget, and counts it on
+// its event's head again. KEYS: the job, the due set, the dead set. ARGV: seq, now, dedupe key
+// prefix, job key prefix. Returns 1, 0 when the job is not dead, -1 when its event id was
+// claimed again by another event.
 var redisReplay = redis.NewScript(`#!lua
 if redis.call('HGET', KEYS[1], 'st') ~= 'dead' then return 0 end
+local head = redis.call('HGET', KEYS[1], 'head') or ARGV[1]
 local dk = ARGV[3] .. redis.call('HGET', KEYS[1], 'e')
 local cur = redis.call('GET', dk)
-if cur and cur ~= ARGV[1] then return -1 end
-if not cur then redis.call('SET', dk, ARGV[1]) end
+if cur and cur ~= head then return -1 end
+if not cur then redis.call('SET', dk, head) end
 redis.call('PERSIST', dk)
 redis.call('PERSIST', KEYS[1])
+local hk = ARGV[4] .. head
+if redis.call('HEXISTS', hk, 'left') == 1 then redis.call('HINCRBY', hk, 'left', 1) end
 redis.call('HSET', KEYS[1], 'st', 'pending', 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 return 1
 `)
 
-// redisSweep deletes one subscription's completed jobs that ran, and dead jobs that died,
-// before the cutoff, when they were also received before it; entries whose job a TTL already
-// removed leave the sets. KEYS: the completed set, the dead set. ARGV: cutoff, batch size, job
-// key prefix, dedupe key prefix. Returns {events deleted, set entries removed, 1 if a set had a
-// full batch}.
+// redisSweep deletes the events of one subscription whose every job is done before the
+// cutoff (completed with its last run before it, or dead since before it) and that were
+// received before it: their jobs and their dedupe key. It finds them through their completed
+// and dead jobs; entries whose job a TTL already removed leave the sets. KEYS: the completed
+// set, the dead set. ARGV: cutoff, batch size, job key prefix, dedupe key prefix. Returns
+// {events deleted, set entries removed, 1 if a set had a full batch}.
 var redisSweep = redis.NewScript(`#!lua
 local cutoff, batch = tonumber(ARGV[1]), tonumber(ARGV[2])
 local deleted, dropped, full = 0, 0, 0
+local function done(h)
+  return (h[1] == 'completed' and tonumber(h[2]) < cutoff) or (h[1] == 'dead' and tonumber(h[3]) < cutoff)
+end
 local function sweep(set, state)
   local m = redis.call('ZRANGEBYSCORE', set, '-inf', '(' .. ARGV[1], 'LIMIT', 0, batch)
   if #m == batch then full = 1 end
   for _, sq in ipairs(m) do
-    local jk = ARGV[3] .. sq
-    local f = redis.call('HMGET', jk, 'st', 'recv', 'e')
+    local f = redis.call('HMGET', ARGV[3] .. sq, 'st', 'recv', 'head', 'e')
     if f[1] ~= state then
-      redis.call('ZREM', set, sq)
-      dropped = dropped + 1
+      if redis.call('ZREM', set, sq) == 1 then dropped = dropped + 1 end
     elseif tonumber(f[2]) < cutoff then
-      redis.call('DEL', jk)
-      local dk = ARGV[4] .. f[3]
-      if redis.call('GET', dk) == sq then redis.call('DEL', dk) end
-      redis.call('ZREM', set, sq)
-      deleted, dropped = deleted + 1, dropped + 1
+      local head = f[3] or sq
+      local n = tonumber(redis.call('HGET', ARGV[3] .. head, 'n') or '1')
+      local jobs, all = {}, true
+      for k = 0, n - 1 do
+        local s = string.format('%d', tonumber(head) + k)
+        local h = redis.call('HMGET', ARGV[3] .. s, 'st', 'run', 'upd')
+        if h[1] then
+          if done(h) then jobs[#jobs + 1] = s else all = false end
+        end
+      end
+      if all then
+        for _, s in ipairs(jobs) do
+          redis.call('DEL', ARGV[3] .. s)
+          dropped = dropped + redis.call('ZREM', KEYS[1], s) + redis.call('ZREM', KEYS[2], s)
+        end
+        local dk = ARGV[4] .. f[4]
+        if redis.call('GET', dk) == head then redis.call('DEL', dk) end
+        deleted = deleted + 1
+      end
     end
   end
 end

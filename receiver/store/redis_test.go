@@ -2,18 +2,8 @@ package store
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hookwarden/hookwarden/internal/testpki"
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
@@ -316,7 +307,7 @@ func TestRedisClaimerDyingMidClaimHidesNothing(t *testing.T) {
 	}
 	dk := s.subKey("ns/a", "e:evt_new")
 	if err := redisClaim.Run(ctx, s.c, []string{s.subKey("ns/a", "seq"), s.subKey("ns/a", "due"), dk, dk},
-		s.subKey("ns/a", "j:"), "evt_new", "uid", "invoice.paid", "application/json", "{}", t0.UnixMicro(), 5, time.Hour.Microseconds(), "").Err(); err != nil {
+		s.subKey("ns/a", "j:"), "evt_new", "uid", "invoice.paid", "application/json", "{}", t0.UnixMicro(), 5, time.Hour.Microseconds(), "", DefaultSink).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := redisSettle.Run(ctx, s.c, []string{hint, ver}, s.globalKey("t:"), "ns/a", candidates[1], "").Err(); err != nil {
@@ -329,7 +320,7 @@ func TestRedisClaimerDyingMidClaimHidesNothing(t *testing.T) {
 
 func TestRedisTLS(t *testing.T) {
 	dir := t.TempDir()
-	caFile, certFile, keyFile := writeTestCerts(t, dir)
+	caFile, certFile, keyFile := testpki.New(t).WriteServer(t, dir)
 	srv := storetest.StartRedis(t, append(storetest.DurableRedis(), "port", "0", "tls-port", "{port}", "tls-cert-file", certFile,
 		"tls-key-file", keyFile, "tls-ca-cert-file", caFile, "tls-auth-clients", "no")...)
 	ctx := testCtx(t)
@@ -371,45 +362,6 @@ func TestRedisPasswordOption(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("Open with a wrong DSN password = %v, want an error without the password", err)
 	}
-}
-
-// writeTestCerts writes a CA and a server certificate for 127.0.0.1 signed by it.
-func writeTestCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	caKey, srvKey := key(), key()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hookwarden test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", leafDER), write("server.key", "EC PRIVATE KEY", keyDER)
 }
 
 // openTestRedis opens a store on a durable redis-server of the test's own.

@@ -239,17 +239,40 @@ func TestCheckEventBoundsTheReplayKey(t *testing.T) {
 	}
 }
 
-// previousSchema is the schema the previous version created (no hw_replays), frozen in
-// testdata, with one delivered and one undelivered event in it, received at t0.
-func previousSchema(t *testing.T, d dialect) []string {
+// frozenDatabase creates a fresh SQLite file or PostgreSQL database (kind), writes into it a
+// schema an earlier version created, frozen in testdata with its rows (schema-before-replay-keys:
+// no hw_replays, one delivered and one undelivered event; schema-before-sinks: see the file), and
+// returns its DSN.
+func frozenDatabase(t *testing.T, kind, file string) string {
 	t.Helper()
-	text, err := os.ReadFile("testdata/schema-before-replay-keys.sql")
+	dsn, driver, d := "sqlite://"+storetest.SQLitePath(t), "sqlite", dialectSQLite
+	if kind == "postgres" {
+		dsn, driver, d = storetest.PostgresDSN(t), "pgx", dialectPostgres
+	}
+	db, err := sql.Open(driver, strings.TrimPrefix(dsn, "sqlite://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, blob := "INTEGER PRIMARY KEY", "BLOB"
+	defer func() { _ = db.Close() }()
+	for _, q := range frozenSchema(t, d, file) {
+		if _, err := db.ExecContext(testCtx(t), q); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	return dsn
+}
+
+// frozenSchema reads the statements of a schema frozen in testdata for d: {{id}}, {{blob}} and
+// {{keyed}} are the dialect's, {{t0}} is t0 and {{later}} t0 + 1 h, in unix microseconds.
+func frozenSchema(t *testing.T, d dialect, file string) []string {
+	t.Helper()
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, blob, keyed := "INTEGER PRIMARY KEY", "BLOB", " WITHOUT ROWID"
 	if d == dialectPostgres {
-		id, blob = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA"
+		id, blob, keyed = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA", ""
 	}
 	at := fmt.Sprint(t0.UnixMicro())
 	var code strings.Builder
@@ -259,7 +282,7 @@ func previousSchema(t *testing.T, d dialect) []string {
 		}
 	}
 	var stmts []string
-	for stmt := range strings.SplitSeq(strings.NewReplacer("{{id}}", id, "{{blob}}", blob, "{{t0}}", at).Replace(code.String()), ";") {
+	for stmt := range strings.SplitSeq(strings.NewReplacer("{{id}}", id, "{{blob}}", blob, "{{keyed}}", keyed, "{{t0}}", at, "{{later}}", fmt.Sprint(t0.Add(time.Hour).UnixMicro())).Replace(code.String()), ";") {
 		if stmt = strings.TrimSpace(stmt); stmt != "" {
 			stmts = append(stmts, stmt)
 		}
@@ -273,20 +296,7 @@ func TestOpenMigratesThePreviousSchema(t *testing.T) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := testCtx(t)
-			dsn, driver, d := "sqlite://"+storetest.SQLitePath(t), "sqlite", dialectSQLite
-			if kind == "postgres" {
-				dsn, driver, d = storetest.PostgresDSN(t), "pgx", dialectPostgres
-			}
-			db, err := sql.Open(driver, strings.TrimPrefix(dsn, "sqlite://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, q := range previousSchema(t, d) {
-				if _, err := db.ExecContext(ctx, q); err != nil {
-					t.Fatalf("the previous schema: %v", err)
-				}
-			}
-			_ = db.Close()
+			dsn := frozenDatabase(t, kind, "testdata/schema-before-replay-keys.sql")
 
 			for round := range 2 { // and once more: the migration is idempotent
 				s, err := Open(ctx, dsn)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,10 +34,11 @@ type SQL struct {
 	// maxParams bounds the parameters of one SQLite claim statement.
 	maxParams int
 
-	// claimStmts and replayStmts cache the SQLite claim and replay key statements by row count
-	// (see claimStmt).
+	// claimStmts, jobStmts and replayStmts cache the SQLite claim, job and replay key
+	// statements by row count (see claimStmt).
 	claimMu     sync.Mutex
 	claimStmts  map[int]*sql.Stmt
+	jobStmts    map[int]*sql.Stmt
 	replayStmts map[int]*sql.Stmt
 }
 
@@ -65,7 +67,10 @@ func (s *SQL) Close() error {
 	for _, st := range s.replayStmts {
 		_ = st.Close()
 	}
-	s.claimStmts, s.replayStmts = nil, nil
+	for _, st := range s.jobStmts {
+		_ = st.Close()
+	}
+	s.claimStmts, s.jobStmts, s.replayStmts = nil, nil, nil
 	s.claimMu.Unlock()
 	if s.reader != s.db {
 		_ = s.reader.Close()
@@ -76,9 +81,9 @@ func (s *SQL) Close() error {
 type eventKey struct{ subscription, eventID string }
 
 // ClaimBatch implements Store. One INSERT ... ON CONFLICT DO NOTHING RETURNING records the
-// batch: the unique constraint decides between concurrent claims, also across processes, and
-// each inserted row is its event's pending job. An event CheckEvent refuses fails the batch
-// before the database sees it.
+// batch: the unique constraint decides between concurrent claims, also across processes; then
+// each inserted event gets a pending job per sink, in the same transaction (on PostgreSQL in
+// the same statement). An event CheckEvent refuses fails the batch before the database sees it.
 //
 // Events with a replay key take one more statement first, in the same transaction: their keys
 // go into hw_replays (unique on subscription + replay key), and only the events whose key was
@@ -174,14 +179,30 @@ func (c *sqlClaim) sqlite(ctx context.Context, idx []int) error {
 		return fmt.Errorf("store: claim: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := c.insertSQLiteEvents(ctx, tx, chunks, stmts, first); err != nil {
+	warm, err := c.insertSQLiteEvents(ctx, tx, chunks, stmts, first)
+	if err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: claim: commit: %w", err)
 	}
+	c.s.warm(ctx, warm)
 	return nil
 }
+
+// warm prepares the statements a claim ran unprepared (sizes known only inside its
+// transaction), for the next claim; a failure only leaves them unprepared.
+func (s *SQL) warm(ctx context.Context, w warmup) {
+	for _, n := range w.claims {
+		_, _ = s.claimStmt(ctx, n)
+	}
+	for _, n := range w.jobs {
+		_, _ = s.jobStmt(ctx, n)
+	}
+}
+
+// warmup lists the row counts of statements run unprepared.
+type warmup struct{ claims, jobs []int }
 
 // withReplays records the replay keys, then the events whose key was new or who have none, in
 // one transaction.
@@ -229,7 +250,7 @@ func (c *sqlClaim) withReplays(ctx context.Context) error {
 			next = append(next, i)
 		}
 	}
-	var warm []int
+	var warm warmup
 	if c.s.dialect == dialectPostgres {
 		err = c.insertEvents(ctx, tx, next)
 	} else {
@@ -239,11 +260,13 @@ func (c *sqlClaim) withReplays(ctx context.Context) error {
 		chunks := slices.Collect(slices.Chunk(uniq, c.s.maxParams/claimCols))
 		stmts := make([]*sql.Stmt, len(chunks))
 		for k, chunk := range chunks {
-			if stmts[k] = c.s.cachedClaimStmt(len(chunk)); stmts[k] == nil {
-				warm = append(warm, len(chunk))
+			if stmts[k] = c.s.cached(&c.s.claimStmts, len(chunk)); stmts[k] == nil {
+				warm.claims = append(warm.claims, len(chunk))
 			}
 		}
-		err = c.insertSQLiteEvents(ctx, tx, chunks, stmts, firstIDs)
+		var jobs warmup
+		jobs, err = c.insertSQLiteEvents(ctx, tx, chunks, stmts, firstIDs)
+		warm.jobs = jobs.jobs
 	}
 	if err != nil {
 		return err
@@ -251,9 +274,7 @@ func (c *sqlClaim) withReplays(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: claim: commit: %w", err)
 	}
-	for _, n := range warm {
-		_, _ = c.s.claimStmt(ctx, n) // a failure only leaves it unprepared
-	}
+	c.s.warm(ctx, warm)
 	return nil
 }
 
@@ -273,17 +294,28 @@ func firstByID(events []Event, idx []int) ([]int, map[eventKey]int) {
 }
 
 // claimCols is the number of placeholders in claimRow.
-const claimCols = 10
+const claimCols = 8
 
-const claimRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '` + StatePending + `')`
+const claimRow = `(?, ?, ?, ?, ?, ?, ?, ?)`
 
 // claimSQL is the SQLite claim insert for n rows. Anonymous ? placeholders: SQLite resolves a
 // $N or ?N through a list searched linearly per parameter, so an insert with thousands of them
 // took seconds instead of milliseconds.
 func claimSQL(n int) string {
-	return `INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, run_at, updated_at, state) VALUES ` +
+	return `INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts) VALUES ` +
 		strings.Repeat(claimRow+",", n-1) + claimRow +
-		` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING subscription, event_id`
+		` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING id, subscription, event_id`
+}
+
+// jobCols is the number of placeholders in jobRow.
+const jobCols = 5
+
+const jobRow = `(?, ?, ?, '` + StatePending + `', ?, ?)`
+
+// jobsSQL is the SQLite insert of n new jobs.
+func jobsSQL(n int) string {
+	return `INSERT INTO hw_sink_jobs (event, slot, sink, state, run_at, updated_at) VALUES ` +
+		strings.Repeat(jobRow+",", n-1) + jobRow
 }
 
 // replayCols is the number of placeholders in a replay key row.
@@ -308,11 +340,17 @@ func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 	return s.prepared(ctx, &s.claimStmts, n, claimSQL)
 }
 
-// cachedClaimStmt is claimStmt without preparing: nil unless it is prepared already.
-func (s *SQL) cachedClaimStmt(n int) *sql.Stmt {
+// jobStmt is claimStmt for the job insert.
+func (s *SQL) jobStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	return s.prepared(ctx, &s.jobStmts, n, jobsSQL)
+}
+
+// cached is a prepared statement of cache without preparing: nil unless it is prepared
+// already.
+func (s *SQL) cached(cache *map[int]*sql.Stmt, n int) *sql.Stmt {
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	return s.claimStmts[n]
+	return (*cache)[n]
 }
 
 // replayStmt is claimStmt for the replay key insert.
@@ -340,9 +378,11 @@ func (s *SQL) prepared(ctx context.Context, cache *map[int]*sql.Stmt, n int, tex
 	return st, nil
 }
 
-// insertSQLiteEvents inserts the chunks of events with their statements (nil: unprepared) and
-// marks each inserted event accepted.
-func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks [][]int, stmts []*sql.Stmt, first map[eventKey]int) error {
+// insertSQLiteEvents inserts the chunks of events with their statements (nil: unprepared),
+// marks each inserted event accepted and inserts its jobs. It returns the sizes of job
+// statements it ran unprepared.
+func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks [][]int, stmts []*sql.Stmt, first map[eventKey]int) (warmup, error) {
+	var jobs []any // jobCols values per job
 	for k, chunk := range chunks {
 		args := make([]any, 0, len(chunk)*claimCols)
 		for _, i := range chunk {
@@ -351,14 +391,35 @@ func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks []
 			if payload == nil {
 				payload = []byte{}
 			}
-			at := c.received(e)
-			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, at, int64(e.MaxAttempts), at, at)
+			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, c.received(e), int64(e.MaxAttempts))
 		}
-		if err := query(ctx, tx, stmts[k], claimSQL(len(chunk)), args, func(key eventKey) { c.dup[first[key]] = false }); err != nil {
-			return fmt.Errorf("store: claim: %w", err)
+		rows, err := queryRows(ctx, tx, stmts[k], claimSQL(len(chunk)), args)
+		if err == nil {
+			err = scanInserted(rows, func(id int64, key eventKey) {
+				i := first[key]
+				c.dup[i] = false
+				at := c.received(c.events[i])
+				for slot, sink := range sinksOf(c.events[i]) {
+					jobs = append(jobs, id, slot, sink, at, at)
+				}
+			})
+		}
+		if err != nil {
+			return warmup{}, fmt.Errorf("store: claim: %w", err)
 		}
 	}
-	return nil
+	var warm warmup
+	for chunk := range slices.Chunk(jobs, c.s.maxParams/jobCols*jobCols) {
+		n := len(chunk) / jobCols
+		st := c.s.cached(&c.s.jobStmts, n)
+		if st == nil {
+			warm.jobs = append(warm.jobs, n)
+		}
+		if err := execIn(ctx, tx, st, jobsSQL(n), chunk); err != nil {
+			return warmup{}, fmt.Errorf("store: claim: jobs: %w", err)
+		}
+	}
+	return warm, nil
 }
 
 // insertSQLiteReplays inserts the chunks of replay keys and calls fresh for each new one.
@@ -369,26 +430,52 @@ func (c *sqlClaim) insertSQLiteReplays(ctx context.Context, tx *sql.Tx, chunks [
 			e := c.events[i]
 			args = append(args, e.Subscription, e.ReplayKey, c.received(e))
 		}
-		if err := query(ctx, tx, stmts[k], replaySQL(len(chunk)), args, fresh); err != nil {
+		rows, err := queryRows(ctx, tx, stmts[k], replaySQL(len(chunk)), args)
+		if err == nil {
+			err = scanClaimed(rows, fresh)
+		}
+		if err != nil {
 			return fmt.Errorf("store: claim: replay keys: %w", err)
 		}
 	}
 	return nil
 }
 
-// query runs st (or q when st is nil) in tx and calls inserted for each returned row.
-func query(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any, inserted func(eventKey)) error {
-	var rows *sql.Rows
+// queryRows runs st (or q when st is nil) in tx.
+func queryRows(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any) (*sql.Rows, error) {
+	if st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, q, args...)
+}
+
+// execIn runs st (or q when st is nil) in tx.
+func execIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt, q string, args []any) error {
 	var err error
 	if st != nil {
-		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	} else {
-		rows, err = tx.QueryContext(ctx, q, args...)
+		_, err = tx.ExecContext(ctx, q, args...)
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// scanInserted calls inserted for each (id, subscription, event id) row and closes rows.
+func scanInserted(rows *sql.Rows, inserted func(id int64, k eventKey)) (err error) {
+	defer func() {
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for rows.Next() {
+		var id int64
+		var k eventKey
+		if err := rows.Scan(&id, &k.subscription, &k.eventID); err != nil {
+			return err
+		}
+		inserted(id, k)
 	}
-	return scanClaimed(rows, inserted)
+	return rows.Err()
 }
 
 // scanClaimed calls inserted for each (subscription, key) row and closes rows.
@@ -410,16 +497,25 @@ func scanClaimed(rows *sql.Rows, inserted func(eventKey)) (err error) {
 
 // claimPostgresSQL records a batch in ONE statement over arrays, so the batch costs one round
 // trip and one implicit transaction, and the text never changes with the batch size (pgx
-// prepares it once per connection). Rows go in key order, so overlapping batches take the
-// unique-index locks in the same order and cannot deadlock.
+// prepares it once per connection): the events, then a job per sink of each inserted one
+// ($9–$12: each job's subscription, event id, slot and sink). Rows go in key order, so
+// overlapping batches take the unique-index locks in the same order and cannot deadlock.
 const claimPostgresSQL = `
-INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, run_at, updated_at, state)
-SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, received_at, received_at, 'pending'
+WITH ev AS (
+INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
+SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bigint[], $8::int[])
 	AS t(subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
 ORDER BY subscription, event_id
 ON CONFLICT (subscription, event_id) DO NOTHING
-RETURNING subscription, event_id`
+RETURNING id, subscription, event_id, received_at
+), jobs AS (
+INSERT INTO hw_sink_jobs (event, slot, sink, state, run_at, updated_at)
+SELECT ev.id, j.slot, j.sink, 'pending', ev.received_at, ev.received_at
+FROM ev JOIN unnest($9::text[], $10::text[], $11::int[], $12::text[]) AS j(subscription, event_id, slot, sink)
+	ON j.subscription = ev.subscription AND j.event_id = ev.event_id
+)
+SELECT subscription, event_id FROM ev`
 
 // replayPostgresSQL records replay keys, in key order like claimPostgresSQL.
 const replayPostgresSQL = `
@@ -448,7 +544,15 @@ func (c *sqlClaim) insertEvents(ctx context.Context, q querier, idx []int) error
 		}
 		received[k], attempts[k] = c.received(e), int32(e.MaxAttempts)
 	}
-	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts)
+	var jSubs, jIDs, jSinks []string
+	var jSlots []int32
+	for _, i := range uniq {
+		e := c.events[i]
+		for slot, sink := range sinksOf(e) {
+			jSubs, jIDs, jSlots, jSinks = append(jSubs, e.Subscription), append(jIDs, e.EventID), append(jSlots, int32(slot)), append(jSinks, sink)
+		}
+	}
+	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts, jSubs, jIDs, jSlots, jSinks)
 	if err != nil {
 		return fmt.Errorf("store: claim: %w", err)
 	}
@@ -476,6 +580,17 @@ func (c *sqlClaim) insertPostgresReplays(ctx context.Context, tx *sql.Tx, fresh 
 	return nil
 }
 
+// jobID is the id of the job in slot of the event whose row id is event: the slot above bit 40,
+// so a job in slot 0 has its event's row id (the id its job had when an event had one job).
+func jobID(event int64, slot int) int64 { return int64(slot)<<jobIDSlotShift | event }
+
+// jobKey is the (event, slot) key of the job whose id is id.
+func jobKey(id int64) (event int64, slot int64) {
+	return id & (1<<jobIDSlotShift - 1), id >> jobIDSlotShift
+}
+
+const jobIDSlotShift = 40
+
 // dueBranches are the three ways a job is due, one state each: pending or retryable with
 // run_at <= $1, or running with a lease that ended before $1. Each reads its first $3 rows
 // straight from the (state, run_at) index, in order, and stops there; the callers join them
@@ -486,52 +601,56 @@ func (c *sqlClaim) insertPostgresReplays(ctx context.Context, tx *sql.Tx, fresh 
 func dueBranches(order, suffix string) []string {
 	var b []string
 	for _, cond := range []string{`state = 'pending' AND run_at <= $1`, `state = 'retryable' AND run_at <= $1`, `state = 'running' AND lease_until < $1`} {
-		b = append(b, `SELECT id, run_at FROM hw_events WHERE `+cond+` ORDER BY `+order+` LIMIT $3`+suffix)
+		b = append(b, `SELECT event, slot, run_at FROM hw_sink_jobs WHERE `+cond+` ORDER BY `+order+` LIMIT $3`+suffix)
 	}
 	return b
 }
 
 // dueJobsSQLite selects the jobs Lease may take, oldest first. A compound member may have its
-// own ORDER BY and LIMIT only as a subquery. SQLite's indexes end with the rowid, so the
-// (state, run_at) index is in (run_at, id) order within a state.
+// own ORDER BY and LIMIT only as a subquery. The index entries of a table without rowid end
+// with its key, so the (state, run_at) index is in (run_at, event, slot) order within a state.
 var dueJobsSQLite = func() string {
-	b := dueBranches("run_at, id", "")
+	b := dueBranches("run_at, event, slot", "")
 	for i := range b {
 		b[i] = `SELECT * FROM (` + b[i] + `)`
 	}
-	return `SELECT id FROM (
+	return `SELECT event, slot FROM (
 	` + strings.Join(b, "\n\tUNION ALL\n\t") + `
-	) ORDER BY run_at, id LIMIT $3`
+	) ORDER BY run_at, event, slot LIMIT $3`
 }()
+
+// jobColumns are the job columns scanJobs reads, in its order, then eventColumns.
+const (
+	jobColumns   = `event, slot, sink, state, attempts, run_at, lease_until, last_error`
+	eventColumns = `id, max_attempts, subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
+)
 
 // leasePostgresSQL is Lease's statement on PostgreSQL. FOR UPDATE is not allowed in a UNION, so each
 // branch is a CTE of its own; MATERIALIZED makes each locking subselect run once, so its LIMIT
 // holds. The branches lock the rows they return, up to 3×$3, of which $3 are leased; the others
 // are free again when the statement commits (a concurrent Lease skips them meanwhile). The
 // branches order by run_at alone, which the (state, run_at) index gives without a sort (with
-// id too the planner may sort the whole state's range); among jobs due at the same
-// microsecond the branch's pick is arbitrary, and pick orders what they return by id too.
+// the key too the planner may sort the whole state's range); among jobs due at the same
+// microsecond the branch's pick is arbitrary, and pick orders what they return by key too.
+// The leased jobs come back joined with their events.
 var leasePostgresSQL = func() string {
 	b := dueBranches("run_at", " FOR UPDATE SKIP LOCKED")
 	return `WITH due_pending AS MATERIALIZED (` + b[0] + `),
 	due_retryable AS MATERIALIZED (` + b[1] + `),
 	due_running AS MATERIALIZED (` + b[2] + `),
-	pick AS MATERIALIZED (SELECT id FROM (
+	pick AS MATERIALIZED (SELECT event, slot FROM (
 		SELECT * FROM due_pending UNION ALL SELECT * FROM due_retryable UNION ALL SELECT * FROM due_running
-	) due ORDER BY run_at, id LIMIT $3)
-	UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
-	WHERE id IN (SELECT id FROM pick)
-	RETURNING ` + jobColumns
+	) due ORDER BY run_at, event, slot LIMIT $3),
+	leased AS (UPDATE hw_sink_jobs SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+	WHERE (event, slot) IN (SELECT event, slot FROM pick)
+	RETURNING ` + jobColumns + `)
+	SELECT leased.*, ` + eventColumns + ` FROM leased JOIN hw_events ON hw_events.id = leased.event`
 }()
 
-// jobColumns are the columns scanJobs reads, in its order.
-const jobColumns = `id, state, attempts, max_attempts, run_at, lease_until, last_error,
-	subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
-
-// leaseSQLite and leasePostgresSQL mark the due jobs running: $1 is now, $2 the lease
-// deadline, $3 the limit. On PostgreSQL concurrent leases skip each other's locked rows.
-var leaseSQLite = `UPDATE hw_events SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
-	WHERE id IN (` + dueJobsSQLite + `)
+// leaseSQLite marks the due jobs running: $1 is now, $2 the lease deadline, $3 the limit.
+// SQLite has no data-modifying CTE: the events of the leased jobs are read next (eventsOf).
+var leaseSQLite = `UPDATE hw_sink_jobs SET state = 'running', attempts = attempts + 1, lease_until = $2, updated_at = $1
+	WHERE (event, slot) IN (` + dueJobsSQLite + `)
 	RETURNING ` + jobColumns
 
 // leaseSQL is Lease's statement on d.
@@ -551,19 +670,79 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
 	}
-	jobs, err := scanJobs(rows)
+	var jobs []Job
+	if s.dialect == dialectPostgres {
+		jobs, err = scanJobs(rows, true)
+	} else if jobs, err = scanJobs(rows, false); err == nil {
+		err = s.eventsOf(ctx, jobs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
 	}
 	// RETURNING has no order.
 	slices.SortFunc(jobs, func(a, b Job) int {
-		return cmp.Or(a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID&(1<<jobIDSlotShift-1), b.ID&(1<<jobIDSlotShift-1)), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, nil
 }
 
-// scanJobs reads rows of jobColumns and closes rows.
-func scanJobs(rows *sql.Rows) (jobs []Job, err error) {
+// eventsOf fills in the events of jobs that hold only their event's row id. An event row never
+// changes, and stays while a job of it is running, so the reader connection may read it.
+func (s *SQL) eventsOf(ctx context.Context, jobs []Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ids := make([]any, 0, len(jobs))
+	seen := map[int64]bool{}
+	for _, j := range jobs {
+		if ev, _ := jobKey(j.ID); !seen[ev] {
+			seen[ev] = true
+			ids = append(ids, ev)
+		}
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM hw_events WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	events := map[int64]Event{}
+	for rows.Next() {
+		var id int64
+		var e Event
+		if err := scanEvent(rows, &id, &e); err != nil {
+			return err
+		}
+		events[id] = e
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for k := range jobs {
+		ev, _ := jobKey(jobs[k].ID)
+		e, ok := events[ev]
+		if !ok {
+			return fmt.Errorf("job %d: its event is gone", jobs[k].ID)
+		}
+		jobs[k].Event = e
+	}
+	return nil
+}
+
+// scanEvent reads eventColumns.
+func scanEvent(rows *sql.Rows, id *int64, e *Event, more ...any) error {
+	var received, maxAttempts int64
+	dest := append(more, id, &maxAttempts, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Payload, &received)
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	e.MaxAttempts = int(maxAttempts)
+	e.ReceivedAt = fromMicros(received)
+	return nil
+}
+
+// scanJobs reads rows of jobColumns (and eventColumns after them when withEvents) and closes
+// rows.
+func scanJobs(rows *sql.Rows, withEvents bool) (jobs []Job, err error) {
 	defer func() {
 		if cerr := rows.Close(); err == nil {
 			err = cerr
@@ -571,14 +750,18 @@ func scanJobs(rows *sql.Rows) (jobs []Job, err error) {
 	}()
 	for rows.Next() {
 		var j Job
-		var runAt, leaseUntil, received, maxAttempts int64
-		e := &j.Event
-		if err := rows.Scan(&j.ID, &j.State, &j.Attempt, &maxAttempts, &runAt, &leaseUntil, &j.LastError,
-			&e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Payload, &received); err != nil {
+		var event, slot, runAt, leaseUntil int64
+		cols := []any{&event, &slot, &j.Sink, &j.State, &j.Attempt, &runAt, &leaseUntil, &j.LastError}
+		if withEvents {
+			var id int64
+			err = scanEvent(rows, &id, &j.Event, cols...)
+		} else {
+			err = rows.Scan(cols...)
+		}
+		if err != nil {
 			return nil, err
 		}
-		e.MaxAttempts = int(maxAttempts)
-		e.ReceivedAt = fromMicros(received)
+		j.ID = jobID(event, int(slot))
 		j.RunAt = fromMicros(runAt)
 		j.LeaseUntil = fromMicros(leaseUntil)
 		jobs = append(jobs, j)
@@ -589,37 +772,38 @@ func scanJobs(rows *sql.Rows) (jobs []Job, err error) {
 // Complete implements Store.
 func (s *SQL) Complete(ctx context.Context, j Job, now time.Time) error {
 	return s.report(ctx, "complete", j,
-		`UPDATE hw_events SET state = 'completed', lease_until = 0, updated_at = $4`+fenced, now.UnixMicro())
+		`UPDATE hw_sink_jobs SET state = 'completed', lease_until = 0, updated_at = $5`+fenced, now.UnixMicro())
 }
 
 // Retry implements Store.
 func (s *SQL) Retry(ctx context.Context, j Job, at time.Time, lastErr string) error {
 	return s.report(ctx, "retry", j,
-		`UPDATE hw_events SET state = 'retryable', run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
+		`UPDATE hw_sink_jobs SET state = 'retryable', run_at = $5, last_error = $6, lease_until = 0, updated_at = $7`+fenced,
 		at.UnixMicro(), lastErr, s.now().UnixMicro())
 }
 
 // Release implements Store.
 func (s *SQL) Release(ctx context.Context, j Job, at time.Time, reason string) error {
 	return s.report(ctx, "release", j,
-		`UPDATE hw_events SET state = 'retryable', attempts = attempts - 1, run_at = $4, last_error = $5, lease_until = 0, updated_at = $6`+fenced,
+		`UPDATE hw_sink_jobs SET state = 'retryable', attempts = attempts - 1, run_at = $5, last_error = $6, lease_until = 0, updated_at = $7`+fenced,
 		at.UnixMicro(), reason, s.now().UnixMicro())
 }
 
 // Dead implements Store.
 func (s *SQL) Dead(ctx context.Context, j Job, lastErr string) error {
 	return s.report(ctx, "dead", j,
-		`UPDATE hw_events SET state = 'dead', last_error = $4, lease_until = 0, updated_at = $5`+fenced,
+		`UPDATE hw_sink_jobs SET state = 'dead', last_error = $5, lease_until = 0, updated_at = $6`+fenced,
 		lastErr, s.now().UnixMicro())
 }
 
 // fenced restricts a report to the lease the worker holds: the job is still running, with the
 // attempt and lease deadline Lease handed out. The attempt alone would not do: Replay resets
 // it, so a worker stalled since before the job died could otherwise report on the replay.
-const fenced = ` WHERE id = $1 AND state = 'running' AND attempts = $2 AND lease_until = $3`
+const fenced = ` WHERE event = $1 AND slot = $2 AND state = 'running' AND attempts = $3 AND lease_until = $4`
 
 func (s *SQL) report(ctx context.Context, op string, j Job, q string, args ...any) error {
-	args = append([]any{j.ID, int64(j.Attempt), j.LeaseUntil.UnixMicro()}, args...)
+	event, slot := jobKey(j.ID)
+	args = append([]any{event, slot, int64(j.Attempt), j.LeaseUntil.UnixMicro()}, args...)
 	var n int64
 	var err error
 	if s.reports != nil {
@@ -644,12 +828,12 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+jobColumns+` FROM hw_events
-	WHERE state = 'dead' ORDER BY updated_at, id LIMIT $1`, limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+jobColumns+`, `+eventColumns+` FROM hw_sink_jobs JOIN hw_events ON hw_events.id = hw_sink_jobs.event
+	WHERE state = 'dead' ORDER BY updated_at, event, slot LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
 	}
-	jobs, err := scanJobs(rows)
+	jobs, err := scanJobs(rows, true)
 	if err != nil {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
 	}
@@ -658,79 +842,136 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 
 // Replay implements Store. It returns ErrNotDead when the job is not dead-lettered.
 func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE hw_events SET state = 'pending', attempts = 0, run_at = $2, lease_until = 0, updated_at = $2
-	WHERE id = $1 AND state = 'dead'`, jobID, now.UnixMicro())
-	if err != nil {
-		return fmt.Errorf("store: replay job %d: %w", jobID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("store: replay job %d: %w", jobID, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("store: replay job %d: %w", jobID, ErrNotDead)
-	}
-	return nil
+	return s.fromDead(ctx, "replay", jobID, `UPDATE hw_sink_jobs SET state = 'pending', attempts = 0, run_at = $3, lease_until = 0, updated_at = $3
+	WHERE event = $1 AND slot = $2 AND state = 'dead'`, now)
 }
 
 // Purge implements Purger: the dead job is marked completed (never delivered: last_error says
 // purged), so its event keeps answering redeliveries as duplicates until it is swept. It
 // returns ErrNotDead when the job is not dead-lettered.
 func (s *SQL) Purge(ctx context.Context, jobID int64, now time.Time) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE hw_events SET state = 'completed', last_error = 'purged from the dead letters', lease_until = 0, updated_at = $2
-	WHERE id = $1 AND state = 'dead'`, jobID, now.UnixMicro())
+	return s.fromDead(ctx, "purge", jobID, `UPDATE hw_sink_jobs SET state = 'completed', last_error = 'purged from the dead letters', lease_until = 0, updated_at = $3
+	WHERE event = $1 AND slot = $2 AND state = 'dead'`, now)
+}
+
+// fromDead runs q ($1 event, $2 slot, $3 now) on a dead job.
+func (s *SQL) fromDead(ctx context.Context, op string, jobID int64, q string, now time.Time) error {
+	event, slot := jobKey(jobID)
+	res, err := s.db.ExecContext(ctx, q, event, slot, now.UnixMicro())
 	if err != nil {
-		return fmt.Errorf("store: purge job %d: %w", jobID, err)
+		return fmt.Errorf("store: %s job %d: %w", op, jobID, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("store: purge job %d: %w", jobID, err)
+		return fmt.Errorf("store: %s job %d: %w", op, jobID, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("store: purge job %d: %w", jobID, ErrNotDead)
+		return fmt.Errorf("store: %s job %d: %w", op, jobID, ErrNotDead)
 	}
 	return nil
 }
 
-// sweepBatch bounds the events one Sweep statement deletes, so that no transaction holds the
+// sweepBatch bounds the events one Sweep transaction deletes, so that no transaction holds the
 // SQLite write lock (or many PostgreSQL row locks) for long.
 const sweepBatch = 1000
 
-// Sweep implements Store. A dead job's event goes only once the job also died before cutoff,
-// so a dead letter stays replayable for the whole retention window. The due-job index finds
-// the candidates: a completed job ran at or after it was received (run_at >= received_at), so
-// run_at < cutoff narrows the scan without changing the answer.
+// Sweep implements Store. An event goes once every job of it is done: completed before cutoff,
+// or dead since before cutoff, so a dead letter stays replayable for the whole retention
+// window. The due-job index finds the candidates: a job ran at or after its event was received
+// and died after it ran, so run_at < cutoff narrows the scan without changing the answer.
 //
 // Replay keys received before cutoff go too, whatever became of their event: they are dedupe
 // records only. They are not counted.
 func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
-	total, err := s.sweep(ctx, sweepSQL(s.dialect), cutoff)
-	if err != nil {
-		return total, fmt.Errorf("store: sweep: %w", err)
+	total := 0
+	for {
+		n, err := s.sweepEvents(ctx, cutoff)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: sweep: %w", err)
+		}
+		if n < sweepBatch {
+			break
+		}
 	}
-	if _, err := s.sweep(ctx, sweepReplaysSQL(s.dialect), cutoff); err != nil {
+	if err := s.sweepReplays(ctx, cutoff); err != nil {
 		return total, fmt.Errorf("store: sweep replay keys: %w", err)
 	}
 	return total, nil
 }
 
-// sweep runs q (deleting up to $2 rows older than $1) until it deletes fewer than a batch.
-func (s *SQL) sweep(ctx context.Context, q string, cutoff time.Time) (int, error) {
-	total := 0
-	for {
-		res, err := s.db.ExecContext(ctx, q, cutoff.UnixMicro(), sweepBatch)
-		if err != nil {
-			return total, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, err
-		}
-		total += int(n)
-		if n < sweepBatch {
-			return total, nil
-		}
+// sweepable is the condition on a job (of hw_sink_jobs, or the alias j) under which its event
+// may go: done before the cutoff $1.
+const sweepable = `((state = 'completed' AND run_at < $1) OR (state = 'dead' AND updated_at < $1))`
+
+// sweepSQL selects up to $2 events received before $1 whose every job is done before it.
+func sweepSQL(d dialect) string {
+	lock := ""
+	if d == dialectPostgres {
+		lock = " FOR UPDATE SKIP LOCKED"
 	}
+	return `SELECT id FROM hw_events WHERE id IN (
+		SELECT event FROM hw_sink_jobs WHERE state = 'completed' AND run_at < $1
+		UNION SELECT event FROM hw_sink_jobs WHERE state = 'dead' AND run_at < $1)
+	AND received_at < $1
+	AND NOT EXISTS (SELECT 1 FROM hw_sink_jobs WHERE event = hw_events.id AND NOT ` + sweepable + `)
+	LIMIT $2` + lock
+}
+
+// sweepEvents deletes one batch of sweepable events and their jobs, in one transaction. On
+// PostgreSQL a job replayed while the batch was chosen makes it roll back (the jobs are
+// deleted, and checked, after the events were chosen): the next sweep chooses again.
+func (s *SQL) sweepEvents(ctx context.Context, cutoff time.Time) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, sweepSQL(s.dialect), cutoff.UnixMicro(), sweepBatch)
+	if err != nil {
+		return 0, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	// The ids are integers the database just returned: written into the text, one statement
+	// text serves both dialects.
+	in := make([]string, len(ids))
+	for k, id := range ids {
+		in[k] = strconv.FormatInt(id, 10)
+	}
+	list := `(` + strings.Join(in, ", ") + `)`
+	if _, err := tx.ExecContext(ctx, `DELETE FROM hw_sink_jobs WHERE event IN `+list+` AND `+sweepable, cutoff.UnixMicro()); err != nil {
+		return 0, err
+	}
+	var live int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM hw_sink_jobs WHERE event IN `+list).Scan(&live); err != nil {
+		return 0, err
+	}
+	if live > 0 {
+		return 0, nil // a job came back to life (Replay) since the batch was chosen
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM hw_events WHERE id IN `+list)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return int(n), tx.Commit()
 }
 
 // sweepReplaysSQL deletes up to $2 replay keys received before $1, through their index.
@@ -743,19 +984,24 @@ func sweepReplaysSQL(d dialect) string {
 	WHERE received_at < $1 LIMIT $2` + lock + `)`
 }
 
-// sweepSQL deletes up to $2 sweepable events received before $1.
-func sweepSQL(d dialect) string {
-	// FOR UPDATE makes PostgreSQL re-check the row's state after a concurrent Replay.
-	lock := ""
-	if d == dialectPostgres {
-		lock = " FOR UPDATE SKIP LOCKED"
+// sweepReplays deletes the replay keys received before cutoff, a batch per statement.
+func (s *SQL) sweepReplays(ctx context.Context, cutoff time.Time) error {
+	for {
+		res, err := s.db.ExecContext(ctx, sweepReplaysSQL(s.dialect), cutoff.UnixMicro(), sweepBatch)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n < sweepBatch {
+			return nil
+		}
 	}
-	return `DELETE FROM hw_events WHERE id IN (SELECT id FROM hw_events
-	WHERE received_at < $1 AND ((state = 'completed' AND run_at < $1) OR (state = 'dead' AND updated_at < $1))
-	LIMIT $2` + lock + `)`
 }
 
-const depthSQL = `SELECT count(*) FROM hw_events WHERE state IN ('pending', 'running', 'retryable')`
+const depthSQL = `SELECT count(*) FROM hw_sink_jobs WHERE state IN ('pending', 'running', 'retryable', 'blocked')`
 
 // Depth implements Store.
 func (s *SQL) Depth(ctx context.Context) (int, error) {

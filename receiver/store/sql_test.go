@@ -29,7 +29,7 @@ func TestClaimLeaseComplete(t *testing.T) {
 		}
 
 		jobs := mustLease(t, e.s, 10, t0, 30*time.Second)
-		want := []Job{{Event: ev, State: StateRunning, Attempt: 1, RunAt: t0, LeaseUntil: t0.Add(30 * time.Second)}}
+		want := []Job{{Event: ev, Sink: DefaultSink, State: StateRunning, Attempt: 1, RunAt: t0, LeaseUntil: t0.Add(30 * time.Second)}}
 		if diff := cmp.Diff(want, jobs, jobOpts); diff != "" {
 			t.Fatalf("Lease (-want +got):\n%s", diff)
 		}
@@ -230,7 +230,7 @@ func TestRetrySchedule(t *testing.T) {
 			t.Errorf("Lease before run_at = %v, want none", jobIDs(got))
 		}
 		got := mustLease(t, e.s, 10, at, 30*time.Second)
-		want := []Job{{Event: ev, State: StateRunning, Attempt: 2, LastError: "sink answered 503", RunAt: at, LeaseUntil: at.Add(30 * time.Second)}}
+		want := []Job{{Event: ev, Sink: DefaultSink, State: StateRunning, Attempt: 2, LastError: "sink answered 503", RunAt: at, LeaseUntil: at.Add(30 * time.Second)}}
 		if diff := cmp.Diff(want, got, jobOpts); diff != "" {
 			t.Errorf("Lease at run_at (-want +got):\n%s", diff)
 		}
@@ -251,7 +251,7 @@ func TestReleaseDoesNotCountTheAttempt(t *testing.T) {
 			t.Errorf("second Release with the same lease = %v, want ErrLeaseLost", err)
 		}
 		got := mustLease(t, e.s, 10, at, 30*time.Second)
-		want := []Job{{Event: ev, State: StateRunning, Attempt: 1, LastError: "no sink configured", RunAt: at, LeaseUntil: at.Add(30 * time.Second)}}
+		want := []Job{{Event: ev, Sink: DefaultSink, State: StateRunning, Attempt: 1, LastError: "no sink configured", RunAt: at, LeaseUntil: at.Add(30 * time.Second)}}
 		if diff := cmp.Diff(want, got, jobOpts); diff != "" {
 			t.Errorf("Lease after Release (-want +got):\n%s", diff)
 		}
@@ -279,7 +279,7 @@ func TestDeadLetterReplay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("DeadLetters: %v", err)
 		}
-		want := []Job{{Event: bad, State: StateDead, Attempt: 1, LastError: "sink answered 400", RunAt: t0}}
+		want := []Job{{Event: bad, Sink: DefaultSink, State: StateDead, Attempt: 1, LastError: "sink answered 400", RunAt: t0}}
 		if diff := cmp.Diff(want, letters, jobOpts); diff != "" {
 			t.Errorf("DeadLetters (-want +got):\n%s", diff)
 		}

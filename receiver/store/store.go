@@ -1,9 +1,11 @@
 // Package store is the receiver's durable ledger and delivery queue.
 //
-// One table, hw_events, is both the dedupe ledger (unique on subscription + event id, kept for
-// the dedupe window) and the delivery queue: each event row carries the state of its one job.
-// A claim is therefore a single insert, and the receiver acknowledges a delivery only after its
-// commit. Many concurrent claims are group-committed: one transaction, one multi-row statement.
+// The ledger (hw_events: unique on subscription + event id, kept for the dedupe window) holds
+// each event once; the queue holds one delivery job per (event, sink) (hw_sink_jobs), each with
+// its own state, attempts, backoff and dead letter, so one sink failing never holds back
+// another. An event's row and its jobs are recorded in one transaction, and the receiver
+// acknowledges a delivery only after its commit; the event is done when every job is done.
+// Many concurrent claims are group-committed: one transaction, one multi-row statement each.
 //
 // Implementations: SQLite (embedded default, pure Go), PostgreSQL (several receivers) and Redis
 // (several receivers; see redis.go for its key layout and scripts).
@@ -41,7 +43,28 @@ type Event struct {
 	// window from the receipt of the claim that brought them (Redis: a TTL; SQL: Sweep's
 	// cutoff), whatever became of the event.
 	ReplayKey string
+	// Sinks names the sinks the event is delivered to, one job each (at most MaxSinks, each a
+	// name of at most MaxSinkNameBytes, no two alike). Empty: one job for DefaultSink. A claim
+	// reads it; the events of leased jobs and dead letters leave it empty (see Job.Sink).
+	Sinks []string
 }
+
+// DefaultSink is the sink of an event claimed without Sinks, and of every job recorded before
+// events had several sinks (spec.delivery.sink is the sink named "default").
+const DefaultSink = "default"
+
+// MaxSinks bounds the sinks of one event (spec.delivery.sinks holds at most 8).
+const MaxSinks = 8
+
+// sinksOf is the sinks e's claim enqueues a job for.
+func sinksOf(e Event) []string {
+	if len(e.Sinks) == 0 {
+		return defaultSinks
+	}
+	return e.Sinks
+}
+
+var defaultSinks = []string{DefaultSink}
 
 // Job states.
 const (
@@ -52,10 +75,12 @@ const (
 	StateDead      = "dead"
 )
 
-// Job is one delivery of one event to the subscription's sink.
+// Job is one delivery of one event to one of the subscription's sinks.
 type Job struct {
-	ID      int64
-	Event   Event
+	ID    int64
+	Event Event
+	// Sink is the name of the sink this job delivers to.
+	Sink    string
 	State   string
 	Attempt int // attempts made, including the current leased one
 	// LastError of the previous attempt (empty when none).
@@ -138,8 +163,8 @@ var ErrLeaseLost = errors.New("job lease lost")
 // Store is the ledger and queue. All methods are safe for concurrent use, also from several
 // processes sharing one database (PostgreSQL, Redis).
 type Store interface {
-	// ClaimBatch records events and enqueues one pending job per newly recorded event, all in
-	// one transaction. duplicate[i] is true when events[i] (subscription, event id) was already
+	// ClaimBatch records events and enqueues one pending job per sink of each newly recorded
+	// event (Event.Sinks), all in one transaction. duplicate[i] is true when events[i] (subscription, event id) was already
 	// recorded, by an earlier claim or earlier in the same batch, or when its replay key was
 	// (see Event.ReplayKey): the batch is answered as if its events were claimed one by one. On error the SQL stores have
 	// recorded nothing; Redis records per subscription, so some events may have been recorded
@@ -157,12 +182,13 @@ type Store interface {
 	Release(ctx context.Context, j Job, at time.Time, reason string) error
 	// Dead moves a leased job to the dead-letter state.
 	Dead(ctx context.Context, j Job, lastErr string) error
-	// DeadLetters lists dead jobs, oldest first.
+	// DeadLetters lists dead jobs (one per event and sink), oldest first.
 	DeadLetters(ctx context.Context, limit int) ([]Job, error)
 	// Replay moves a dead job back to pending with a fresh attempt budget.
 	Replay(ctx context.Context, jobID int64, now time.Time) error
-	// Sweep deletes ledger entries received before cutoff whose job is completed (or dead and
-	// also older than cutoff), and their jobs. It returns how many events it removed.
+	// Sweep deletes ledger entries received before cutoff whose every job is completed before
+	// cutoff (or dead since before cutoff), and their jobs. It returns how many events it
+	// removed.
 	Sweep(ctx context.Context, cutoff time.Time) (int, error)
 	// Depth counts jobs not yet completed or dead.
 	Depth(ctx context.Context) (int, error)

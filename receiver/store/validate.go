@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -27,6 +28,8 @@ const (
 	MaxContentTypeBytes = 256
 	// MaxReplayKeyBytes bounds the replay key, a digest (64 hex digits from the verifiers).
 	MaxReplayKeyBytes = 128
+	// MaxSinkNameBytes bounds a sink's name (a DNS label).
+	MaxSinkNameBytes = 63
 )
 
 // ErrInvalidEvent is the error of an event the ledger refuses to record (see CheckEvent). No
@@ -67,6 +70,23 @@ func CheckEvent(e Event) error {
 	}
 	if !httpguts.ValidHeaderFieldValue(e.ContentType) {
 		return fmt.Errorf("%w: the content type is not a valid HTTP header value", ErrInvalidEvent)
+	}
+	return checkSinks(e.Sinks)
+}
+
+// checkSinks refuses a sink list the queue cannot hold: more than MaxSinks, an empty or
+// over-long name, a name that is not printable ASCII, or a name twice.
+func checkSinks(sinks []string) error {
+	if len(sinks) > MaxSinks {
+		return fmt.Errorf("%w: %d sinks, over the limit of %d", ErrInvalidEvent, len(sinks), MaxSinks)
+	}
+	for i, name := range sinks {
+		if name == "" || len(name) > MaxSinkNameBytes || strings.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return fmt.Errorf("%w: sink %d has no name of 1 to %d printable ASCII characters", ErrInvalidEvent, i, MaxSinkNameBytes)
+		}
+		if slices.Contains(sinks[:i], name) {
+			return fmt.Errorf("%w: sink %d has the name of an earlier one", ErrInvalidEvent, i)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,355 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
+)
+
+// sinkRig is a pool on a real SQLite store delivering to named sinks, each a fakeSink, which a
+// test may reconfigure while the pool runs.
+type sinkRig struct {
+	st    store.Store
+	mu    sync.Mutex
+	sinks map[string]Sink
+	fakes map[string]*fakeSink
+	reg   *prometheus.Registry
+	logs  *logBuffer
+	pool  *Pool
+}
+
+func newSinkRig(t *testing.T, o Options) *sinkRig {
+	t.Helper()
+	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	r := &sinkRig{st: st, sinks: map[string]Sink{}, fakes: map[string]*fakeSink{}, reg: prometheus.NewRegistry(), logs: &logBuffer{}}
+	m, err := NewMetrics(r.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Metrics, o.Logger = m, r.logs.logger()
+	t.Cleanup(func() {
+		if t.Failed() {
+			r.logs.mu.Lock()
+			defer r.logs.mu.Unlock()
+			for _, l := range r.logs.lines[max(len(r.logs.lines)-40, 0):] {
+				t.Log(l)
+			}
+		}
+	})
+	if o.PollInterval == 0 {
+		o.PollInterval = 5 * time.Millisecond
+	}
+	o.Backoff = Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}
+	r.pool = New(st, NewSender(SenderOptions{Timeout: 5 * time.Second}), r.resolve, o)
+	return r
+}
+
+// add configures sink name answering from script, with filter (empty: none).
+func (r *sinkRig) add(t *testing.T, name, filter string, script ...reply) *fakeSink {
+	t.Helper()
+	f := newFakeSink(t, script...)
+	s := Sink{Name: name, HTTP: &HTTPTarget{URL: f.srv.URL}}
+	if filter != "" {
+		var err error
+		if s.Filter, err = CompileFilter(filter); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	r.sinks[name], r.fakes[name] = s, f
+	r.mu.Unlock()
+	return f
+}
+
+func (r *sinkRig) set(name string, change func(*Sink)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.sinks[name]
+	change(&s)
+	r.sinks[name] = s
+}
+
+func (r *sinkRig) resolve(sub, sink string) (Sink, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sub != "shop/orders" {
+		return Sink{}, false
+	}
+	s, ok := r.sinks[sink]
+	if !ok {
+		return Sink{Name: sink, Gone: true}, true
+	}
+	return s, true
+}
+
+// claim records events of shop/orders (type per event) for sinks.
+func (r *sinkRig) claim(t *testing.T, sinks []string, types ...string) []string {
+	t.Helper()
+	var events []store.Event
+	var ids []string
+	for i, typ := range types {
+		id := fmt.Sprintf("evt_%03d", i)
+		ids = append(ids, id)
+		events = append(events, store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: typ,
+			ContentType: "application/json", Payload: fmt.Appendf(nil, `{"id":%q,"type":%q,"data":{"object":{"id":"obj_%d"}}}`, id, typ, i%3),
+			ReceivedAt: time.Now(), MaxAttempts: 3, Sinks: sinks})
+	}
+	if _, err := r.st.ClaimBatch(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func (r *sinkRig) run(t *testing.T) {
+	t.Helper()
+	t.Cleanup(r.start(t))
+}
+
+// start runs the pool until the returned function is called.
+func (r *sinkRig) start(t *testing.T) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.pool.Run(ctx) }()
+	return sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// accepted is the event ids a fake sink answered 2xx, in order (the Idempotency-Key ends with
+// the id).
+func accepted(f *fakeSink) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for i, k := range f.keys {
+		if f.script[min(i, len(f.script)-1)].status < 300 {
+			ids = append(ids, k[strings.LastIndexByte(k, ':')+1:])
+		}
+	}
+	return ids
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+func (r *sinkRig) depth(t *testing.T) int {
+	t.Helper()
+	n, err := r.st.Depth(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Issue 30: each event goes to every sink whose filter selects it, once; the others complete
+// its job without a request.
+func TestFanOutWithFilters(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 4})
+	invoices := r.add(t, "invoices", "type.startsWith('invoice.')", reply{status: 200})
+	charges := r.add(t, "charges", "type.startsWith('charge.') && data.data.object.id != 'obj_0'", reply{status: 200})
+	all := r.add(t, "all", "", reply{status: 200})
+	types := []string{"invoice.paid", "charge.succeeded", "customer.created"}
+	var want = map[string][]string{}
+	var seq []string
+	for i := range 30 {
+		typ := types[i%3]
+		seq = append(seq, typ)
+		id := fmt.Sprintf("evt_%03d", i)
+		want["all"] = append(want["all"], id)
+		if typ == "invoice.paid" {
+			want["invoices"] = append(want["invoices"], id)
+		}
+		if typ == "charge.succeeded" && i%3 != 0 {
+			want["charges"] = append(want["charges"], id)
+		}
+	}
+	r.claim(t, []string{"invoices", "charges", "all"}, seq...)
+	r.run(t)
+	eventually(t, "every job is done", func() bool { return r.depth(t) == 0 })
+	for name, f := range map[string]*fakeSink{"invoices": invoices, "charges": charges, "all": all} {
+		if diff := cmp.Diff(want[name], sorted(f.received2xx())); diff != "" {
+			t.Errorf("sink %s received (-want +got):\n%s", name, diff)
+		}
+	}
+	if got := counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultFiltered); got != 90-30-10-10 {
+		t.Errorf("filtered = %v, want 40 (jobs whose filter did not select the event)", got)
+	}
+}
+
+// received2xx is accepted() for a sink that always answers 2xx.
+func (s *fakeSink) received2xx() []string { return accepted(s) }
+
+// Issue 30: one sink down while the others keep receiving; when it is back it catches up,
+// nothing lost on either.
+func TestSinkDownThenCatchingUp(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 4})
+	up := r.add(t, "up", "", reply{status: 200})
+	down := newFakeSink(t, reply{status: 503})
+	r.set("down", func(s *Sink) { *s = Sink{Name: "down", HTTP: &HTTPTarget{URL: down.srv.URL}, MaxAttempts: 1000} })
+	ids := r.claim(t, []string{"up", "down"}, slices.Repeat([]string{"invoice.paid"}, 20)...)
+	r.run(t)
+	eventually(t, "the sink that is up has every event", func() bool { return len(up.received2xx()) == 20 })
+	if got := len(accepted(down)); got != 0 {
+		t.Fatalf("the sink that is down accepted %d", got)
+	}
+	healthy := r.add(t, "down", "", reply{status: 200})
+	eventually(t, "the sink that was down has caught up", func() bool { return r.depth(t) == 0 })
+	if diff := cmp.Diff(ids, sorted(healthy.received2xx())); diff != "" {
+		t.Errorf("the sink that came back received (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(ids, sorted(up.received2xx())); diff != "" {
+		t.Errorf("the sink that stayed up received (-want +got):\n%s", diff)
+	}
+	if letters, _ := r.st.DeadLetters(context.Background(), 10); len(letters) != 0 {
+		t.Errorf("dead letters: %d, want none", len(letters))
+	}
+}
+
+// Issue 30: a slow sink holds at most its share of the workers while another sink has jobs:
+// the fast sink gets every event while the slow one still holds its first requests.
+func TestSlowSinkDoesNotHoldBackAnother(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 4, Lease: time.Minute})
+	hold := make(chan struct{})
+	slow := r.add(t, "slow", "", reply{status: 200, hold: hold})
+	fast := r.add(t, "fast", "", reply{status: 200})
+	r.claim(t, []string{"slow", "fast"}, slices.Repeat([]string{"invoice.paid"}, 12)...)
+	r.run(t)
+	eventually(t, "the fast sink has every event", func() bool { return len(fast.received2xx()) == 12 })
+	if n := len(slow.received()); n > 2 {
+		t.Errorf("the slow sink holds %d requests while the fast one had jobs, want at most its share (2)", n)
+	}
+	close(hold)
+	eventually(t, "the slow sink has caught up", func() bool { return r.depth(t) == 0 })
+	if n := len(slow.received()); n != 12 {
+		t.Errorf("the slow sink received %d requests, want 12", n)
+	}
+}
+
+// Issue 30: a sink that cannot take events (a filter that does not compile) leaves its events
+// waiting, uncounted, while the others are delivered; fixed, it gets them all.
+func TestMisconfiguredSinkWaits(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 2})
+	ok := r.add(t, "ok", "", reply{status: 200})
+	broken := r.add(t, "broken", "", reply{status: 200})
+	_, compileErr := CompileFilter("typ == 'invoice.paid'")
+	if compileErr == nil || !strings.Contains(compileErr.Error(), "undeclared reference to 'typ'") {
+		t.Fatalf("CompileFilter(typo) = %v, want the CEL issue", compileErr)
+	}
+	r.set("broken", func(s *Sink) { s.Problem = compileErr.Error() })
+	ids := r.claim(t, []string{"ok", "broken"}, "invoice.paid", "invoice.paid", "invoice.paid")
+	stop := r.start(t)
+	eventually(t, "the other sink has every event and the misconfigured sink's jobs were given back", func() bool {
+		return len(ok.received2xx()) == 3 && counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultRetry) >= 3
+	})
+	stop()
+	jobs, err := r.st.Lease(context.Background(), 10, time.Now().Add(time.Hour), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Sink != "broken" || j.Attempt != 1 {
+			t.Errorf("job %s→%s attempt %d; want the misconfigured sink's, no attempt counted", j.Event.EventID, j.Sink, j.Attempt)
+		}
+		if err := r.st.Release(context.Background(), j, time.Now(), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r.logs.contains("sink broken cannot take events: filter does not compile: ERROR: <input>:1:1: undeclared reference to 'typ'") {
+		t.Errorf("no log line says why the misconfigured sink's events wait")
+	}
+	if len(jobs) != 3 || len(broken.received()) != 0 {
+		t.Fatalf("%d jobs waiting, the misconfigured sink received %d requests; want 3 and none", len(jobs), len(broken.received()))
+	}
+	r.run(t)
+	r.set("broken", func(s *Sink) { s.Problem = "" })
+	eventually(t, "the fixed sink has every event", func() bool { return r.depth(t) == 0 })
+	if diff := cmp.Diff(ids, sorted(broken.received2xx())); diff != "" {
+		t.Errorf("the fixed sink received (-want +got):\n%s", diff)
+	}
+}
+
+// Issue 30: a filter failing at run time on one event (a field it does not have) is retried,
+// then dead-lettered for that sink alone with a readable reason; the event it selects is
+// delivered, and the sink without a filter gets both.
+func TestFilterFailingOnOneEvent(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 2})
+	picky := r.add(t, "picky", "data.customer.startsWith('cus_')", reply{status: 200})
+	all := r.add(t, "all", "", reply{status: 200})
+	r.set("picky", func(s *Sink) { s.MaxAttempts = 2 })
+	events := []store.Event{
+		{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: "evt_with", EventType: "invoice.paid", Payload: []byte(`{"customer":"cus_1"}`), ReceivedAt: time.Now(), Sinks: []string{"picky", "all"}},
+		{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: "evt_without", EventType: "invoice.paid", Payload: []byte(`{"id":"x"}`), ReceivedAt: time.Now(), Sinks: []string{"picky", "all"}},
+	}
+	if _, err := r.st.ClaimBatch(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t)
+	eventually(t, "every job is done", func() bool { return r.depth(t) == 0 })
+	if diff := cmp.Diff([]string{"evt_with"}, picky.received2xx()); diff != "" {
+		t.Errorf("the filtered sink received (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"evt_with", "evt_without"}, sorted(all.received2xx())); diff != "" {
+		t.Errorf("the sink without a filter received (-want +got):\n%s", diff)
+	}
+	letters, err := r.st.DeadLetters(context.Background(), 10)
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("dead letters = %v, %v; want one", letters, err)
+	}
+	if l := letters[0]; l.Sink != "picky" || l.Event.EventID != "evt_without" || l.Attempt != 2 || !strings.Contains(l.LastError, "gave up after 2 attempts") ||
+		!strings.Contains(l.LastError, "filter failed on this event: no such key: customer") {
+		t.Errorf("dead letter = sink %s, event %s, attempt %d, %q; want picky's evt_without after 2 attempts, saying the filter failed on a missing key",
+			l.Sink, l.Event.EventID, l.Attempt, l.LastError)
+	}
+}
+
+// A job for a sink the subscription no longer has is dead-lettered with the reason, never
+// dropped.
+func TestJobOfARemovedSinkIsDeadLettered(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 2})
+	r.add(t, "kept", "", reply{status: 200})
+	r.claim(t, []string{"kept", "removed"}, "invoice.paid")
+	r.run(t)
+	eventually(t, "every job is done", func() bool { return r.depth(t) == 0 })
+	letters, err := r.st.DeadLetters(context.Background(), 10)
+	if err != nil || len(letters) != 1 || letters[0].Sink != "removed" || !strings.Contains(letters[0].LastError, `no sink named "removed" any more`) {
+		t.Errorf("dead letters = %+v, %v; want removed's job, saying why", letters, err)
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}

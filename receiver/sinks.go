@@ -1,0 +1,126 @@
+package receiver
+
+import (
+	"fmt"
+	"net/http"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+)
+
+// OneHTTPSink is the sink list of a route whose one sink is an HTTP sink at url named
+// store.DefaultSink, as spec.delivery.sink gives.
+func OneHTTPSink(url string) []deliver.Sink {
+	return []deliver.Sink{{Name: store.DefaultSink, HTTP: &deliver.HTTPTarget{URL: url, Header: http.Header{}}}}
+}
+
+// buildSinks turns a subscription's spec.delivery into the sinks the pool delivers to, with the
+// material the manager copied into the route Secret (sec's data; nil: none yet). A sink that
+// cannot take events yet (a filter that does not compile, credentials or a resolved URL not
+// yet in the route Secret, a kind this receiver does not send to) carries its Problem: its
+// events wait, the others go on.
+func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
+	specs := d.EffectiveSinks()
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]deliver.Sink, 0, len(specs))
+	for _, spec := range specs {
+		s := deliver.Sink{Name: spec.Name, MaxAttempts: int(spec.MaxAttempts)}
+		var problems []string
+		if spec.Filter != "" {
+			f, err := deliver.CompileFilter(spec.Filter)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.Filter = f
+		}
+		if spec.Ordering != nil {
+			problems = append(problems, "ordering PerKey is not delivered by this receiver version yet")
+		}
+		switch {
+		case spec.HTTP != nil:
+			t, err := httpTarget(spec.Name, spec.HTTP.URL, spec.HTTP, data)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.HTTP = t
+		case spec.Ref != nil:
+			url := data[routesecret.SinkKey(spec.Name, routesecret.SinkFieldURL)]
+			if len(url) == 0 {
+				problems = append(problems, fmt.Sprintf("the manager has not resolved %s %s to a URL yet", spec.Ref.Kind, spec.Ref.Name))
+				break
+			}
+			t, err := httpTarget(spec.Name, string(url), nil, data)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.HTTP = t
+		case spec.Kafka != nil:
+			problems = append(problems, "kafka sinks are not delivered by this receiver version yet")
+		case spec.NATS != nil:
+			problems = append(problems, "nats sinks are not delivered by this receiver version yet")
+		case spec.AMQP != nil:
+			problems = append(problems, "amqp sinks are not delivered by this receiver version yet")
+		}
+		if len(problems) > 0 {
+			s.Problem = problems[0]
+			for _, p := range problems[1:] {
+				s.Problem += "; " + p
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// httpTarget builds an HTTP sink's target: its URL, extra headers and the credentials the
+// route Secret holds for it.
+func httpTarget(name, url string, spec *hookv1.HTTPSink, data map[string][]byte) (*deliver.HTTPTarget, error) {
+	key := func(field string) []byte { return data[routesecret.SinkKey(name, field)] }
+	headers := http.Header{}
+	var auth deliver.HTTPAuth
+	if spec != nil {
+		for _, h := range spec.Headers {
+			headers.Add(h.Name, h.Value)
+		}
+		if a := spec.Auth; a != nil {
+			var missing []string
+			need := func(set bool, field string) []byte {
+				v := key(field)
+				if set && len(v) == 0 {
+					missing = append(missing, routesecret.SinkKey(name, field))
+				}
+				return v
+			}
+			auth.BearerToken = string(need(a.BearerToken != nil, routesecret.SinkFieldBearerToken))
+			auth.Username = string(need(a.Basic != nil, routesecret.SinkFieldUsername))
+			auth.Password = string(need(a.Basic != nil, routesecret.SinkFieldPassword))
+			auth.CertPEM = need(a.ClientCertificate != nil, routesecret.SinkFieldCert)
+			auth.KeyPEM = need(a.ClientCertificate != nil, routesecret.SinkFieldKey)
+			auth.CAPEM = need(a.CABundle != nil, routesecret.SinkFieldCA)
+			if len(missing) > 0 {
+				return nil, fmt.Errorf("the route Secret holds no %v yet (the manager copies the sink's credentials there)", missing)
+			}
+		}
+	}
+	t, err := deliver.NewHTTPTarget(url, headers, auth, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sink credentials: %w", err)
+	}
+	return t, nil
+}
+
+// sinkNames are the names of sinks, in order (nil for none: the store's default sink).
+func sinkNames(sinks []deliver.Sink) []string {
+	if len(sinks) == 0 {
+		return nil
+	}
+	names := make([]string, len(sinks))
+	for i, s := range sinks {
+		names[i] = s.Name
+	}
+	return names
+}

@@ -1,0 +1,102 @@
+package receiver
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
+)
+
+// A subscription's sinks as the receiver delivers to them: what it can send to, and, for each
+// one it cannot send to yet, why (its events wait; the others go on).
+func TestBuildSinks(t *testing.T) {
+	key := routesecret.SinkKey
+	http1 := func(name string, mod func(*hookv1.Sink)) hookv1.Sink {
+		s := hookv1.Sink{Name: name, HTTP: &hookv1.HTTPSink{URL: "https://" + name + ".shop.svc/events"}}
+		if mod != nil {
+			mod(&s)
+		}
+		return s
+	}
+	cases := []struct {
+		reason   string
+		delivery *hookv1.DeliverySpec
+		data     map[string][]byte
+		want     map[string]string // sink name → its Problem ("" ready)
+		check    func(t *testing.T, sinks []deliver.Sink)
+	}{
+		{reason: "no delivery spec: no sinks, the events wait", delivery: nil, want: map[string]string{}},
+		{
+			reason:   "the older sink is one HTTP sink named default",
+			delivery: &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: "http://w/"}},
+			want:     map[string]string{store.DefaultSink: ""},
+			check: func(t *testing.T, sinks []deliver.Sink) {
+				if sinks[0].HTTP == nil || sinks[0].HTTP.URL != "http://w/" {
+					t.Errorf("default sink = %+v, want an HTTP sink at http://w/", sinks[0])
+				}
+			},
+		},
+		{
+			reason: "headers, a bearer token and a filter; maxAttempts of its own",
+			delivery: &hookv1.DeliverySpec{Sinks: []hookv1.Sink{http1("worker", func(s *hookv1.Sink) {
+				s.HTTP.Headers = []hookv1.HTTPHeader{{Name: "X-Team", Value: "payments"}}
+				s.HTTP.Auth = &hookv1.HTTPAuth{BearerToken: &hookv1.SinkSecretKey{Name: "tok", Key: "token"}}
+				s.Filter, s.MaxAttempts = "type.startsWith('invoice.')", 4
+			})}},
+			data: map[string][]byte{key("worker", routesecret.SinkFieldBearerToken): []byte("t0k")},
+			want: map[string]string{"worker": ""},
+			check: func(t *testing.T, sinks []deliver.Sink) {
+				s := sinks[0]
+				want := http.Header{"X-Team": {"payments"}, "Authorization": {"Bearer t0k"}}
+				if diff := cmp.Diff(want, s.HTTP.Header); diff != "" || s.Filter == nil || s.MaxAttempts != 4 {
+					t.Errorf("worker: headers (-want +got):\n%s\nfilter %v, maxAttempts %d", diff, s.Filter, s.MaxAttempts)
+				}
+			},
+		},
+		{
+			reason: "credentials the manager has not copied yet, a filter that does not compile, a ref not resolved, brokers: each waits with its reason",
+			delivery: &hookv1.DeliverySpec{Sinks: []hookv1.Sink{
+				http1("ok", nil),
+				http1("nocreds", func(s *hookv1.Sink) {
+					s.HTTP.Auth = &hookv1.HTTPAuth{Basic: &hookv1.SinkSecretRef{Name: "b"}}
+				}),
+				http1("typo", func(s *hookv1.Sink) { s.Filter = "typ == 'x'" }),
+				{Name: "broker", Ref: &hookv1.RefSink{APIVersion: "eventing.knative.dev/v1", Kind: "Broker", Name: "default"}},
+				{Name: "resolved", Ref: &hookv1.RefSink{APIVersion: "v1", Kind: "Service", Name: "worker"}},
+				{Name: "bus", NATS: &hookv1.NATSSink{URLs: []string{"nats://n:4222"}, Subject: "a.b"}},
+			}},
+			data: map[string][]byte{key("resolved", routesecret.SinkFieldURL): []byte("http://worker.shop.svc.cluster.local")},
+			want: map[string]string{
+				"ok":       "",
+				"nocreds":  "the route Secret holds no [sink.nocreds.username sink.nocreds.password] yet",
+				"typo":     "filter does not compile: ERROR: <input>:1:1: undeclared reference to 'typ'",
+				"broker":   "the manager has not resolved Broker default to a URL yet",
+				"resolved": "",
+				"bus":      "nats sinks are not delivered by this receiver version yet",
+			},
+		},
+	}
+	for _, tc := range cases {
+		sinks := buildSinks(tc.delivery, tc.data)
+		got := map[string]string{}
+		for _, s := range sinks {
+			got[s.Name] = s.Problem
+			if want, ok := tc.want[s.Name]; ok && want != "" && strings.HasPrefix(s.Problem, want) {
+				got[s.Name] = want
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: problems by sink (-want +got):\n%s", tc.reason, diff)
+			continue
+		}
+		if tc.check != nil {
+			tc.check(t, sinks)
+		}
+	}
+}
