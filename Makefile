@@ -8,6 +8,9 @@ export GOWORK := off
 
 CACHE ?= $(or $(HOOKWARDEN_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hookwarden)
 export HOOKWARDEN_CACHE := $(CACHE)
+# envtest waits 20 s by default for kube-apiserver and etcd to come up; a loaded 2-core machine
+# (several control planes at once in make test) can take longer.
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 2m
 BIN ?= $(CURDIR)/bin
 IMG ?= hookwarden/manager:dev
 RECEIVER_IMG ?= hookwarden/receiver:dev
