@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	fs.StringVar(&s.Profile, "cpu-profile", "", "write a 30 s CPU profile of the manager, taken during the cold start, to this file")
-	full := fs.Bool("full", false, "run the whole grid (N 100 to 2,000 by M 1, 10, 100; two GitHub rows, two GitLab rows): about forty minutes")
+	full := fs.Bool("full", false, "run the whole grid (N 100 to 2,000 by M 1, 10, 100; two GitHub rows, two GitLab rows): about thirty-five minutes")
 	only := fs.String("rows", "", "run these rows instead, e.g. stripe:2000:10,github:100:5,gitlab:100:20 (provider:N:M)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
