@@ -47,6 +47,8 @@ type setup struct {
 	Assets  string // kube-apiserver, etcd
 	Manager string // the manager binary
 	CRDs    string
+	// Profiles is the folder of the shipped REST profiles (config/samples/rest), for GitLab.
+	Profiles string
 	// Resync is every subscription's spec.resyncInterval, the period of the waves: at least
 	// this, and perSubscriptionWave for each subscription of the row (resyncFor).
 	Resync time.Duration
@@ -64,9 +66,8 @@ type setup struct {
 // result is what one row measured.
 type result struct {
 	Row row
-	// Bound is the rate-limit bound of the cold start: the most requests any one credential
-	// must make (its first, empty list and, per subscription, its create and on GitHub the
-	// ping status.ping reports) over its rate.
+	// Bound is the rate-limit bound of the cold start: the most requests the meter limits that
+	// any one credential must make (fakeProvider.boundRequests) over its rate.
 	BoundRequests int
 	Bound         time.Duration
 	Cold          time.Duration
@@ -84,11 +85,12 @@ type result struct {
 	// subscriptions synced to last; Resync the interval of the waves.
 	Wave, Resync time.Duration
 	// WaveLists are the wave's list pages, WaveLooks its looks at missed events (one per
-	// account where the provider keeps them account-wide); the same by account, and the list
-	// pages each account needs (AccountPages), so one account listing twice cannot hide behind
-	// another that did not list.
-	WaveLists, WaveLooks                   int
-	WaveListsBy, WaveLooksBy, AccountPages []int
+	// account where the provider keeps them account-wide, one per subscription where it keeps
+	// them per hook); the same by account, and the list pages and subscriptions of each
+	// account (AccountPages, AccountSubs), so one account listing or looking twice cannot hide
+	// behind another that did not.
+	WaveLists, WaveLooks                                int
+	WaveListsBy, WaveLooksBy, AccountPages, AccountSubs []int
 
 	Creates    int // creates the fake accepted, cold
 	Limited    int // requests the meter refused, over the row
@@ -130,6 +132,10 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	}
 	if r.M < 1 || r.N < r.M {
 		return res, fmt.Errorf("%s: want 1 <= M <= N", r)
+	}
+	shared, err := fp.objects(s.Profiles)
+	if err != nil {
+		return res, err
 	}
 	perAccount := (r.N + r.M - 1) / r.M
 	limit := fp.limit()
@@ -199,7 +205,7 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	}
 	resync := s.resyncFor(r)
 	res.Resync = resync
-	if err := apply(ctx, k8s, fp, base, ep, resync, r); err != nil {
+	if err := apply(ctx, k8s, fp, shared, base, ep, resync, r); err != nil {
 		return res, err
 	}
 	if err := subs.waitReady(ctx, r.N, mgr); err != nil {
@@ -298,9 +304,9 @@ func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	for i := range r.N {
 		byAccount[i%r.M]++
 	}
-	res.WaveListsBy, res.WaveLooksBy = calls.byAccount(w, listRoute), calls.byAccount(w, lookRoute)
+	res.WaveListsBy, res.WaveLooksBy, res.AccountSubs = calls.byAccount(w, listRoute), calls.byAccount(w, lookRoute), byAccount
 	for a, n := range byAccount {
-		res.BoundRequests = max(res.BoundRequests, 1+n*fp.perSubscription())
+		res.BoundRequests = max(res.BoundRequests, fp.boundRequests(n))
 		pages := max(1, (n+pageCap-1)/pageCap)
 		res.PagesPerAccount = max(res.PagesPerAccount, pages)
 		res.AccountPages = append(res.AccountPages, pages)
@@ -404,9 +410,15 @@ func (l *callLog) during(w wave) []fakeapi.RouteCount {
 
 func subName(i int) string { return fmt.Sprintf("sub-%04d", i) }
 
-// apply creates one credential Secret per account and the subscriptions, subscription i on
-// account i mod M, in parallel as kubectl apply of a big manifest would.
-func apply(ctx context.Context, k8s client.Client, fp fakeProvider, base string, ep *endpoints, resync time.Duration, r row) error {
+// apply creates the objects the subscriptions share (a profile's ConfigMap), one credential
+// Secret per account and the subscriptions, subscription i on account i mod M, in parallel as
+// kubectl apply of a big manifest would.
+func apply(ctx context.Context, k8s client.Client, fp fakeProvider, shared []client.Object, base string, ep *endpoints, resync time.Duration, r row) error {
+	for _, o := range shared {
+		if err := k8s.Create(ctx, o); err != nil {
+			return err
+		}
+	}
 	for a := range r.M {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("account-%d", a)},
 			StringData: map[string]string{"apiKey": fp.credential(a), "token": fp.credential(a)}}

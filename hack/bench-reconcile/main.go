@@ -3,16 +3,20 @@
 //
 // Each row gets a control plane of its own (envtest), the fake provider in this process with a
 // meter that limits every credential like the real provider (Stripe test mode 25 requests/s,
-// GitHub's 80 content-creating requests a minute; 20 ms a request; 100 registrations a page)
-// and the manager binary as a process of its own with its default flags, and applies N
-// subscriptions over M credential Secrets. It prints, per row:
+// GitHub's 80 content-creating requests a minute, GitLab's hook creation 5 a minute per
+// project; 20 ms a request; 100 registrations a page) and the manager binary as a process of
+// its own with its default flags, and applies N subscriptions over M credential Secrets (on
+// GitLab one project and token each). It prints, per row:
 //
 //   - cold÷bound: the time from the first apply to all Ready, over the rate-limit bound, the
-//     fewest requests any correct operator must make with the busiest credential (one list of
-//     the empty account, one create per subscription) divided by the credential's rate;
+//     fewest requests the meter limits that any correct operator must make with the busiest
+//     credential (one list of the empty account where lists are limited, one create per
+//     subscription) divided by the credential's rate;
 //   - wave÷pages: list requests in one steady-state resync wave (every subscription
 //     reconciled once by its timer) over the list pages of all accounts (target 1.00), each
 //     account's counted in its own wave, since each account resyncs on a grid of its own;
+//   - looks/acct, looks/sub: that wave's looks at missed events per account and per
+//     subscription (Stripe one per account, GitLab one per subscription, GitHub none);
 //   - the manager's CPU (/proc/PID/stat) and heap growth (in use after a collection, less the
 //     idle manager's) per subscription, and the reconcile queue's peak depth.
 //
@@ -43,11 +47,12 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// defaultRows fit in ten minutes on a 2-core machine: 2,000 creates on one Stripe test key
-// alone take 80 s.
+// defaultRows fit in twenty minutes on a 2-core machine: 2,000 creates on one Stripe test key
+// alone take 80 s. GitLab's has as many hooks per project as GitLab lets a project create at
+// once.
 var defaultRows = []row{
 	{"stripe", 100, 1}, {"stripe", 500, 10}, {"stripe", 2000, 1}, {"stripe", 2000, 10}, {"stripe", 2000, 100},
-	{"github", 100, 5},
+	{"github", 100, 5}, {"gitlab", 100, 20},
 }
 
 // fullRows (-full) fill in the grid.
@@ -56,6 +61,7 @@ var fullRows = []row{
 	{"stripe", 1000, 1}, {"stripe", 1000, 10}, {"stripe", 1000, 100},
 	{"stripe", 2000, 1}, {"stripe", 2000, 10}, {"stripe", 2000, 100},
 	{"github", 100, 5}, {"github", 400, 20},
+	{"gitlab", 100, 20}, {"gitlab", 100, 10},
 }
 
 func main() {
@@ -76,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&s.Assets, "assets", os.Getenv("KUBEBUILDER_ASSETS"), "folder with kube-apiserver and etcd (hack/control-plane.sh --print-dir)")
 	fs.StringVar(&s.Manager, "manager", filepath.Join("bin", "manager"), "the manager binary")
 	fs.StringVar(&s.CRDs, "crds", filepath.Join("config", "crd", "bases"), "folder with the CRD manifests")
+	fs.StringVar(&s.Profiles, "profiles", filepath.Join("config", "samples", "rest"), "folder with the shipped REST profiles (the GitLab rows use gitlab-project-hooks.profile.yaml)")
 	fs.DurationVar(&s.Resync, "resync", 20*time.Second, "spec.resyncInterval of every subscription, the period of the waves: at least this, and 20 ms per subscription of the row (so a wave fits its interval: 40 s for 2,000)")
 	fs.IntVar(&s.PageCap, "page-cap", 0, "cap the fake's list pages below the clients' 100 (0: no cap)")
 	fs.DurationVar(&s.Timeout, "row-timeout", 8*time.Minute, "give up on a row after this long")
@@ -84,8 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	fs.StringVar(&s.Profile, "cpu-profile", "", "write a 30 s CPU profile of the manager, taken during the cold start, to this file")
-	full := fs.Bool("full", false, "run the whole grid (N 100 to 2,000 by M 1, 10, 100; two GitHub rows): about half an hour")
-	only := fs.String("rows", "", "run these rows instead, e.g. stripe:2000:10,github:100:5 (provider:N:M)")
+	full := fs.Bool("full", false, "run the whole grid (N 100 to 2,000 by M 1, 10, 100; two GitHub rows, two GitLab rows): about thirty-five minutes")
+	only := fs.String("rows", "", "run these rows instead, e.g. stripe:2000:10,github:100:5,gitlab:100:20 (provider:N:M)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -172,7 +179,7 @@ func (r result) problems() []string {
 
 func printTable(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "provider\tN\tM\tpages/acct\tbound\tAPI bound\tcold\tcold÷bound\tcold÷max\tcold calls\tAPI req/sub\tresync\twave\twave calls\twave÷pages\tlooks/acct\t429s\tCPU ms/sub\theap KiB/sub\tqueue peak\tchecks\t")
+	fmt.Fprintln(tw, "provider\tN\tM\tpages/acct\tbound\tAPI bound\tcold\tcold÷bound\tcold÷max\tcold calls\tAPI req/sub\tresync\twave\twave calls\twave÷pages\tlooks/acct\tlooks/sub\t429s\tCPU ms/sub\theap KiB/sub\tqueue peak\tchecks\t")
 	for _, r := range results {
 		check := "ok"
 		if len(r.problems()) > 0 {
@@ -187,16 +194,17 @@ func printTable(w io.Writer, results []result) {
 			api += n
 		}
 		heapPerSub := (float64(r.HeapAfter) - float64(r.HeapBase)) / float64(r.Row.N) / 1024
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1fs\t%.1fs\t%.1fs\t%.2f\t%.2f\t%d\t%.2f\t%.0fs\t%.1fs\t%d\t%.2f\t%.2f\t%d\t%.2f\t%.1f\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1fs\t%.1fs\t%.1fs\t%.2f\t%.2f\t%d\t%.2f\t%.0fs\t%.1fs\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.1f\t%d\t%s\t\n",
 			r.Row.Provider, r.Row.N, r.Row.M, r.PagesPerAccount, r.Bound.Seconds(), r.APIBound.Seconds(), r.Cold.Seconds(),
 			r.Cold.Seconds()/r.Bound.Seconds(), r.Cold.Seconds()/max(r.Bound, r.APIBound).Seconds(),
-			cold, float64(api)/float64(r.Row.N), r.Resync.Seconds(), r.Wave.Seconds(), r.WaveCalls, float64(r.WaveLists)/float64(r.Pages), float64(r.WaveLooks)/float64(r.Row.M), r.Limited,
+			cold, float64(api)/float64(r.Row.N), r.Resync.Seconds(), r.Wave.Seconds(), r.WaveCalls, float64(r.WaveLists)/float64(r.Pages),
+			float64(r.WaveLooks)/float64(r.Row.M), float64(r.WaveLooks)/float64(r.Row.N), r.Limited,
 			float64(r.CPU.Microseconds())/1000/float64(r.Row.N), heapPerSub, r.QueuePeak, check)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(w, "\nbound: (1 list of the empty account + per subscription its create, and on GitHub the ping status.ping reports) of the busiest credential ÷ its rate; cold calls: every provider request until all Ready")
+	fmt.Fprintln(w, "\nbound: the requests the meter limits of the busiest credential (Stripe, GitHub: 1 list of the empty account + per subscription its create, and on GitHub the ping status.ping reports; GitLab: the creates, 5 a minute per project) ÷ its rate, burst not counted; cold calls: every provider request until all Ready")
 	fmt.Fprintln(w, "API bound: the same control plane taking the cold start's writes alone (N applied subscriptions, and per subscription the finalizer patch, the signing Secret read and create, the status patch; the Events the manager sent) by as many workers as the manager's, watched as the cold start is (the subscriptions by the manager and the bench, the Secrets' metadata by the manager); cold÷max: cold ÷ max(bound, API bound)")
 	fmt.Fprintln(w, "API req/sub: the manager's requests to the API server during the cold start ÷ N (reads and writes; its informers' lists and watches too)")
-	fmt.Fprintln(w, "resync: the subscriptions' resync interval; one steady-state resync wave is measured account by account, each from the end of its previous wave until all its subscriptions are synced with a newer list: wave: how long it took on the slowest account, first of its subscriptions synced to last; wave calls: the accounts' provider requests in their waves; wave÷pages: their list requests ÷ list pages of all accounts (target 1.00); looks/acct: their looks at missed events per account (Stripe 1.00: one shared listing of undelivered events; GitHub 0)")
+	fmt.Fprintln(w, "resync: the subscriptions' resync interval; one steady-state resync wave is measured account by account, each from the end of its previous wave until all its subscriptions are synced with a newer list: wave: how long it took on the slowest account, first of its subscriptions synced to last; wave calls: the accounts' provider requests in their waves; wave÷pages: their list requests ÷ list pages of all accounts (target 1.00); looks/acct, looks/sub: their looks at missed events per account and per subscription (Stripe 1.00 per account: one shared listing of undelivered events; GitLab 1.00 per subscription: one page of each hook's failure log; GitHub 0)")
 	fmt.Fprintln(w, "CPU: manager user+system over the row; heap: in use after GC, less the idle manager's")
 }

@@ -21,6 +21,7 @@ type Meter struct {
 	latency time.Duration
 	now     func() time.Time
 	observe func(credential string, rt Route, at time.Time, limited bool)
+	only    map[Route]bool // nil: the rate limits every route
 
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
@@ -44,6 +45,10 @@ type MeterOptions struct {
 	// say; the meter's table still keeps no credential, and what Observe keeps of one is the
 	// caller's business. It is called outside the meter's lock, from many requests at once.
 	Observe func(credential string, rt Route, at time.Time, limited bool)
+	// Routes, when set, are the only routes the rate limits, for a provider that limits one
+	// kind of request on its own (GitLab: hook creation, 5 a minute per project); requests to
+	// the others are counted, observed and delayed, never refused, and spend no rate.
+	Routes []Route
 }
 
 // Route names the requests a Meter counts together: a method and a path pattern with the ids
@@ -73,6 +78,12 @@ func NewMeter(o MeterOptions) *Meter {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	if len(o.Routes) > 0 {
+		m.only = map[Route]bool{}
+		for _, rt := range o.Routes {
+			m.only[rt] = true
+		}
+	}
 	return m
 }
 
@@ -98,7 +109,7 @@ func (m *Meter) take(credential string, rt Route, now time.Time) (wait time.Dura
 		m.counts[rt] = c
 	}
 	c.Requests++
-	if credential == "" || m.limit == rate.Inf {
+	if credential == "" || m.limit == rate.Inf || (m.only != nil && !m.only[rt]) {
 		return 0, true
 	}
 	id := Label("", credential) // the table never keeps a credential itself

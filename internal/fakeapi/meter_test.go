@@ -46,6 +46,27 @@ func TestMeter(t *testing.T) {
 	}
 }
 
+// GitLab limits hook creation on its own (5 a minute per project) and not the lists: a meter
+// given Routes refuses only those, and the others neither wait for nor spend the rate.
+func TestMeterRoutes(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	list, create := Route{"GET", "/things"}, Route{"POST", "/things"}
+	m := NewMeter(MeterOptions{Rate: 1.0 / 60, Burst: 2, Now: func() time.Time { return now }, Routes: []Route{create}})
+	limited := func(time.Duration) *failure { return &failure{429} }
+	var got []bool
+	for _, rt := range []Route{list, list, list, create, list, create, create, list} {
+		got = append(got, Metered(m, Taken[failure]{}, "a", rt, limited).Fail != nil)
+	}
+	want := []bool{false, false, false, false, false, false, true, false}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("refused, request by request: -want +got\n%s", d)
+	}
+	wantCounts := []RouteCount{{Route: list, Requests: 5}, {Route: create, Requests: 3, Limited: 1}}
+	if d := cmp.Diff(wantCounts, m.Counts()); d != "" {
+		t.Errorf("counts: -want +got\n%s", d)
+	}
+}
+
 func TestNilMeterMetersNothing(t *testing.T) {
 	var m *Meter
 	in := Taken[failure]{Latency: time.Second}

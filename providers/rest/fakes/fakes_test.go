@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/gitlab"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/pagerduty"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/svix"
@@ -143,6 +146,86 @@ func TestGitLabEventLogFacts(t *testing.T) {
 		{"not as a client_failure", "GET", "/projects/7/hooks/1/events?status=client_failure", nil, "", 200, `[]`},
 		{"an unknown status value is a 400", "GET", "/projects/7/hooks/1/events?status=server_failure,bogus", nil, "", 400, "status does not have a valid value"},
 		{"a resend to an endpoint that gives no HTTP answer is a 422 with the error", "POST", "/projects/7/hooks/1/events/1/resend", nil, "", 422, "connection refused"},
+	})
+}
+
+// Metered like GitLab's hook creation limit (5 a minute per project; the bench's meter), the
+// fake refuses the sixth create as GitLab's ApplicationRateLimiter does and leaves the lists
+// alone; the meter counts routes with their ids taken out; WithPageSize caps both lists.
+func TestGitLabMeterAndPageSize(t *testing.T) {
+	hooks := "/api/v4/projects/{id}/hooks"
+	create := fakeapi.Route{Method: http.MethodPost, Pattern: hooks}
+	m := fakeapi.NewMeter(fakeapi.MeterOptions{Rate: 5.0 / 60, Burst: 5, Routes: []fakeapi.Route{create}})
+	srv := gitlab.New(gitlab.WithMeter(m), gitlab.WithPageSize(2))
+	srv.AddProject("7", "g/p")
+	base, stop := srv.Start()
+	defer stop()
+	auth := map[string]string{"PRIVATE-TOKEN": "t"}
+	for range 5 {
+		run(t, base+"/api/v4", auth, []step{{"five creates a minute", "POST", "/projects/7/hooks", nil, `{"url":"http://127.0.0.1:1/hook"}`, 201, `"id":`}})
+	}
+	run(t, base+"/api/v4", auth, []step{
+		{"the sixth is refused as ApplicationRateLimiter refuses it", "POST", "/projects/7/hooks", nil, `{"url":"http://127.0.0.1:1/hook"}`, 429, "This endpoint has been requested too many times"},
+	})
+	res, err := http.DefaultClient.Do(mustReq(t, "POST", base+"/api/v4/projects/7/hooks", `{"url":"http://127.0.0.1:1/hook"}`, auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := res.Header.Get("Retry-After"); res.StatusCode != 429 || got != "60" {
+		t.Errorf("a create over the limit = %d, Retry-After %q; want 429 and 60", res.StatusCode, got)
+	}
+	ids := func(path string) (ids []float64, perPage string) {
+		t.Helper()
+		res, err := http.DefaultClient.Do(mustReq(t, "GET", base+"/api/v4"+path, "", auth))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var page []map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&page); err != nil || res.StatusCode != 200 {
+			t.Fatalf("GET %s = %d (%v)", path, res.StatusCode, err)
+		}
+		for _, o := range page {
+			ids = append(ids, o["id"].(float64))
+		}
+		return ids, res.Header.Get("X-Per-Page")
+	}
+	for _, c := range []struct {
+		reason, path string
+		want         []float64
+	}{
+		{"lists are not limited, and come in pages of 2", "/projects/g%2Fp/hooks?per_page=100", []float64{1, 2}},
+		{"whose second page follows", "/projects/7/hooks?per_page=100&page=2", []float64{3, 4}},
+	} {
+		got, perPage := ids(c.path)
+		if d := cmp.Diff(c.want, got); d != "" || perPage != "2" {
+			t.Errorf("%s: X-Per-Page %q, ids -want +got\n%s", c.reason, perPage, d)
+		}
+	}
+	for range 3 {
+		srv.Emit("7", "push_events", []byte(`{"object_kind":"push"}`))
+	}
+	if got, perPage := ids("/projects/7/hooks/1/events?per_page=20"); len(got) != 2 || perPage != "2" {
+		t.Errorf("an event log of 3 gave a page of %v, X-Per-Page %q; want 2 entries in pages of 2", got, perPage)
+	}
+	want := []fakeapi.RouteCount{
+		{Route: fakeapi.Route{Method: http.MethodGet, Pattern: hooks}, Requests: 2},
+		{Route: create, Requests: 7, Limited: 2},
+		{Route: fakeapi.Route{Method: http.MethodGet, Pattern: hooks + "/{hook_id}/events"}, Requests: 1},
+	}
+	if d := cmp.Diff(want, m.Counts()); d != "" {
+		t.Errorf("meter counts: -want +got\n%s", d)
+	}
+
+	// A meter on every route stands for GitLab's API-wide limit (Rack::Attack): "Retry later".
+	all := gitlab.New(gitlab.WithMeter(fakeapi.NewMeter(fakeapi.MeterOptions{Rate: 1.0 / 60, Burst: 1})))
+	all.AddProject("7", "g/p")
+	allBase, stopAll := all.Start()
+	defer stopAll()
+	run(t, allBase+"/api/v4", auth, []step{
+		{"the first list", "GET", "/projects/7/hooks", nil, "", 200, "[]"},
+		{"the second is over the API-wide limit", "GET", "/projects/7/hooks", nil, "", 429, "Retry later"},
 	})
 }
 

@@ -1,5 +1,6 @@
 // Package core is what the REST API fakes (providers/rest/fakes/<api>) share: injected faults,
-// a request log, JSON answers and serving on a loopback port. Each fake keeps its own state,
+// a request log, a meter (internal/fakeapi's, for benchmarks), JSON answers and serving on a
+// loopback port. Each fake keeps its own state,
 // routes and wire format, written from the API's documentation, never from a profile, so a
 // profile that misreads the API fails against its fake.
 //
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/fakeapi"
 )
 
 // Fault makes matching requests fail, as a rate limiter or load balancer in front of the API
@@ -50,12 +53,26 @@ type Request struct {
 	Status int
 }
 
-// Core holds faults and the request log; the zero value is ready.
+// Core holds faults, the request log and the meter; the zero value is ready.
 type Core struct {
 	mu     sync.Mutex
 	faults []*entry
 	seq    int
 	log    []Request
+
+	// Set by Meter before serving.
+	meter   *fakeapi.Meter
+	route   func(*http.Request) (credential string, rt fakeapi.Route)
+	limited func(rt fakeapi.Route, wait time.Duration) Fault
+}
+
+// Meter paces and counts the requests Wrap serves with m (fakeapi.Meter), after the injected
+// faults: route names the credential a request was made with and its meter route, and limited
+// is the API's own answer to a credential beyond its rate on that route (wait: until it may ask
+// again). An injected fault still wins over the rate, and still spends it. Call it before
+// serving; a nil m meters nothing.
+func (c *Core) Meter(m *fakeapi.Meter, route func(*http.Request) (credential string, rt fakeapi.Route), limited func(rt fakeapi.Route, wait time.Duration) Fault) {
+	c.meter, c.route, c.limited = m, route, limited
 }
 
 type entry struct {
@@ -125,36 +142,58 @@ func (w *statusWriter) WriteHeader(s int) {
 // maxBody bounds request bodies the fakes read.
 const maxBody = 1 << 20
 
-// Wrap logs every request (the body is read once and handed on), applies faults and then
-// calls h.
+// Wrap logs every request (the body is read once and handed on), applies faults and the meter
+// and then calls h. A request whose client went away during the meter's latency is not served,
+// and is logged with fakeapi.StatusClientGone.
 func (c *Core) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		r.Body = io.NopCloser(strings.NewReader(string(body)))
 		rec := Request{Time: time.Now(), Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		var t fakeapi.Taken[Fault]
 		if f := c.take(r.Method, r.URL.EscapedPath()); f != nil {
-			if f.AfterApply {
-				h.ServeHTTP(httptest.NewRecorder(), r) // the API's answer is lost
-			}
-			for k, v := range f.Header {
-				w.Header().Set(k, v)
-			}
-			ct := f.ContentType
-			if ct == "" {
-				ct = "application/json"
-			}
-			w.Header().Set("Content-Type", ct)
-			sw.WriteHeader(f.Status)
-			_, _ = io.WriteString(w, f.Body)
-		} else {
-			h.ServeHTTP(sw, r)
+			t.Fail, t.AfterApply = f, f.AfterApply
 		}
+		if c.meter != nil {
+			credential, rt := c.route(r)
+			t = fakeapi.Metered(c.meter, t, credential, rt, func(wait time.Duration) *Fault {
+				f := c.limited(rt, wait)
+				return &f
+			})
+		}
+		_, served := fakeapi.Serve(r.Context(), t, func() bool {
+			if t.Fail != nil {
+				h.ServeHTTP(httptest.NewRecorder(), r) // AfterApply: the API's answer is lost
+			} else {
+				h.ServeHTTP(sw, r)
+			}
+			return true
+		}, func(f *Fault) bool {
+			writeFault(sw, f)
+			return true
+		})
 		rec.Status = sw.status
+		if !served {
+			rec.Status = fakeapi.StatusClientGone
+		}
 		c.mu.Lock()
 		c.log = append(c.log, rec)
 		c.mu.Unlock()
 	})
+}
+
+func writeFault(w http.ResponseWriter, f *Fault) {
+	for k, v := range f.Header {
+		w.Header().Set(k, v)
+	}
+	ct := f.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(f.Status)
+	_, _ = io.WriteString(w, f.Body)
 }
 
 // RateLimit is the usual 429: retryAfter > 0 adds Retry-After in whole seconds.

@@ -370,6 +370,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, h *Hook) {
 		}
 		perPage = n
 	}
+	perPage = s.capPage(perPage)
 	page := 1
 	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
 		page = v
@@ -402,7 +403,7 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, tok, key string,
 	if s.resends[window] > resendLimit {
 		s.mu.Unlock()
 		w.Header().Set("Retry-After", "60")
-		core.JSON(w, http.StatusTooManyRequests, map[string]any{"message": map[string]string{"error": "This endpoint has been requested too many times. Try again later."}})
+		core.JSON(w, http.StatusTooManyRequests, map[string]any{"message": map[string]string{"error": tooManyRequests}})
 		return
 	}
 	id, _ := strconv.Atoi(eventID)

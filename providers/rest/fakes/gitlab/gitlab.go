@@ -25,6 +25,8 @@
 //   - Before171 serves a GitLab older than 17.1, which has neither name nor description: both
 //     parameters are ignored (Grape drops undeclared parameters) and neither is rendered.
 //     WithoutFlags does the same for event flags an older GitLab does not know.
+//   - For benchmarks, WithMeter limits and counts requests as GitLab's rate limits do, and
+//     WithPageSize caps list pages below what a client asks for.
 package gitlab
 
 import (
@@ -156,6 +158,7 @@ type Server struct {
 	root      string
 	before171 bool
 	unknown   map[string]bool
+	pageSize  int
 
 	mu        sync.Mutex
 	nextID    int
@@ -186,6 +189,22 @@ func WithoutFlags(flags ...string) Option {
 			s.unknown[f] = true
 		}
 	}
+}
+
+// WithPageSize caps every list page (hooks and their event logs) at n items whatever per_page
+// asks for, so tests can force many pages although clients ask for 100 (20 for event logs).
+// n <= 0 means no cap beyond GitLab's own.
+func WithPageSize(n int) Option { return func(s *Server) { s.pageSize = n } }
+
+// WithMeter paces and counts the fake's requests (see fakeapi.Meter), by token, on the routes
+// meterRoute names ("/api/v4/projects/{id}/hooks", ".../hooks/{hook_id}/events", ...). A token
+// beyond the meter's rate is answered as GitLab answers it: on hook creation and resend
+// (Gitlab::ApplicationRateLimiter) 429 with Retry-After: 60 and the limiter's message, elsewhere
+// (Rack::Attack's throttles) 429 "Retry later" with Retry-After. GitLab counts hook creation per
+// user and project; the meter counts per token, which is the same where each project has a
+// token of its own.
+func WithMeter(m *fakeapi.Meter) Option {
+	return func(s *Server) { s.Meter(m, s.meterRoute, throttled) }
 }
 
 // New returns an empty fake.
@@ -342,6 +361,39 @@ func (s *Server) Start() (baseURL string, stop func()) { return core.Start(s.Han
 // Handler is the fake's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	return s.Wrap(http.HandlerFunc(s.serve))
+}
+
+// tooManyRequests is Gitlab::ApplicationRateLimiter's message (hook creation, resend).
+const tooManyRequests = "This endpoint has been requested too many times. Try again later."
+
+// meterRoute names a request for the meter: its token, and the hooks routes with their ids
+// taken out ("/api/v4/projects/{id}/hooks/{hook_id}/events"), or the path as sent.
+func (s *Server) meterRoute(r *http.Request) (string, fakeapi.Route) {
+	p := r.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(p, s.root+"/api/v4/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) < 3 || len(parts) > 7 || (parts[0] != "projects" && parts[0] != "groups") || parts[2] != "hooks" {
+		return token(r), fakeapi.Route{Method: r.Method, Pattern: p}
+	}
+	parts[1] = "{id}"
+	if len(parts) > 3 {
+		parts[3] = "{hook_id}"
+	}
+	if len(parts) > 5 && parts[4] == "events" {
+		parts[5] = "{hook_event_id}"
+	}
+	return token(r), fakeapi.Route{Method: r.Method, Pattern: "/api/v4/" + strings.Join(parts, "/")}
+}
+
+// throttled is GitLab's answer to a token beyond its rate on route rt.
+func throttled(rt fakeapi.Route, wait time.Duration) core.Fault {
+	if rt.Method == http.MethodPost && (strings.HasSuffix(rt.Pattern, "/hooks") || strings.HasSuffix(rt.Pattern, "/resend")) {
+		return core.Fault{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "60"},
+			Body: `{"message":{"error":"` + tooManyRequests + `"}}`}
+	}
+	secs := max(1, int((wait+time.Second-1)/time.Second))
+	return core.Fault{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": strconv.Itoa(secs)},
+		Body: "Retry later\n", ContentType: "text/plain"}
 }
 
 func message(w http.ResponseWriter, status int, msg string) {
@@ -514,6 +566,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, ns *namespace) {
 	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
 		perPage = min(v, 100)
 	}
+	perPage = s.capPage(perPage)
 	ids := make([]int, 0, len(ns.hooks))
 	for id := range ns.hooks {
 		ids = append(ids, id)
@@ -525,6 +578,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, ns *namespace) {
 	}
 	pageHeaders(w, r, page, perPage, len(ids))
 	core.JSON(w, http.StatusOK, out)
+}
+
+// capPage is a page size under WithPageSize's cap.
+func (s *Server) capPage(n int) int {
+	if s.pageSize > 0 {
+		return min(n, s.pageSize)
+	}
+	return n
 }
 
 // pageHeaders writes GitLab's offset paging headers: Link (prev, next, first, last),
