@@ -163,6 +163,9 @@ type RouteReconciler struct {
 	Schemes map[string]func(spec []byte) (providers.Verifier, error)
 	// Metrics gets a series set per route (nil: none).
 	Metrics *Metrics
+	// SinkMetrics are the delivery metrics, whose per-sink series go with their route (nil:
+	// none).
+	SinkMetrics *deliver.Metrics
 	// RefreshInterval is the shortest time between two reads of one route's Secret by Refresh
 	// (default DefaultRefreshInterval), so forged deliveries cannot turn into API requests.
 	RefreshInterval time.Duration
@@ -290,6 +293,7 @@ func (r *RouteReconciler) drop(key string) {
 	r.Routes.Delete(key)
 	if ns, name, ok := strings.Cut(key, "/"); ok {
 		r.Metrics.forgetRoute(ns, name)
+		r.SinkMetrics.ForgetRoute(ns, name)
 	}
 	r.mu.Lock()
 	delete(r.refreshed, key)

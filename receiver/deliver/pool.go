@@ -282,7 +282,7 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 			return
 		}
 		if !match {
-			p.opts.Metrics.attempt(ResultFiltered)
+			p.opts.Metrics.attempt(j, ResultFiltered)
 			if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, p.opts.Now()) }) {
 				log.V(1).Info("Not for this sink: its filter does not select the event")
 			}
@@ -300,7 +300,7 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	}
 	if err == nil {
 		now := p.opts.Now()
-		p.opts.Metrics.attempt(ResultDelivered)
+		p.opts.Metrics.attempt(j, ResultDelivered)
 		p.opts.Metrics.delivered(now.Sub(ev.ReceivedAt))
 		if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, now) }) {
 			log.V(1).Info("Delivered")
@@ -333,7 +333,7 @@ func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAtte
 }
 
 func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
-	p.opts.Metrics.attempt(ResultRetry)
+	p.opts.Metrics.attempt(j, ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Retry(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery failed, will retry", "error", cause.Error(), "retryAt", at)
@@ -341,7 +341,7 @@ func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait tim
 }
 
 func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
-	p.opts.Metrics.attempt(ResultRetry)
+	p.opts.Metrics.attempt(j, ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)
@@ -349,7 +349,7 @@ func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait t
 }
 
 func (p *Pool) dead(ctx context.Context, log logr.Logger, j store.Job, cause error) {
-	p.opts.Metrics.attempt(ResultDead)
+	p.opts.Metrics.attempt(j, ResultDead)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Dead(ctx, j, cause.Error()) }) {
 		p.opts.Metrics.deadLetter()
 		log.Info("Delivery failed, dead-lettered", "error", cause.Error())

@@ -105,7 +105,7 @@ func (r *sinkRig) claim(t *testing.T, sinks []string, types ...string) []string 
 		id := fmt.Sprintf("evt_%03d", i)
 		ids = append(ids, id)
 		events = append(events, store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: typ,
-			ContentType: "application/json", Payload: fmt.Appendf(nil, `{"id":%q,"type":%q,"data":{"object":{"id":"obj_%d"}}}`, id, typ, i%3),
+			ContentType: "application/json", Payload: fmt.Appendf(nil, `{"id":%q,"type":%q,"data":{"object":{"id":"obj_%d"}}}`, id, typ, i%2),
 			ReceivedAt: time.Now(), MaxAttempts: 3, Sinks: sinks})
 	}
 	if _, err := r.st.ClaimBatch(context.Background(), events); err != nil {
@@ -176,7 +176,7 @@ func TestFanOutWithFilters(t *testing.T) {
 		if typ == "invoice.paid" {
 			want["invoices"] = append(want["invoices"], id)
 		}
-		if typ == "charge.succeeded" && i%3 != 0 {
+		if typ == "charge.succeeded" && i%2 != 0 { // obj_0 is filtered out
 			want["charges"] = append(want["charges"], id)
 		}
 	}
@@ -188,8 +188,19 @@ func TestFanOutWithFilters(t *testing.T) {
 			t.Errorf("sink %s received (-want +got):\n%s", name, diff)
 		}
 	}
-	if got := counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultFiltered); got != 90-30-10-10 {
-		t.Errorf("filtered = %v, want 40 (jobs whose filter did not select the event)", got)
+	if got := counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultFiltered); got != 90-30-10-5 {
+		t.Errorf("filtered = %v, want 45 (jobs whose filter did not select the event)", got)
+	}
+	for sink, want := range map[string][2]float64{"invoices": {10, 20}, "charges": {5, 25}, "all": {30, -1}} {
+		delivered := sinkCounter(t, r.reg, sink, ResultDelivered)
+		filtered := sinkCounter(t, r.reg, sink, ResultFiltered)
+		if delivered != want[0] || filtered != want[1] {
+			t.Errorf("sink %s: delivered %v, filtered %v; want %v and %v", sink, delivered, filtered, want[0], want[1])
+		}
+	}
+	r.pool.opts.Metrics.ForgetRoute("shop", "orders")
+	if got := sinkCounter(t, r.reg, "all", ResultDelivered); got != -1 {
+		t.Errorf("after ForgetRoute the sink series is still there (%v)", got)
 	}
 }
 
@@ -331,6 +342,31 @@ func TestJobOfARemovedSinkIsDeadLettered(t *testing.T) {
 	if err != nil || len(letters) != 1 || letters[0].Sink != "removed" || !strings.Contains(letters[0].LastError, `no sink named "removed" any more`) {
 		t.Errorf("dead letters = %+v, %v; want removed's job, saying why", letters, err)
 	}
+}
+
+// sinkCounter is shop/orders' hookwarden_receiver_sink_attempts_total for sink and result, -1
+// when the series does not exist.
+func sinkCounter(t *testing.T, reg *prometheus.Registry, sink, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookwarden_receiver_sink_attempts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == "shop" && labels["name"] == "orders" && labels["sink"] == sink && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name, result string) float64 {
