@@ -38,7 +38,7 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 			s.Filter = f
 		}
 		if spec.Ordering != nil {
-			problems = append(problems, "ordering PerKey is not delivered by this receiver version yet")
+			s.OrderBy = spec.Ordering.Key
 		}
 		switch {
 		case spec.HTTP != nil:
@@ -111,6 +111,20 @@ func httpTarget(name, url string, spec *hookv1.HTTPSink, data map[string][]byte)
 		return nil, fmt.Errorf("sink credentials: %w", err)
 	}
 	return t, nil
+}
+
+// orderKeys are the ordering keys of ev for the sinks that order their events (nil: none).
+func orderKeys(sinks []deliver.Sink, ev store.Event) map[string]string {
+	var keys map[string]string
+	for _, s := range sinks {
+		if s.OrderBy != "" {
+			if keys == nil {
+				keys = map[string]string{}
+			}
+			keys[s.Name] = deliver.OrderKey(s.OrderBy, ev)
+		}
+	}
+	return keys
 }
 
 // sinkNames are the names of sinks, in order (nil for none: the store's default sink).

@@ -15,6 +15,9 @@ type Sink struct {
 	HTTP *HTTPTarget
 	// Filter selects the events the sink gets (nil: all).
 	Filter *Filter
+	// OrderBy, when set, is the path of the key the sink orders its events by (ordering
+	// PerKey, see OrderKey): the receiver records each event's key with its job.
+	OrderBy string
 	// MaxAttempts is the sink's own budget (spec.delivery.sinks[].maxAttempts); 0 takes the
 	// event's (spec.delivery.maxAttempts when it was claimed), then DefaultMaxAttempts.
 	MaxAttempts int

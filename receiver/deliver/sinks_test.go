@@ -3,6 +3,8 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -388,4 +390,71 @@ func counter(t *testing.T, reg *prometheus.Registry, name, result string) float6
 		}
 	}
 	return -1
+}
+
+// orderSink records the events it accepted, in order; it refuses (400) the events in refuse
+// and answers 503 to the first attempt of those in flaky.
+type orderSink struct {
+	mu       sync.Mutex
+	accepted []string
+	tried    map[string]int
+	refuse   map[string]bool
+	flaky    map[string]bool
+}
+
+func (s *orderSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("ce-id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tried[id]++
+	switch {
+	case s.refuse[id]:
+		w.WriteHeader(http.StatusBadRequest)
+	case s.flaky[id] && s.tried[id] == 1:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	default:
+		s.accepted = append(s.accepted, id)
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// Issue 30: with ordering PerKey, events of one key reach the sink in arrival order through a
+// retry and a dead letter (which releases its key), while the other key goes on.
+func TestOrderPerKeyThroughRetriesAndADeadLetter(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 4})
+	sink := &orderSink{tried: map[string]int{}, refuse: map[string]bool{"evt_002": true}, flaky: map[string]bool{"evt_004": true, "evt_005": true}}
+	srv := httptest.NewServer(sink)
+	defer srv.Close()
+	r.set("ordered", func(s *Sink) { *s = Sink{Name: "ordered", HTTP: &HTTPTarget{URL: srv.URL}, OrderBy: "data.customer"} })
+	var events []store.Event
+	keyOf := map[string]string{}
+	for i := range 10 {
+		id := fmt.Sprintf("evt_%03d", i)
+		ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: "invoice.paid",
+			Payload: fmt.Appendf(nil, `{"customer":"cus_%d"}`, i%2), ReceivedAt: time.Now(), MaxAttempts: 3, Sinks: []string{"ordered"}}
+		keyOf[id] = OrderKey("data.customer", ev)
+		ev.OrderKeys = map[string]string{"ordered": keyOf[id]}
+		events = append(events, ev)
+	}
+	if _, err := r.st.ClaimBatch(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t)
+	eventually(t, "every job is done", func() bool { return r.depth(t) == 0 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	perKey := map[string][]string{}
+	for _, id := range sink.accepted {
+		perKey[keyOf[id]] = append(perKey[keyOf[id]], id)
+	}
+	want := map[string][]string{
+		"cus_0": {"evt_000", "evt_004", "evt_006", "evt_008"}, // evt_002 dead-lettered, evt_004 retried once
+		"cus_1": {"evt_001", "evt_003", "evt_005", "evt_007", "evt_009"},
+	}
+	if diff := cmp.Diff(want, perKey); diff != "" {
+		t.Errorf("accepted per key, in order (-want +got):\n%s", diff)
+	}
+	if sink.tried["evt_002"] != 1 || sink.tried["evt_004"] != 2 {
+		t.Errorf("attempts: evt_002 %d, evt_004 %d; want 1 (refused for good) and 2 (one retry)", sink.tried["evt_002"], sink.tried["evt_004"])
+	}
 }
