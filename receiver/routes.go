@@ -93,11 +93,14 @@ func (t *Routes) Set(r Route) {
 	}
 }
 
-// closeSinks lets go of the idle connections of old sinks that next does not keep.
+// closeSinks lets go of the connections of old sinks that next does not keep.
 func closeSinks(old, next []deliver.Sink) {
 	for _, o := range old {
 		if o.HTTP != nil && !slices.ContainsFunc(next, func(n deliver.Sink) bool { return n.HTTP == o.HTTP }) {
 			o.HTTP.Close()
+		}
+		if o.Publisher != nil && !slices.ContainsFunc(next, func(n deliver.Sink) bool { return n.Publisher == o.Publisher }) {
+			o.Publisher.Close()
 		}
 	}
 }

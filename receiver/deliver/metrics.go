@@ -20,6 +20,7 @@ const (
 type Metrics struct {
 	attempts    *prometheus.CounterVec
 	sinks       *prometheus.CounterVec
+	duplicates  *prometheus.CounterVec
 	deadLetters prometheus.Counter
 	endToEnd    prometheus.Histogram
 }
@@ -37,6 +38,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "hookwarden_receiver_sink_attempts_total",
 			Help: "Delivery attempts by subscription (namespace, name), sink and result (delivered, retry, dead, filtered).",
 		}, []string{"namespace", "name", "sink", "result"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwarden_receiver_sink_broker_duplicates_total",
+			Help: "Events a broker sink acknowledged as a duplicate of one it already held (NATS JetStream's duplicate window), by subscription and sink.",
+		}, []string{"namespace", "name", "sink"}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwarden_receiver_dead_letters_total",
 			Help: "Jobs moved to the dead-letter state.",
@@ -48,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.attempts, m.sinks, m.deadLetters, m.endToEnd} {
+	for _, c := range []prometheus.Collector{m.attempts, m.sinks, m.duplicates, m.deadLetters, m.endToEnd} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -68,10 +73,18 @@ func (m *Metrics) attempt(j store.Job, result string) {
 	}
 }
 
+func (m *Metrics) duplicate(j store.Job) {
+	if m != nil {
+		ns, name, _ := strings.Cut(j.Event.Subscription, "/")
+		m.duplicates.WithLabelValues(ns, name, j.Sink).Inc()
+	}
+}
+
 // ForgetRoute drops the per-sink series of a subscription that is gone.
 func (m *Metrics) ForgetRoute(namespace, name string) {
 	if m != nil {
 		m.sinks.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+		m.duplicates.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	}
 }
 

@@ -289,12 +289,26 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 			return
 		}
 	}
-	if sink.HTTP == nil {
+	var status int
+	var err error
+	switch {
+	case sink.Publisher != nil:
+		var pub Published
+		pctx, cancel := context.WithTimeout(ctx, p.sender.Timeout())
+		pub, err = sink.Publisher.Publish(pctx, ev)
+		cancel()
+		if err == nil && pub.Duplicate {
+			// The broker already held it (a repeat after a crash or a lost report): counted,
+			// and done.
+			p.opts.Metrics.duplicate(j)
+			log = log.WithValues("brokerDuplicate", true)
+		}
+	case sink.HTTP != nil:
+		status, err = p.sender.Send(ctx, sink.HTTP, ev)
+	default:
 		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), fmt.Errorf("sink %s has no kind this receiver can send to", j.Sink))
 		return
 	}
-
-	status, err := p.sender.Send(ctx, sink.HTTP, ev)
 	if status != 0 {
 		log = log.WithValues("status", status)
 	}
@@ -323,6 +337,9 @@ func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAtte
 		// Shutdown cut the attempt short; not the sink's fault, so let another worker go now
 		// without counting it.
 		p.release(ctx, log, j, 0, fmt.Errorf("delivery interrupted by shutdown: %w", err))
+	case de.Misconfigured:
+		// Nothing the event can change: it waits, uncounted, until the sink is fixed.
+		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), err)
 	case !de.Retryable:
 		p.dead(ctx, log, j, err)
 	case j.Attempt >= maxAttempts:

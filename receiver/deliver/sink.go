@@ -13,6 +13,8 @@ type Sink struct {
 	Name string
 	// HTTP is where an HTTP sink posts (nil for a sink of another kind).
 	HTTP *HTTPTarget
+	// Publisher hands events to a broker sink (nil for an HTTP sink).
+	Publisher Publisher
 	// Filter selects the events the sink gets (nil: all).
 	Filter *Filter
 	// OrderBy, when set, is the path of the key the sink orders its events by (ordering
