@@ -93,11 +93,14 @@ func (t *Routes) Set(r Route) {
 	}
 }
 
-// closeSinks lets go of the idle connections of old sinks that next does not keep.
+// closeSinks lets go of the connections of old sinks that next does not keep.
 func closeSinks(old, next []deliver.Sink) {
 	for _, o := range old {
 		if o.HTTP != nil && !slices.ContainsFunc(next, func(n deliver.Sink) bool { return n.HTTP == o.HTTP }) {
 			o.HTTP.Close()
+		}
+		if o.Publisher != nil && !slices.ContainsFunc(next, func(n deliver.Sink) bool { return n.Publisher == o.Publisher }) {
+			o.Publisher.Close()
 		}
 	}
 }
@@ -163,6 +166,9 @@ type RouteReconciler struct {
 	Schemes map[string]func(spec []byte) (providers.Verifier, error)
 	// Metrics gets a series set per route (nil: none).
 	Metrics *Metrics
+	// SinkMetrics are the delivery metrics, whose per-sink series go with their route (nil:
+	// none).
+	SinkMetrics *deliver.Metrics
 	// RefreshInterval is the shortest time between two reads of one route's Secret by Refresh
 	// (default DefaultRefreshInterval), so forged deliveries cannot turn into API requests.
 	RefreshInterval time.Duration
@@ -290,6 +296,7 @@ func (r *RouteReconciler) drop(key string) {
 	r.Routes.Delete(key)
 	if ns, name, ok := strings.Cut(key, "/"); ok {
 		r.Metrics.forgetRoute(ns, name)
+		r.SinkMetrics.ForgetRoute(ns, name)
 	}
 	r.mu.Lock()
 	delete(r.refreshed, key)

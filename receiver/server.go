@@ -158,7 +158,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.ClaimTimeout)
 	defer cancel()
-	dup, err := h.Claims.Claim(ctx, store.Event{
+	ev := store.Event{
 		Subscription:    route.Key(),
 		SubscriptionUID: route.UID,
 		EventID:         v.EventID,
@@ -173,7 +173,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		ReplayKey: v.ReplayKey,
 		// One job per sink; each sink's filter is applied when its job runs.
 		Sinks: route.sinkNames,
-	})
+	}
+	ev.OrderKeys = orderKeys(route.Sinks, ev)
+	dup, err := h.Claims.Claim(ctx, ev)
 	if errors.Is(err, store.ErrInvalidEvent) {
 		// No retry can store it, so no 503; the provider sees its own request refused. The
 		// message names the rule broken, not the value; the id is logged cut short.

@@ -384,3 +384,25 @@ func TestAcceptedDeliveryHasAJobPerSink(t *testing.T) {
 		t.Errorf("jobs' sinks (-want +got):\n%s", diff)
 	}
 }
+
+// Issue 30: a sink with ordering PerKey gets each event's key recorded with its job: the
+// second event of a key is not due before the first is done.
+func TestOrderedSinkRecordsTheKey(t *testing.T) {
+	h := newHarness(t)
+	sinks := receiver.OneHTTPSink("http://worker.invalid/")
+	sinks[0].Name, sinks[0].OrderBy = "worker", "data.object.customer"
+	h.routes.Set(receiver.Route{Namespace: "shop", Name: "orders", UID: "uid-1", Provider: "stripe",
+		Secrets: [][]byte{[]byte(oldSecret)}, Sinks: sinks, MaxAttempts: 3, DedupeWindow: time.Hour})
+	for _, id := range []string{"evt_first", "evt_second"} {
+		if status := h.post(t, "/hooks/shop/orders", event(id), oldSecret, h.now); status != http.StatusAccepted {
+			t.Fatalf("%s answered %d", id, status)
+		}
+	}
+	jobs, err := h.st.Lease(context.Background(), 10, h.now.Add(time.Minute), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Event.EventID != "evt_first" || h.depth(t) != 2 {
+		t.Errorf("leased %d jobs (first %v), depth %d; want only evt_first's, evt_second's waiting behind it", len(jobs), jobs, h.depth(t))
+	}
+}

@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -38,7 +39,7 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 			s.Filter = f
 		}
 		if spec.Ordering != nil {
-			problems = append(problems, "ordering PerKey is not delivered by this receiver version yet")
+			s.OrderBy = spec.Ordering.Key
 		}
 		switch {
 		case spec.HTTP != nil:
@@ -61,7 +62,11 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 		case spec.Kafka != nil:
 			problems = append(problems, "kafka sinks are not delivered by this receiver version yet")
 		case spec.NATS != nil:
-			problems = append(problems, "nats sinks are not delivered by this receiver version yet")
+			p, err := jetStream(spec.Name, spec.NATS, data)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.Publisher = p
 		case spec.AMQP != nil:
 			problems = append(problems, "amqp sinks are not delivered by this receiver version yet")
 		}
@@ -74,6 +79,21 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 		out = append(out, s)
 	}
 	return out
+}
+
+// jetStream builds a NATS JetStream sink's publisher, with the credentials the route Secret
+// holds for it (token, or username and password).
+func jetStream(name string, spec *hookv1.NATSSink, data map[string][]byte) (deliver.Publisher, error) {
+	key := func(field string) string { return string(data[routesecret.SinkKey(name, field)]) }
+	if spec.TLS != nil {
+		return nil, errors.New("TLS towards NATS is not delivered by this receiver version yet")
+	}
+	auth := deliver.JetStreamAuth{Token: key(routesecret.SinkFieldToken), Username: key(routesecret.SinkFieldUsername), Password: key(routesecret.SinkFieldPassword)}
+	if spec.Credentials != nil && auth.Token == "" && auth.Username == "" {
+		return nil, fmt.Errorf("the route Secret holds no %s nor %s yet (the manager copies the sink's credentials there)",
+			routesecret.SinkKey(name, routesecret.SinkFieldToken), routesecret.SinkKey(name, routesecret.SinkFieldUsername))
+	}
+	return deliver.NewJetStream(spec.URLs, spec.Subject, auth), nil
 }
 
 // httpTarget builds an HTTP sink's target: its URL, extra headers and the credentials the
@@ -111,6 +131,20 @@ func httpTarget(name, url string, spec *hookv1.HTTPSink, data map[string][]byte)
 		return nil, fmt.Errorf("sink credentials: %w", err)
 	}
 	return t, nil
+}
+
+// orderKeys are the ordering keys of ev for the sinks that order their events (nil: none).
+func orderKeys(sinks []deliver.Sink, ev store.Event) map[string]string {
+	var keys map[string]string
+	for _, s := range sinks {
+		if s.OrderBy != "" {
+			if keys == nil {
+				keys = map[string]string{}
+			}
+			keys[s.Name] = deliver.OrderKey(s.OrderBy, ev)
+		}
+	}
+	return keys
 }
 
 // sinkNames are the names of sinks, in order (nil for none: the store's default sink).

@@ -70,6 +70,8 @@ func TestBuildSinks(t *testing.T) {
 				{Name: "broker", Ref: &hookv1.RefSink{APIVersion: "eventing.knative.dev/v1", Kind: "Broker", Name: "default"}},
 				{Name: "resolved", Ref: &hookv1.RefSink{APIVersion: "v1", Kind: "Service", Name: "worker"}},
 				{Name: "bus", NATS: &hookv1.NATSSink{URLs: []string{"nats://n:4222"}, Subject: "a.b"}},
+				{Name: "natsauth", NATS: &hookv1.NATSSink{URLs: []string{"nats://n:4222"}, Subject: "a.b", Credentials: &hookv1.SinkSecretRef{Name: "n"}}},
+				{Name: "kafka", Kafka: &hookv1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t"}},
 			}},
 			data: map[string][]byte{key("resolved", routesecret.SinkFieldURL): []byte("http://worker.shop.svc.cluster.local")},
 			want: map[string]string{
@@ -78,7 +80,9 @@ func TestBuildSinks(t *testing.T) {
 				"typo":     "filter does not compile: ERROR: <input>:1:1: undeclared reference to 'typ'",
 				"broker":   "the manager has not resolved Broker default to a URL yet",
 				"resolved": "",
-				"bus":      "nats sinks are not delivered by this receiver version yet",
+				"natsauth": "the route Secret holds no sink.natsauth.token nor sink.natsauth.username yet",
+				"kafka":    "kafka sinks are not delivered by this receiver version yet",
+				"bus":      "",
 			},
 		},
 	}

@@ -194,8 +194,12 @@ func run(ctx context.Context, o options) error {
 	rmetrics := receiver.NewMetrics(metrics.Registry)
 	// REST profiles describe their scheme in the signing Secret.
 	fixed, schemes := verifiers(builtin.Registry())
+	dmetrics, err := deliver.NewMetrics(metrics.Registry)
+	if err != nil {
+		return err
+	}
 	reconciler := &receiver.RouteReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: o.receiverNS,
-		Routes: routes, Schemes: schemes, Metrics: rmetrics}
+		Routes: routes, Schemes: schemes, Metrics: rmetrics, SinkMetrics: dmetrics}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -214,10 +218,6 @@ func run(ctx context.Context, o options) error {
 	batcher := store.NewBatcher(st, store.BatcherOptions{CommitTimeout: o.claimTimeout, Committers: o.committers})
 	defer batcher.Close()
 	rmetrics.SetStorePromise(storeKind(o.storeDSN), promise.String())
-	dmetrics, err := deliver.NewMetrics(metrics.Registry)
-	if err != nil {
-		return err
-	}
 	handler := &receiver.Handler{
 		Routes: routes, Verifiers: fixed, Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
 		Metrics: rmetrics, Log: log, Now: time.Now, Refresher: reconciler,

@@ -71,6 +71,7 @@ func Data(signing map[string][]byte) map[string][]byte {
 const (
 	SinkFieldURL         = "url"
 	SinkFieldBearerToken = "bearer-token"
+	SinkFieldToken       = "token"
 	SinkFieldUsername    = "username"
 	SinkFieldPassword    = "password"
 	SinkFieldCert        = "tls.crt"

@@ -57,3 +57,16 @@ func TestFilterThatDoesNotCompile(t *testing.T) {
 		}
 	}
 }
+
+func TestOrderKey(t *testing.T) {
+	ev := store.Event{EventID: "evt_1", EventType: "invoice.paid",
+		Payload: []byte(`{"id":"evt_1","data":{"object":{"id":"in_1","customer":"cus_9","lines":{"n":2}}},"a.b":"dotted"}`)}
+	for path, want := range map[string]string{
+		"id": "evt_1", "type": "invoice.paid", "subject": "in_1",
+		"data.data.object.customer": "cus_9", "data.data.object.lines": `{"n":2}`, "data.missing.field": "",
+	} {
+		if got := OrderKey(path, ev); got != want {
+			t.Errorf("OrderKey(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

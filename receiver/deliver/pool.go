@@ -282,25 +282,39 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 			return
 		}
 		if !match {
-			p.opts.Metrics.attempt(ResultFiltered)
+			p.opts.Metrics.attempt(j, ResultFiltered)
 			if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, p.opts.Now()) }) {
 				log.V(1).Info("Not for this sink: its filter does not select the event")
 			}
 			return
 		}
 	}
-	if sink.HTTP == nil {
+	var status int
+	var err error
+	switch {
+	case sink.Publisher != nil:
+		var pub Published
+		pctx, cancel := context.WithTimeout(ctx, p.sender.Timeout())
+		pub, err = sink.Publisher.Publish(pctx, ev)
+		cancel()
+		if err == nil && pub.Duplicate {
+			// The broker already held it (a repeat after a crash or a lost report): counted,
+			// and done.
+			p.opts.Metrics.duplicate(j)
+			log = log.WithValues("brokerDuplicate", true)
+		}
+	case sink.HTTP != nil:
+		status, err = p.sender.Send(ctx, sink.HTTP, ev)
+	default:
 		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), fmt.Errorf("sink %s has no kind this receiver can send to", j.Sink))
 		return
 	}
-
-	status, err := p.sender.Send(ctx, sink.HTTP, ev)
 	if status != 0 {
 		log = log.WithValues("status", status)
 	}
 	if err == nil {
 		now := p.opts.Now()
-		p.opts.Metrics.attempt(ResultDelivered)
+		p.opts.Metrics.attempt(j, ResultDelivered)
 		p.opts.Metrics.delivered(now.Sub(ev.ReceivedAt))
 		if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, now) }) {
 			log.V(1).Info("Delivered")
@@ -323,6 +337,9 @@ func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAtte
 		// Shutdown cut the attempt short; not the sink's fault, so let another worker go now
 		// without counting it.
 		p.release(ctx, log, j, 0, fmt.Errorf("delivery interrupted by shutdown: %w", err))
+	case de.Misconfigured:
+		// Nothing the event can change: it waits, uncounted, until the sink is fixed.
+		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), err)
 	case !de.Retryable:
 		p.dead(ctx, log, j, err)
 	case j.Attempt >= maxAttempts:
@@ -333,7 +350,7 @@ func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAtte
 }
 
 func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
-	p.opts.Metrics.attempt(ResultRetry)
+	p.opts.Metrics.attempt(j, ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Retry(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery failed, will retry", "error", cause.Error(), "retryAt", at)
@@ -341,7 +358,7 @@ func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait tim
 }
 
 func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
-	p.opts.Metrics.attempt(ResultRetry)
+	p.opts.Metrics.attempt(j, ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)
@@ -349,7 +366,7 @@ func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait t
 }
 
 func (p *Pool) dead(ctx context.Context, log logr.Logger, j store.Job, cause error) {
-	p.opts.Metrics.attempt(ResultDead)
+	p.opts.Metrics.attempt(j, ResultDead)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Dead(ctx, j, cause.Error()) }) {
 		p.opts.Metrics.deadLetter()
 		log.Info("Delivery failed, dead-lettered", "error", cause.Error())

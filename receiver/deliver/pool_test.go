@@ -240,7 +240,7 @@ func (h *harness) metrics(t *testing.T) map[string]float64 {
 }
 
 func wantMetrics(delivered, retry, dead, deadLetters float64, e2eCount, e2eSum float64) map[string]float64 {
-	return map[string]float64{
+	m := map[string]float64{
 		"hookwarden_receiver_delivery_attempts_total{result=delivered}": delivered,
 		"hookwarden_receiver_delivery_attempts_total{result=retry}":     retry,
 		"hookwarden_receiver_delivery_attempts_total{result=dead}":      dead,
@@ -249,6 +249,13 @@ func wantMetrics(delivered, retry, dead, deadLetters float64, e2eCount, e2eSum f
 		"hookwarden_receiver_end_to_end_seconds_count":                  e2eCount,
 		"hookwarden_receiver_end_to_end_seconds_sum":                    e2eSum,
 	}
+	// The test event's subscription and its one sink count the same attempts, per sink.
+	for result, n := range map[string]float64{ResultDelivered: delivered, ResultRetry: retry, ResultDead: dead} {
+		if n > 0 {
+			m["hookwarden_receiver_sink_attempts_total{name=payments}{namespace=shop}{result="+result+"}{sink="+store.DefaultSink+"}"] = n
+		}
+	}
+	return m
 }
 
 func TestPoolRetriesUntilDelivered(t *testing.T) {

@@ -50,6 +50,9 @@ type Error struct {
 	// Unsent is true when no request could be built for the sink (Err says why), so nothing
 	// was sent.
 	Unsent bool
+	// Misconfigured is set when the sink cannot take any event until the user fixes it (a
+	// subject no stream captures): the event waits, its attempt not counted.
+	Misconfigured bool
 }
 
 func (e *Error) Error() string {
@@ -59,6 +62,9 @@ func (e *Error) Error() string {
 	}
 	if e.Unsent {
 		return fmt.Sprintf("request not sent (%s): %v", kind, e.Err)
+	}
+	if e.Misconfigured {
+		return fmt.Sprintf("sink misconfigured: %v", e.Err)
 	}
 	if e.StatusCode == 0 {
 		return fmt.Sprintf("sink unreachable (%s): %v", kind, e.Err)

@@ -13,8 +13,13 @@ type Sink struct {
 	Name string
 	// HTTP is where an HTTP sink posts (nil for a sink of another kind).
 	HTTP *HTTPTarget
+	// Publisher hands events to a broker sink (nil for an HTTP sink).
+	Publisher Publisher
 	// Filter selects the events the sink gets (nil: all).
 	Filter *Filter
+	// OrderBy, when set, is the path of the key the sink orders its events by (ordering
+	// PerKey, see OrderKey): the receiver records each event's key with its job.
+	OrderBy string
 	// MaxAttempts is the sink's own budget (spec.delivery.sinks[].maxAttempts); 0 takes the
 	// event's (spec.delivery.maxAttempts when it was claimed), then DefaultMaxAttempts.
 	MaxAttempts int

@@ -3,6 +3,8 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -105,7 +107,7 @@ func (r *sinkRig) claim(t *testing.T, sinks []string, types ...string) []string 
 		id := fmt.Sprintf("evt_%03d", i)
 		ids = append(ids, id)
 		events = append(events, store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: typ,
-			ContentType: "application/json", Payload: fmt.Appendf(nil, `{"id":%q,"type":%q,"data":{"object":{"id":"obj_%d"}}}`, id, typ, i%3),
+			ContentType: "application/json", Payload: fmt.Appendf(nil, `{"id":%q,"type":%q,"data":{"object":{"id":"obj_%d"}}}`, id, typ, i%2),
 			ReceivedAt: time.Now(), MaxAttempts: 3, Sinks: sinks})
 	}
 	if _, err := r.st.ClaimBatch(context.Background(), events); err != nil {
@@ -176,7 +178,7 @@ func TestFanOutWithFilters(t *testing.T) {
 		if typ == "invoice.paid" {
 			want["invoices"] = append(want["invoices"], id)
 		}
-		if typ == "charge.succeeded" && i%3 != 0 {
+		if typ == "charge.succeeded" && i%2 != 0 { // obj_0 is filtered out
 			want["charges"] = append(want["charges"], id)
 		}
 	}
@@ -188,8 +190,19 @@ func TestFanOutWithFilters(t *testing.T) {
 			t.Errorf("sink %s received (-want +got):\n%s", name, diff)
 		}
 	}
-	if got := counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultFiltered); got != 90-30-10-10 {
-		t.Errorf("filtered = %v, want 40 (jobs whose filter did not select the event)", got)
+	if got := counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultFiltered); got != 90-30-10-5 {
+		t.Errorf("filtered = %v, want 45 (jobs whose filter did not select the event)", got)
+	}
+	for sink, want := range map[string][2]float64{"invoices": {10, 20}, "charges": {5, 25}, "all": {30, -1}} {
+		delivered := sinkCounter(t, r.reg, sink, ResultDelivered)
+		filtered := sinkCounter(t, r.reg, sink, ResultFiltered)
+		if delivered != want[0] || filtered != want[1] {
+			t.Errorf("sink %s: delivered %v, filtered %v; want %v and %v", sink, delivered, filtered, want[0], want[1])
+		}
+	}
+	r.pool.opts.Metrics.ForgetRoute("shop", "orders")
+	if got := sinkCounter(t, r.reg, "all", ResultDelivered); got != -1 {
+		t.Errorf("after ForgetRoute the sink series is still there (%v)", got)
 	}
 }
 
@@ -333,6 +346,31 @@ func TestJobOfARemovedSinkIsDeadLettered(t *testing.T) {
 	}
 }
 
+// sinkCounter is shop/orders' hookwarden_receiver_sink_attempts_total for sink and result, -1
+// when the series does not exist.
+func sinkCounter(t *testing.T, reg *prometheus.Registry, sink, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookwarden_receiver_sink_attempts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == "shop" && labels["name"] == "orders" && labels["sink"] == sink && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
 func counter(t *testing.T, reg *prometheus.Registry, name, result string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -352,4 +390,71 @@ func counter(t *testing.T, reg *prometheus.Registry, name, result string) float6
 		}
 	}
 	return -1
+}
+
+// orderSink records the events it accepted, in order; it refuses (400) the events in refuse
+// and answers 503 to the first attempt of those in flaky.
+type orderSink struct {
+	mu       sync.Mutex
+	accepted []string
+	tried    map[string]int
+	refuse   map[string]bool
+	flaky    map[string]bool
+}
+
+func (s *orderSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("ce-id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tried[id]++
+	switch {
+	case s.refuse[id]:
+		w.WriteHeader(http.StatusBadRequest)
+	case s.flaky[id] && s.tried[id] == 1:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	default:
+		s.accepted = append(s.accepted, id)
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// Issue 30: with ordering PerKey, events of one key reach the sink in arrival order through a
+// retry and a dead letter (which releases its key), while the other key goes on.
+func TestOrderPerKeyThroughRetriesAndADeadLetter(t *testing.T) {
+	r := newSinkRig(t, Options{Workers: 4})
+	sink := &orderSink{tried: map[string]int{}, refuse: map[string]bool{"evt_002": true}, flaky: map[string]bool{"evt_004": true, "evt_005": true}}
+	srv := httptest.NewServer(sink)
+	defer srv.Close()
+	r.set("ordered", func(s *Sink) { *s = Sink{Name: "ordered", HTTP: &HTTPTarget{URL: srv.URL}, OrderBy: "data.customer"} })
+	var events []store.Event
+	keyOf := map[string]string{}
+	for i := range 10 {
+		id := fmt.Sprintf("evt_%03d", i)
+		ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: "invoice.paid",
+			Payload: fmt.Appendf(nil, `{"customer":"cus_%d"}`, i%2), ReceivedAt: time.Now(), MaxAttempts: 3, Sinks: []string{"ordered"}}
+		keyOf[id] = OrderKey("data.customer", ev)
+		ev.OrderKeys = map[string]string{"ordered": keyOf[id]}
+		events = append(events, ev)
+	}
+	if _, err := r.st.ClaimBatch(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t)
+	eventually(t, "every job is done", func() bool { return r.depth(t) == 0 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	perKey := map[string][]string{}
+	for _, id := range sink.accepted {
+		perKey[keyOf[id]] = append(perKey[keyOf[id]], id)
+	}
+	want := map[string][]string{
+		"cus_0": {"evt_000", "evt_004", "evt_006", "evt_008"}, // evt_002 dead-lettered, evt_004 retried once
+		"cus_1": {"evt_001", "evt_003", "evt_005", "evt_007", "evt_009"},
+	}
+	if diff := cmp.Diff(want, perKey); diff != "" {
+		t.Errorf("accepted per key, in order (-want +got):\n%s", diff)
+	}
+	if sink.tried["evt_002"] != 1 || sink.tried["evt_004"] != 2 {
+		t.Errorf("attempts: evt_002 %d, evt_004 %d; want 1 (refused for good) and 2 (one retry)", sink.tried["evt_002"], sink.tried["evt_004"])
+	}
 }

@@ -242,6 +242,8 @@ func (s *SQL) migrate(ctx context.Context) error {
 		jobs,
 		// Due jobs by state and run_at; Sweep finds completed and dead jobs through it too.
 		`CREATE INDEX IF NOT EXISTS hw_sink_jobs_due ON hw_sink_jobs (state, run_at)`,
+		// The jobs of one ordering key (a sink's ordering PerKey), oldest first.
+		`CREATE INDEX IF NOT EXISTS hw_sink_jobs_order ON hw_sink_jobs (order_key, event) WHERE order_key <> ''`,
 		// The replay keys (Event.ReplayKey) of schemes that do not sign the event id, a second
 		// dedupe key per subscription, swept by received_at. A database of an earlier version
 		// gets the table on open; until then it had none to keep.

@@ -35,6 +35,9 @@ import (
 //	                              lease deadline + 1 µs (running)
 //	P:{s:S}:done          zset    completed jobs by run_at, for Sweep
 //	P:{s:S}:dead          zset    dead jobs by the time they died, for DeadLetters and Sweep
+//	P:{s:S}:o:<key>       list    the live jobs of an ordering key, oldest first: only the
+//	                              first is due, the others are 'blocked' (not in the due set)
+//	P:{s:S}:blocked       string  how many jobs are blocked, for Depth
 //
 // The global keys share the tag {g}: P:{g}:subs and P:{g}:idx (each subscription's index, which
 // with the sequence number makes a job's int64 id), P:{g}:hint, P:{g}:ver and P:{g}:t:<S> (the
@@ -246,7 +249,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 		sub := events[chunk[0]].Subscription
 		keys := make([]string, 0, 2+2*len(chunk))
 		keys = append(keys, r.subKey(sub, "seq"), r.subKey(sub, "due"))
-		args := make([]any, 0, 1+10*len(chunk))
+		args := make([]any, 0, 1+11*len(chunk))
 		args = append(args, r.subKey(sub, "j:"))
 		for _, i := range chunk {
 			e := events[i]
@@ -264,7 +267,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 				payload = []byte{}
 			}
 			args = append(args, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, recv[i],
-				e.MaxAttempts, window.Microseconds(), ttl, strings.Join(sinksOf(e), " "))
+				e.MaxAttempts, window.Microseconds(), ttl, strings.Join(sinksOf(e), " "), redisOrderKeys(e))
 		}
 		seqs, err := redisClaim.Run(ctx, r.c, keys, args...).Int64Slice()
 		if err == nil && len(seqs) != len(chunk) {
@@ -278,6 +281,18 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 			}
 		}
 	})
+}
+
+// redisOrderKeys is the claim script's list of e's ordering keys, one per sink ('-': none).
+func redisOrderKeys(e Event) string {
+	if len(e.OrderKeys) == 0 {
+		return "-"
+	}
+	keys := make([]string, len(sinksOf(e)))
+	for i, sink := range sinksOf(e) {
+		keys[i] = cmp.Or(orderKeyOf(e, sink), "-")
+	}
+	return strings.Join(keys, " ")
 }
 
 // chunk splits one subscription's events into script calls of at most chunkEvents events and
@@ -496,7 +511,7 @@ func jobFromHash(sub string, id int64, h map[string]string) Job {
 			Subscription: sub, SubscriptionUID: h["uid"], EventID: h["e"], EventType: h["type"], ContentType: h["ct"],
 			Payload: []byte(h["p"]), ReceivedAt: fromMicros(num("recv")), MaxAttempts: int(num("max")),
 		},
-		Sink:  cmp.Or(h["sink"], DefaultSink),
+		Sink: cmp.Or(h["sink"], DefaultSink), OrderKey: strings.TrimPrefix(h["ok"], "-"),
 		State: h["st"], Attempt: int(num("att")), LastError: h["err"],
 		RunAt: fromMicros(num("run")), LeaseUntil: fromMicros(num("lease")),
 	}
@@ -583,8 +598,11 @@ func (r *Redis) report(ctx context.Context, op string, j Job, now, at time.Time,
 	if n == 0 {
 		return fmt.Errorf("store: %s job %d attempt %d: %w", op, j.ID, j.Attempt, ErrLeaseLost)
 	}
-	if op == "retry" || op == "release" {
+	switch {
+	case op == "retry" || op == "release":
 		r.touch(ctx, sub, at)
+	case n == 2: // the next job of its ordering key became due
+		r.touch(ctx, sub, now)
 	}
 	return nil
 }
@@ -736,17 +754,20 @@ func (r *Redis) Depth(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("store: depth: %w", err)
 	}
 	cards := make([]*redis.IntCmd, len(subs))
+	blocked := make([]*redis.StringCmd, len(subs))
 	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sub := range subs {
 			cards[i] = p.ZCard(ctx, r.subKey(sub.name, "due"))
+			blocked[i] = p.Get(ctx, r.subKey(sub.name, "blocked"))
 		}
 		return nil
-	}); err != nil {
+	}); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("store: depth: %w", err)
 	}
 	n := 0
-	for _, c := range cards {
-		n += int(c.Val())
+	for i, c := range cards {
+		b, _ := strconv.Atoi(blocked[i].Val())
+		n += int(c.Val()) + b
 	}
 	return n, nil
 }

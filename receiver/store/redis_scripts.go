@@ -19,17 +19,19 @@ import "github.com/redis/go-redis/v9"
 // KEYS: the sequence counter, the due set, then per event its dedupe key and its replay key
 // (its dedupe key again when it has none). ARGV[1] is the job key prefix, then 10 values per
 // event: event id, subscription UID, type, content type, payload, received, max attempts,
-// dedupe window, the replay key's TTL in ms (empty when it has none), and the names of its
-// sinks separated by spaces. An event whose replay key is held (already, or by an earlier
+// dedupe window, the replay key's TTL in ms (empty when it has none), the names of its
+// sinks separated by spaces, and for each sink its ordering key ('-': unordered). An event whose replay key is held (already, or by an earlier
 // event of the call) is a duplicate and writes nothing; any other sets its replay key, with the
 // TTL, even when its event id is a duplicate. A new event gets one job per sink, with
 // consecutive sequence numbers: the first (the head) is the one its dedupe key names and
 // counts the event's jobs not yet ended ('n' jobs, 'left'), the others name it ('head'). Each
-// job hash holds the whole event. It returns per event its head's sequence number, or 0 for a
-// duplicate.
+// job hash holds the whole event. The job of an ordering key joins the key's list
+// (P:{s:S}:o:<key>, oldest first) and is due only at its head ('blocked' until then). It
+// returns per event its head's sequence number, or 0 for a duplicate.
 var redisClaim = redis.NewScript(`#!lua
-local V = 10
+local V = 11
 local n = (#KEYS - 2) / 2
+local oprefix = string.sub(ARGV[1], 1, -3) .. 'o:'
 for i = 1, 2 do
   local t = redis.call('TYPE', KEYS[i]).ok
   if t ~= 'none' and t ~= (i == 1 and 'string' or 'zset') then
@@ -37,7 +39,7 @@ for i = 1, 2 do
   end
 end
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-local fresh, keep, sinks, last = {}, {}, {}, seq
+local fresh, keep, sinks, orders, last = {}, {}, {}, {}, seq
 local held, claimed = {}, {}
 for i = 1, n do
   local dk, rk, ttl = KEYS[1 + 2 * i], KEYS[2 + 2 * i], ARGV[1 + V * (i - 1) + 9]
@@ -47,9 +49,10 @@ for i = 1, n do
     end
     if not claimed[dk] and redis.call('EXISTS', dk) == 0 then
       claimed[dk] = true
-      local names = {}
+      local names, okeys = {}, {}
       for name in string.gmatch(ARGV[1 + V * (i - 1) + 10], '%S+') do names[#names + 1] = name end
-      fresh[i], sinks[i] = last + 1, names
+      for k in string.gmatch(ARGV[1 + V * (i - 1) + 11], '%S+') do okeys[#okeys + 1] = k end
+      fresh[i], sinks[i], orders[i] = last + 1, names, okeys
       for k = 1, #names do
         last = last + 1
         local jk = ARGV[1] .. string.format('%d', last)
@@ -74,10 +77,18 @@ for i = 1, n do
       -- The head counts the event's jobs; the others name it.
       local a, b2, c, d = 'n', #sinks[i], 'left', #sinks[i]
       if k > 1 then a, b2, c, d = 'head', head, 'head', head end
+      local st, ok = 'pending', orders[i][k] or '-'
+      if ok ~= '-' then
+        if redis.call('LLEN', oprefix .. ok) > 0 then
+          st = 'blocked'
+          redis.call('INCR', string.sub(ARGV[1], 1, -3) .. 'blocked')
+        end
+        redis.call('RPUSH', oprefix .. ok, id)
+      end
       redis.call('HSET', jk, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
-        'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8], 'sink', name,
-        'st', 'pending', 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
-      redis.call('ZADD', KEYS[2], ARGV[b + 6], id)
+        'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8], 'sink', name, 'ok', ok,
+        'st', st, 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
+      if st == 'pending' then redis.call('ZADD', KEYS[2], ARGV[b + 6], id) end
     end
     out[i] = fresh[i]
   end
@@ -128,12 +139,33 @@ return {out, first[2] or ''}
 // ends and none is dead, its jobs and dedupe key get the TTL of its dedupe window, counted
 // from the later of its receipt and its jobs' last run as the SQL sweeper counts. A dead job,
 // and the other jobs of its event, keep no TTL: Sweep removes them, so that an eviction policy
-// for keys with a TTL can never drop a dead letter. Returns 1, or 0 when the lease was lost.
+// for keys with a TTL can never drop a dead letter. An ordered job that ends leaves its key's
+// list, and the job then at its head becomes due. Returns 1, 2 when it made a job due, or 0
+// when the lease was lost.
 var redisReport = redis.NewScript(`#!lua
 local f = redis.call('HMGET', KEYS[1], 'st', 'att', 'lease')
 if f[1] ~= 'running' or f[2] ~= ARGV[3] or f[3] ~= ARGV[4] then return 0 end
 local op, seq, now = ARGV[1], ARGV[2], ARGV[6]
+local promoted = 0
+-- The job leaves its ordering key's list; the job now at its head becomes due.
+local function release()
+  local ok = redis.call('HGET', KEYS[1], 'ok')
+  if not ok or ok == '-' then return end
+  local ol = string.sub(ARGV[9], 1, -3) .. 'o:' .. ok
+  redis.call('LREM', ol, 1, seq)
+  local nxt = redis.call('LINDEX', ol, 0)
+  if nxt then
+    local nk = ARGV[9] .. nxt
+    if redis.call('HGET', nk, 'st') == 'blocked' then
+      redis.call('HSET', nk, 'st', 'pending')
+      redis.call('DECR', string.sub(ARGV[9], 1, -3) .. 'blocked')
+      redis.call('ZADD', KEYS[2], redis.call('HGET', nk, 'run'), nxt)
+      promoted = 1
+    end
+  end
+end
 local function ended()
+  release()
   local head = redis.call('HGET', KEYS[1], 'head') or seq
   local hk = ARGV[9] .. head
   if redis.call('HEXISTS', hk, 'left') == 0 then return head, 0 end
@@ -144,14 +176,14 @@ if op == 'complete' then
   redis.call('ZREM', KEYS[2], seq)
   redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[1], 'run'), seq)
   local head, left = ended()
-  if left > 0 then return 1 end
+  if left > 0 then return 1 + promoted end
   local hk = ARGV[9] .. head
   local g = redis.call('HMGET', hk, 'recv', 'win', 'e', 'n')
   local last, jobs = tonumber(g[1]), {}
   for k = 0, tonumber(g[4] or '1') - 1 do
     local jk = ARGV[9] .. string.format('%d', tonumber(head) + k)
     local h = redis.call('HMGET', jk, 'st', 'run')
-    if h[1] == 'dead' then return 1 end
+    if h[1] == 'dead' then return 1 + promoted end
     if h[2] then
       last = math.max(last, tonumber(h[2]))
       jobs[#jobs + 1] = jk
@@ -177,7 +209,7 @@ elseif op == 'dead' then
   redis.call('ZADD', KEYS[3], now, seq)
   ended()
 end
-return 1
+return 1 + promoted
 `)
 
 // redisReplay moves a dead job back to pending with a fresh attempt budget, and counts it on
@@ -195,9 +227,18 @@ redis.call('PERSIST', dk)
 redis.call('PERSIST', KEYS[1])
 local hk = ARGV[4] .. head
 if redis.call('HEXISTS', hk, 'left') == 1 then redis.call('HINCRBY', hk, 'left', 1) end
-redis.call('HSET', KEYS[1], 'st', 'pending', 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2])
+local st, ok = 'pending', redis.call('HGET', KEYS[1], 'ok')
+if ok and ok ~= '-' then
+  local ol = string.sub(ARGV[4], 1, -3) .. 'o:' .. ok
+  if redis.call('LLEN', ol) > 0 then
+    st = 'blocked'
+    redis.call('INCR', string.sub(ARGV[4], 1, -3) .. 'blocked')
+  end
+  redis.call('RPUSH', ol, ARGV[1])
+end
+redis.call('HSET', KEYS[1], 'st', st, 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+if st == 'pending' then redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) end
 return 1
 `)
 

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -260,4 +261,114 @@ func TestOpenMigratesOneJobPerEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orderedEvent is sinkEvent to sinks "ordered" (ordering PerKey, key) and "plain".
+func orderedEvent(id string, received time.Time, key string) Event {
+	e := sinkEvent("ns/a", id, received, "ordered", "plain")
+	e.OrderKeys = map[string]string{"ordered": key}
+	return e
+}
+
+// keys are the sorted "<event id>→<sink>" of jobs.
+func keys(jobs []Job) []string { return slices.Sorted(slices.Values(sinkJobs(jobs))) }
+
+// Issue 30: with ordering PerKey, the jobs of one (subscription, sink, key) are due one at a
+// time in arrival order, retries included: a failing event holds back only its own key, a
+// dead-lettered one releases it, and a replayed one goes behind the key's live jobs. The
+// sink's other keys, and the event's other sinks, go on.
+func TestOrderPerKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+		mustClaim(t, e.s, orderedEvent("e1", at(1), "K"), orderedEvent("e2", at(2), "K"), orderedEvent("e3", at(3), "L"))
+		mustClaim(t, e.s, orderedEvent("e4", at(4), "K"))
+		if got := mustDepth(t, e.s); got != 8 {
+			t.Errorf("Depth = %d, want 8: the blocked jobs count too", got)
+		}
+		jobs := byJob(t, mustLease(t, e.s, 20, at(10), time.Hour))
+		want := []string{"e1→ordered", "e1→plain", "e2→plain", "e3→ordered", "e3→plain", "e4→plain"}
+		if diff := cmp.Diff(want, slices.Sorted(maps.Keys(jobs))); diff != "" {
+			t.Fatalf("first lease: only the oldest job of each key is due (-want +got):\n%s", diff)
+		}
+		for _, k := range []string{"e1→plain", "e2→plain", "e3→plain", "e4→plain", "e3→ordered"} {
+			if err := e.s.Complete(ctx, jobs[k], at(10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		retryAt := at(100)
+		if err := e.s.Retry(ctx, jobs["e1→ordered"], retryAt, "503"); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustLease(t, e.s, 20, at(50), time.Hour); len(got) != 0 {
+			t.Errorf("lease while e1 waits for its retry = %v, want none: e2 and e4 are behind it", keys(got))
+		}
+		again := mustLease(t, e.s, 20, retryAt, time.Hour)
+		if diff := cmp.Diff([]string{"e1→ordered"}, keys(again)); diff != "" {
+			t.Fatalf("lease at e1's retry (-want +got):\n%s", diff)
+		}
+		if err := e.s.Dead(ctx, again[0], "gave up"); err != nil {
+			t.Fatal(err)
+		}
+		next := mustLease(t, e.s, 20, retryAt, time.Hour)
+		if diff := cmp.Diff([]string{"e2→ordered"}, keys(next)); diff != "" {
+			t.Fatalf("lease after e1 was dead-lettered: it releases its key (-want +got):\n%s", diff)
+		}
+		if err := e.s.Complete(ctx, next[0], retryAt); err != nil {
+			t.Fatal(err)
+		}
+		last := mustLease(t, e.s, 20, retryAt, time.Hour)
+		if diff := cmp.Diff([]string{"e4→ordered"}, keys(last)); diff != "" {
+			t.Fatalf("lease after e2 (-want +got):\n%s", diff)
+		}
+		// Replayed while e4 is in flight, e1 goes behind it.
+		if err := e.s.Replay(ctx, again[0].ID, retryAt); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustLease(t, e.s, 20, at(200), time.Hour); len(got) != 0 {
+			t.Errorf("lease while e4 is in flight = %v, want none: the replayed e1 waits behind it", keys(got))
+		}
+		if err := e.s.Complete(ctx, last[0], at(200)); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"e1→ordered"}, keys(mustLease(t, e.s, 20, at(200), time.Hour))); diff != "" {
+			t.Errorf("lease after e4 (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// Claims of one ordering key from two receivers at once never leave two of its jobs due, nor
+// the key without a due job while it has any: draining it hands out one job at a time, each
+// once.
+func TestConcurrentClaimsOfOneKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		other := e.open(t)
+		const rounds = 40
+		for i := range rounds {
+			a := orderedEvent(fmt.Sprintf("a_%02d", i), t0, "K")
+			a.Sinks, a.OrderKeys = []string{"ordered"}, map[string]string{"ordered": "K"}
+			b := orderedEvent(fmt.Sprintf("b_%02d", i), t0, "K")
+			b.Sinks, b.OrderKeys = []string{"ordered"}, map[string]string{"ordered": "K"}
+			claimTogether(t, i, e.s, []Event{a}, other, []Event{b})
+		}
+		seen := map[string]bool{}
+		for len(seen) < 2*rounds {
+			jobs := mustLease(t, e.s, 10, t0.Add(time.Hour), time.Minute)
+			if len(jobs) != 1 {
+				t.Fatalf("after %d delivered, lease handed out %d jobs of the key (%v), want exactly 1", len(seen), len(jobs), keys(jobs))
+			}
+			if seen[jobs[0].Event.EventID] {
+				t.Fatalf("%s handed out twice", jobs[0].Event.EventID)
+			}
+			seen[jobs[0].Event.EventID] = true
+			store := []Store{e.s, other}[len(seen)%2] // reports from either receiver
+			if err := store.Complete(ctx, jobs[0], t0.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := mustDepth(t, e.s); got != 0 {
+			t.Errorf("Depth after the drain = %d, want 0", got)
+		}
+	})
 }

@@ -107,7 +107,7 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 	c := &sqlClaim{s: s, events: events, dup: dup, now: s.now(), replays: firstReplays(events)}
 	var err error
 	switch {
-	case len(c.replays) > 0:
+	case len(c.replays) > 0 || s.dialect == dialectPostgres && ordered(events):
 		err = c.withReplays(ctx)
 	case s.dialect == dialectPostgres:
 		// One statement, its own transaction: one round trip.
@@ -119,6 +119,66 @@ func (s *SQL) ClaimBatch(ctx context.Context, events []Event) ([]bool, error) {
 		return nil, err
 	}
 	return dup, nil
+}
+
+// ordered reports whether an event of events goes to a sink that orders its events.
+func ordered(events []Event) bool {
+	return slices.ContainsFunc(events, func(e Event) bool { return len(e.OrderKeys) > 0 })
+}
+
+// jobState is the state a new job starts in: pending, or blocked behind the jobs of its
+// ordering key until promote finds it the oldest.
+func jobState(orderKey string) string {
+	if orderKey == "" {
+		return StatePending
+	}
+	return stateBlocked
+}
+
+// stateBlocked is a job of an ordering key waiting for the older jobs of its key.
+const stateBlocked = "blocked"
+
+// promoteSQL makes the oldest blocked job of the ordering key $1 pending, when no job of the
+// key is pending, running or retryable.
+const promoteSQL = `UPDATE hw_sink_jobs SET state = 'pending' WHERE (event, slot) IN (
+	SELECT event, slot FROM hw_sink_jobs WHERE order_key = $1 AND state = 'blocked'
+	AND NOT EXISTS (SELECT 1 FROM hw_sink_jobs WHERE order_key = $1 AND state IN ('pending', 'running', 'retryable'))
+	ORDER BY event LIMIT 1)`
+
+// promote runs promoteSQL for each of keys, in order, through q (a claim's transaction, or
+// one of its own). On PostgreSQL it first takes each key's transaction-scoped advisory lock:
+// a claim and a report promoting the same key at once run one after the other, and each sees
+// what the other committed, so a key never ends with blocked jobs and none ahead of them.
+func (s *SQL) promote(ctx context.Context, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, keys []string) error {
+	for _, k := range keys {
+		if s.dialect == dialectPostgres {
+			if _, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, k); err != nil {
+				return err
+			}
+		}
+		if _, err := q.ExecContext(ctx, promoteSQL, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// promoteAlone runs promote for keys in a transaction of its own (after a report).
+func (s *SQL) promoteAlone(ctx context.Context, keys ...string) error {
+	if len(keys) == 0 || keys[0] == "" {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := s.promote(ctx, tx, keys); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // sqlClaim is one ClaimBatch in progress.
@@ -308,13 +368,13 @@ func claimSQL(n int) string {
 }
 
 // jobCols is the number of placeholders in jobRow.
-const jobCols = 5
+const jobCols = 7
 
-const jobRow = `(?, ?, ?, '` + StatePending + `', ?, ?)`
+const jobRow = `(?, ?, ?, ?, ?, ?, ?)`
 
 // jobsSQL is the SQLite insert of n new jobs.
 func jobsSQL(n int) string {
-	return `INSERT INTO hw_sink_jobs (event, slot, sink, state, run_at, updated_at) VALUES ` +
+	return `INSERT INTO hw_sink_jobs (event, slot, sink, state, order_key, run_at, updated_at) VALUES ` +
 		strings.Repeat(jobRow+",", n-1) + jobRow
 }
 
@@ -382,7 +442,8 @@ func (s *SQL) prepared(ctx context.Context, cache *map[int]*sql.Stmt, n int, tex
 // marks each inserted event accepted and inserts its jobs. It returns the sizes of job
 // statements it ran unprepared.
 func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks [][]int, stmts []*sql.Stmt, first map[eventKey]int) (warmup, error) {
-	var jobs []any // jobCols values per job
+	var jobs []any    // jobCols values per job
+	var keys []string // the ordering keys of the new jobs
 	for k, chunk := range chunks {
 		args := make([]any, 0, len(chunk)*claimCols)
 		for _, i := range chunk {
@@ -400,7 +461,11 @@ func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks []
 				c.dup[i] = false
 				at := c.received(c.events[i])
 				for slot, sink := range sinksOf(c.events[i]) {
-					jobs = append(jobs, id, slot, sink, at, at)
+					key := orderKeyOf(c.events[i], sink)
+					if key != "" && !slices.Contains(keys, key) {
+						keys = append(keys, key)
+					}
+					jobs = append(jobs, id, slot, sink, jobState(key), key, at, at)
 				}
 			})
 		}
@@ -418,6 +483,9 @@ func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks []
 		if err := execIn(ctx, tx, st, jobsSQL(n), chunk); err != nil {
 			return warmup{}, fmt.Errorf("store: claim: jobs: %w", err)
 		}
+	}
+	if err := c.s.promote(ctx, tx, keys); err != nil {
+		return warmup{}, fmt.Errorf("store: claim: ordering: %w", err)
 	}
 	return warm, nil
 }
@@ -498,7 +566,7 @@ func scanClaimed(rows *sql.Rows, inserted func(eventKey)) (err error) {
 // claimPostgresSQL records a batch in ONE statement over arrays, so the batch costs one round
 // trip and one implicit transaction, and the text never changes with the batch size (pgx
 // prepares it once per connection): the events, then a job per sink of each inserted one
-// ($9–$12: each job's subscription, event id, slot and sink). Rows go in key order, so
+// ($9–$14: each job's subscription, event id, slot, sink, state and ordering key). Rows go in key order, so
 // overlapping batches take the unique-index locks in the same order and cannot deadlock.
 const claimPostgresSQL = `
 WITH ev AS (
@@ -510,9 +578,10 @@ ORDER BY subscription, event_id
 ON CONFLICT (subscription, event_id) DO NOTHING
 RETURNING id, subscription, event_id, received_at
 ), jobs AS (
-INSERT INTO hw_sink_jobs (event, slot, sink, state, run_at, updated_at)
-SELECT ev.id, j.slot, j.sink, 'pending', ev.received_at, ev.received_at
-FROM ev JOIN unnest($9::text[], $10::text[], $11::int[], $12::text[]) AS j(subscription, event_id, slot, sink)
+INSERT INTO hw_sink_jobs (event, slot, sink, state, order_key, run_at, updated_at)
+SELECT ev.id, j.slot, j.sink, j.state, j.order_key, ev.received_at, ev.received_at
+FROM ev JOIN unnest($9::text[], $10::text[], $11::int[], $12::text[], $13::text[], $14::text[])
+	AS j(subscription, event_id, slot, sink, state, order_key)
 	ON j.subscription = ev.subscription AND j.event_id = ev.event_id
 )
 SELECT subscription, event_id FROM ev`
@@ -544,20 +613,38 @@ func (c *sqlClaim) insertEvents(ctx context.Context, q querier, idx []int) error
 		}
 		received[k], attempts[k] = c.received(e), int32(e.MaxAttempts)
 	}
-	var jSubs, jIDs, jSinks []string
+	var jSubs, jIDs, jSinks, jStates, jKeys, keys []string
 	var jSlots []int32
 	for _, i := range uniq {
 		e := c.events[i]
 		for slot, sink := range sinksOf(e) {
+			key := orderKeyOf(e, sink)
 			jSubs, jIDs, jSlots, jSinks = append(jSubs, e.Subscription), append(jIDs, e.EventID), append(jSlots, int32(slot)), append(jSinks, sink)
+			jStates, jKeys = append(jStates, jobState(key)), append(jKeys, key)
+			if key != "" {
+				keys = append(keys, key)
+			}
 		}
 	}
-	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts, jSubs, jIDs, jSlots, jSinks)
+	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts, jSubs, jIDs, jSlots, jSinks, jStates, jKeys)
 	if err != nil {
 		return fmt.Errorf("store: claim: %w", err)
 	}
 	if err := scanClaimed(rows, func(k eventKey) { c.dup[first[k]] = false }); err != nil {
 		return fmt.Errorf("store: claim: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	// An ordered batch runs in a transaction (ClaimBatch): q is it. Keys in order, so that
+	// concurrent claims take their locks in the same order.
+	slices.Sort(keys)
+	tx, ok := q.(*sql.Tx)
+	if !ok {
+		return errors.New("store: claim: ordered jobs outside a transaction")
+	}
+	if err := c.s.promote(ctx, tx, slices.Compact(keys)); err != nil {
+		return fmt.Errorf("store: claim: ordering: %w", err)
 	}
 	return nil
 }
@@ -621,7 +708,7 @@ var dueJobsSQLite = func() string {
 
 // jobColumns are the job columns scanJobs reads, in its order, then eventColumns.
 const (
-	jobColumns   = `event, slot, sink, state, attempts, run_at, lease_until, last_error`
+	jobColumns   = `event, slot, sink, state, attempts, run_at, lease_until, last_error, order_key`
 	eventColumns = `id, max_attempts, subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
 )
 
@@ -751,7 +838,7 @@ func scanJobs(rows *sql.Rows, withEvents bool) (jobs []Job, err error) {
 	for rows.Next() {
 		var j Job
 		var event, slot, runAt, leaseUntil int64
-		cols := []any{&event, &slot, &j.Sink, &j.State, &j.Attempt, &runAt, &leaseUntil, &j.LastError}
+		cols := []any{&event, &slot, &j.Sink, &j.State, &j.Attempt, &runAt, &leaseUntil, &j.LastError, &j.OrderKey}
 		if withEvents {
 			var id int64
 			err = scanEvent(rows, &id, &j.Event, cols...)
@@ -769,10 +856,22 @@ func scanJobs(rows *sql.Rows, withEvents bool) (jobs []Job, err error) {
 	return jobs, rows.Err()
 }
 
-// Complete implements Store.
+// Complete implements Store. The next job of an ordered job's key becomes due.
 func (s *SQL) Complete(ctx context.Context, j Job, now time.Time) error {
-	return s.report(ctx, "complete", j,
-		`UPDATE hw_sink_jobs SET state = 'completed', lease_until = 0, updated_at = $5`+fenced, now.UnixMicro())
+	return s.ended(ctx, j, s.report(ctx, "complete", j,
+		`UPDATE hw_sink_jobs SET state = 'completed', lease_until = 0, updated_at = $5`+fenced, now.UnixMicro()))
+}
+
+// ended promotes the next job of j's ordering key once j's report (err) was recorded. Should
+// the promotion fail, or the process die before it, the key waits for Sweep's repair.
+func (s *SQL) ended(ctx context.Context, j Job, err error) error {
+	if err != nil || j.OrderKey == "" {
+		return err
+	}
+	if err := s.promoteAlone(ctx, j.OrderKey); err != nil {
+		return fmt.Errorf("store: job %d done; the next of its key waits for the sweeper: %w", j.ID, err)
+	}
+	return nil
 }
 
 // Retry implements Store.
@@ -789,11 +888,11 @@ func (s *SQL) Release(ctx context.Context, j Job, at time.Time, reason string) e
 		at.UnixMicro(), reason, s.now().UnixMicro())
 }
 
-// Dead implements Store.
+// Dead implements Store. A dead letter releases its ordering key: the next job becomes due.
 func (s *SQL) Dead(ctx context.Context, j Job, lastErr string) error {
-	return s.report(ctx, "dead", j,
+	return s.ended(ctx, j, s.report(ctx, "dead", j,
 		`UPDATE hw_sink_jobs SET state = 'dead', last_error = $5, lease_until = 0, updated_at = $6`+fenced,
-		lastErr, s.now().UnixMicro())
+		lastErr, s.now().UnixMicro()))
 }
 
 // fenced restricts a report to the lease the worker holds: the job is still running, with the
@@ -840,10 +939,24 @@ func (s *SQL) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 	return jobs, nil
 }
 
-// Replay implements Store. It returns ErrNotDead when the job is not dead-lettered.
+// Replay implements Store. It returns ErrNotDead when the job is not dead-lettered. An ordered
+// job goes back behind the jobs of its key that are not done.
 func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
-	return s.fromDead(ctx, "replay", jobID, `UPDATE hw_sink_jobs SET state = 'pending', attempts = 0, run_at = $3, lease_until = 0, updated_at = $3
-	WHERE event = $1 AND slot = $2 AND state = 'dead'`, now)
+	event, slot := jobKey(jobID)
+	var key string
+	err := s.db.QueryRowContext(ctx, `UPDATE hw_sink_jobs SET state = CASE WHEN order_key = '' THEN 'pending' ELSE 'blocked' END,
+	attempts = 0, run_at = $3, lease_until = 0, updated_at = $3
+	WHERE event = $1 AND slot = $2 AND state = 'dead' RETURNING order_key`, event, slot, now.UnixMicro()).Scan(&key)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("store: replay job %d: %w", jobID, ErrNotDead)
+	case err != nil:
+		return fmt.Errorf("store: replay job %d: %w", jobID, err)
+	}
+	if err := s.promoteAlone(ctx, key); err != nil {
+		return fmt.Errorf("store: replay job %d: ordering: %w", jobID, err)
+	}
+	return nil
 }
 
 // Purge implements Purger: the dead job is marked completed (never delivered: last_error says
@@ -883,6 +996,9 @@ const sweepBatch = 1000
 // Replay keys received before cutoff go too, whatever became of their event: they are dedupe
 // records only. They are not counted.
 func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := s.repairOrder(ctx); err != nil {
+		return 0, fmt.Errorf("store: sweep: ordering: %w", err)
+	}
 	total := 0
 	for {
 		n, err := s.sweepEvents(ctx, cutoff)
@@ -898,6 +1014,34 @@ func (s *SQL) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 		return total, fmt.Errorf("store: sweep replay keys: %w", err)
 	}
 	return total, nil
+}
+
+// repairOrder promotes the oldest blocked job of every ordering key that has nothing ahead of
+// it: the promotion after a report runs in a transaction of its own, and a process that died
+// between the two left its key waiting.
+func (s *SQL) repairOrder(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT order_key FROM hw_sink_jobs WHERE state = 'blocked'`)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		keys = append(keys, k)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := s.promoteAlone(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sweepable is the condition on a job (of hw_sink_jobs, or the alias j) under which its event

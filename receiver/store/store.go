@@ -13,6 +13,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -47,6 +49,22 @@ type Event struct {
 	// name of at most MaxSinkNameBytes, no two alike). Empty: one job for DefaultSink. A claim
 	// reads it; the events of leased jobs and dead letters leave it empty (see Job.Sink).
 	Sinks []string
+	// OrderKeys holds, for each sink of Sinks that orders its events (ordering PerKey), the
+	// key this event is ordered by (an event without the key's field has the empty key). Of the
+	// jobs of one subscription, sink and key, only the oldest not yet done is due; the next
+	// becomes due when it is completed or dead-lettered. A claim reads it.
+	OrderKeys map[string]string
+}
+
+// orderKeyOf is the stored key that orders e's job for sink, scoped to its subscription and
+// sink (a digest: fixed length, any bytes), or "" when the sink does not order its events.
+func orderKeyOf(e Event, sink string) string {
+	key, ok := e.OrderKeys[sink]
+	if !ok {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(e.Subscription + "\x00" + sink + "\x00" + key))
+	return hex.EncodeToString(sum[:16])
 }
 
 // DefaultSink is the sink of an event claimed without Sinks, and of every job recorded before
@@ -80,9 +98,12 @@ type Job struct {
 	ID    int64
 	Event Event
 	// Sink is the name of the sink this job delivers to.
-	Sink    string
-	State   string
-	Attempt int // attempts made, including the current leased one
+	Sink string
+	// OrderKey is the stored key that orders the job among its sink's (empty: unordered); the
+	// store reads it back with the job.
+	OrderKey string
+	State    string
+	Attempt  int // attempts made, including the current leased one
 	// LastError of the previous attempt (empty when none).
 	LastError  string
 	RunAt      time.Time

@@ -71,7 +71,15 @@ func CheckEvent(e Event) error {
 	if !httpguts.ValidHeaderFieldValue(e.ContentType) {
 		return fmt.Errorf("%w: the content type is not a valid HTTP header value", ErrInvalidEvent)
 	}
-	return checkSinks(e.Sinks)
+	if err := checkSinks(e.Sinks); err != nil {
+		return err
+	}
+	for sink := range e.OrderKeys {
+		if !slices.Contains(sinksOf(e), sink) {
+			return fmt.Errorf("%w: an order key names a sink the event does not go to", ErrInvalidEvent)
+		}
+	}
+	return nil
 }
 
 // checkSinks refuses a sink list the queue cannot hold: more than MaxSinks, an empty or

@@ -1,0 +1,128 @@
+package deliver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookwarden/hookwarden/receiver/store"
+)
+
+// Published is what a broker said about an event it took.
+type Published struct {
+	// Duplicate is set when the broker recognised the event (its Idempotency-Key) as one it
+	// already holds and dropped this copy: NATS JetStream inside its duplicate window.
+	Duplicate bool
+}
+
+// Publisher hands an event to a broker sink and waits for the broker's acknowledgement. Its
+// errors are *Error: Retryable for what may pass (the broker unreachable, a timeout),
+// Misconfigured for what the user must fix (no stream captures the subject): the event waits.
+type Publisher interface {
+	Publish(ctx context.Context, ev store.Event) (Published, error)
+	// Close lets go of the connection (the sink's route was rebuilt).
+	Close()
+}
+
+// JetStreamAuth is how a JetStream sink authenticates (from the route Secret).
+type JetStreamAuth struct {
+	Token              string
+	Username, Password string
+}
+
+// JetStream publishes events to a subject of a NATS JetStream stream, each with Nats-Msg-Id
+// set to the Idempotency-Key, so that the stream drops a repeat inside its duplicate window
+// (2 minutes by default), and waits for the stream's acknowledgement. Headers follow the
+// CloudEvents NATS binding (ce-id, ce-source, ce-type, ce-specversion, ce-time, content-type).
+// It connects on first use and again after the connection is lost.
+type JetStream struct {
+	url     string
+	subject string
+	opts    []nats.Option
+
+	mu sync.Mutex
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+var _ Publisher = (*JetStream)(nil)
+
+// NewJetStream returns the publisher of a sink at servers (nats:// or tls:// URLs) and subject.
+func NewJetStream(servers []string, subject string, auth JetStreamAuth) *JetStream {
+	opts := []nats.Option{nats.Name("hookwarden-receiver"), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1)}
+	switch {
+	case auth.Token != "":
+		opts = append(opts, nats.Token(auth.Token))
+	case auth.Username != "":
+		opts = append(opts, nats.UserInfo(auth.Username, auth.Password))
+	}
+	return &JetStream{url: strings.Join(servers, ","), subject: subject, opts: opts}
+}
+
+// conn is the current JetStream context, connecting first when there is none.
+func (s *JetStream) conn() (jetstream.JetStream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nc != nil && !s.nc.IsClosed() {
+		return s.js, nil
+	}
+	nc, err := nats.Connect(s.url, s.opts...)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s.nc, s.js = nc, js
+	return js, nil
+}
+
+// Publish implements Publisher.
+func (s *JetStream) Publish(ctx context.Context, ev store.Event) (Published, error) {
+	js, err := s.conn()
+	if err != nil {
+		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("connecting to NATS: %w", err)}
+	}
+	msg := nats.NewMsg(s.subject)
+	msg.Data = ev.Payload
+	h := msg.Header
+	h.Set("ce-specversion", "1.0")
+	h.Set("ce-id", HeaderValue(ev.EventID))
+	h.Set("ce-source", HeaderValue(Source(ev)))
+	h.Set("ce-type", HeaderValue(cloudEventType(ev)))
+	h.Set("ce-time", ev.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	h.Set("ce-"+IdempotencyKeyAttribute, IdempotencyKey(ev))
+	h.Set("content-type", cmp.Or(ev.ContentType, DefaultContentType))
+	h.Set("Idempotency-Key", IdempotencyKey(ev))
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(IdempotencyKey(ev)))
+	switch {
+	case err == nil:
+		return Published{Duplicate: ack.Duplicate}, nil
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		// No stream captures the subject (or its leader is being elected): nothing was
+		// stored. The user must add the stream; the events wait.
+		return Published{}, &Error{Retryable: true, Misconfigured: true,
+			Err: fmt.Errorf("no JetStream stream answered for subject %q: create a stream that captures it (%w)", s.subject, err)}
+	default:
+		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("publishing to NATS subject %q: %w", s.subject, err)}
+	}
+}
+
+// Close implements Publisher.
+func (s *JetStream) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nc != nil {
+		s.nc.Close()
+		s.nc, s.js = nil, nil
+	}
+}
