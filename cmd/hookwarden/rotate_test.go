@@ -175,7 +175,7 @@ func TestRotateResumesTheBatch(t *testing.T) {
 	for _, s := range subs[3:] {
 		g.Expect(stderr).To(ContainSubstring(key(s) + ": rotated before in this batch"))
 	}
-	g.Expect(strings.Count(stderr, "rotated before in this batch") + strings.Count(stderr, "still pending: following it")).To(Equal(6), stderr)
+	g.Expect(strings.Count(stderr, "rotated before in this batch")+strings.Count(stderr, "still pending: following it")).To(Equal(6), stderr)
 	g.Expect(stderr).NotTo(ContainSubstring(": rotation requested"))
 	g.Expect(ghSecretChanges).To(Equal(3))
 	g.Expect(newEndpoints).To(Equal(3))
