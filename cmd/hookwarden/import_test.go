@@ -263,3 +263,46 @@ func applyImported(t *testing.T, g *WithT, outputs ...string) (imported []*hookv
 	}
 	return imported, stop
 }
+
+// TestImportedSubscriptionWaitsForItsSecret: import writes the signing Secret before the
+// subscription, and a subscription applied before its Secret anyway (another order, a slow
+// apply) waits for it instead of rotating: no Stripe create, the supplied secret kept.
+func TestImportedSubscriptionWaitsForItsSecret(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "import-late-secret")
+	ep := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/late", EnabledEvents: []string{"invoice.paid"}, Secret: "whsec_late_secret"})
+	file := filepath.Join(t.TempDir(), "whsec.txt")
+	g.Expect(os.WriteFile(file, []byte(ep.Secret), 0o600)).To(Succeed())
+	code, out, stderr := run(t, nil, "import", "--provider", "stripe", "--credentials", "stripe-api", "--api-url", stripeURL, "-n", tn.ns, "--cluster-name", clusterName, "--secret", ep.ID+"="+file)
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	docs := strings.Split(out, "---\n")
+	g.Expect(docs).To(HaveLen(2))
+	secretDoc, subDoc := docs[0], docs[1]
+	if strings.Contains(secretDoc, "kind: WebhookSubscription") {
+		secretDoc, subDoc = subDoc, secretDoc
+	}
+
+	// The subscription first, the Secret once the manager has looked at the subscription.
+	stripeSrv.ResetRequests()
+	stop := startManager(t)
+	defer stop()
+	apply(t, g, subDoc)
+	sub := &hookv1.WebhookSubscription{}
+	g.Expect(yaml.Unmarshal([]byte(subDoc), sub)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		live := &hookv1.WebhookSubscription{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sub), live)).To(Succeed())
+		g.Expect(meta.FindStatusCondition(live.Status.Conditions, hookv1.ConditionReady)).NotTo(BeNil(), "the manager has looked at it")
+	}).Should(Succeed())
+	t.Logf("REPORT before the Secret is applied: Stripe creates %d", stripeCreates())
+	apply(t, g, secretDoc)
+	live := expectReady(g, sub)
+	t.Logf("REPORT subscription applied before its Secret: Stripe creates %d, deletes %d", stripeCreates(), stripeSrv.CountRequests("DELETE", "/v1/webhook_endpoints/"))
+	g.Expect(docs[0]).To(ContainSubstring("kind: Secret"), "import writes the Secret first")
+	g.Expect(stripeCreates()).To(BeZero())
+	g.Expect(live.Status.EndpointID).To(Equal(ep.ID))
+	sec := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: sub.Spec.SigningSecret.Name}, sec)).To(Succeed())
+	g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(ep.Secret))
+}

@@ -52,8 +52,9 @@ leaves them alone (and, with no secret supplied, adopts none of them and waits w
 What adopting means for the signing secret, per provider (also printed per registration on stderr):
   stripe  Stripe shows a secret only in the create response: the manager adopts by rotation (a new
           endpoint, make-before-break, then the old one is deleted), unless you supply the secret
-          with --secret ID=FILE (from the dashboard), which writes a signing Secret beside the
-          subscription: then nothing is created.
+          with --secret ID=FILE (from the dashboard), which writes a signing Secret before the
+          subscription: then nothing is created (a subscription that reaches the manager before
+          its Secret waits for it up to 30s).
   github  GitHub masks the secret: a new secret is set on the same hook (no new hook), unless you
           supply it with --secret ID=FILE.
   rest    as the profile's secret mode says (readable or fetched: read back; client-chosen: set anew).
@@ -182,18 +183,21 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		reg := controllers.Keeper(twins, held)
 		sub := importedSubscription(tmpl, reg, uniqueName(prefix, reg.ID, used))
 		note := importNote{Registration: reg.ID, URL: reg.URL, Subscription: key(sub), Outcome: "imported", Secret: secretNote(caps, reg.ID, held[reg.ID])}
-		b, err := yaml.Marshal(sub)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, string(b))
 		if held[reg.ID] {
+			// The Secret first: applied in this order, it is there when the manager first
+			// looks (which waits for it a short time anyway: controllers.ImportedSecretWait).
+			sub.Annotations[hookv1.AnnotationImportedSecret] = sub.Spec.SigningSecret.Name
 			b, err := yaml.Marshal(importedSigningSecret(sub, reg.ID, secrets[reg.ID]))
 			if err != nil {
 				return err
 			}
 			docs = append(docs, string(b))
 		}
+		b, err := yaml.Marshal(sub)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, string(b))
 		notes = append(notes, note)
 		for _, t := range twins {
 			if t.ID != reg.ID {
