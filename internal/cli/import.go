@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -42,7 +44,8 @@ func newImportCommand(g *globals) *cobra.Command {
 		Long: `import lists the registrations of a Stripe account, a GitHub repository or organization, or
 a REST profile's target (read-only, through the same client the manager uses, with the credential
 in the Secret --credentials names in the namespace) and writes one WebhookSubscription per
-canonical URL to stdout: its URL, its events as a set, its description, policies.adoption Adopt.
+canonical URL to stdout (YAML documents; -o json: a v1 List): its URL, its events as a set, its
+description, policies.adoption Adopt. What it did with each registration goes to stderr.
 Applied, each adopts its registration without a create, except where the provider cannot give
 its secret back (below). Twins (registrations for one canonical URL) make one manifest, for the
 one whose secret you supplied (else the oldest, as the manager would pick); the others are
@@ -173,7 +176,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		}
 		notes = append(notes, note)
 	}
-	var docs []string
+	var objs []any
 	used := map[string]bool{}
 	for _, twins := range byCanonicalURL(importable) {
 		held := map[string]bool{}
@@ -187,17 +190,9 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			// The Secret first: applied in this order, it is there when the manager first
 			// looks (which waits for it a short time anyway: controllers.ImportedSecretWait).
 			sub.Annotations[hookv1.AnnotationImportedSecret] = sub.Spec.SigningSecret.Name
-			b, err := yaml.Marshal(importedSigningSecret(sub, reg.ID, secrets[reg.ID]))
-			if err != nil {
-				return err
-			}
-			docs = append(docs, string(b))
+			objs = append(objs, importedSigningSecret(sub, reg.ID, secrets[reg.ID]))
 		}
-		b, err := yaml.Marshal(sub)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, string(b))
+		objs = append(objs, sub)
 		notes = append(notes, note)
 		for _, t := range twins {
 			if t.ID != reg.ID {
@@ -218,10 +213,26 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			g.progress(cmd.ErrOrStderr(), "%s %s (%s): %s", n.Outcome, n.Registration, n.URL, n.Secret)
 		}
 	}
-	if g.output == "json" || g.output == "yaml" {
-		return g.print(cmd.OutOrStdout(), notes, nil)
+	return writeManifests(cmd.OutOrStdout(), g.output, objs)
+}
+
+// writeManifests writes objects to w as manifests kubectl applies: YAML documents (the default,
+// and -o yaml) or, with -o json, one v1 List.
+func writeManifests(w io.Writer, output string, objs []any) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": append([]any{}, objs...)})
 	}
-	_, err = fmt.Fprint(cmd.OutOrStdout(), strings.Join(docs, "---\n"))
+	docs := make([]string, 0, len(objs))
+	for _, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, string(b))
+	}
+	_, err := fmt.Fprint(w, strings.Join(docs, "---\n"))
 	return err
 }
 
