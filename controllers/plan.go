@@ -419,6 +419,13 @@ func needsSecret(in planInput, keep providers.Registration) bool {
 	return !in.HeldSecrets[keep.ID]
 }
 
+// Keeper is the registration a subscription that records none of twins (registrations for one
+// canonical URL) keeps of them: one whose secret its signing Secret holds (held), else the
+// oldest. `hookwarden import` names it in the one manifest it writes for them.
+func Keeper(twins []providers.Registration, held map[string]bool) providers.Registration {
+	return pickKeeper(planInput{HeldSecrets: held}, twins)
+}
+
 // pickKeeper prefers, in order: the recorded registration whose secret we hold, any whose secret
 // we hold, the recorded one, one carrying our marker, then the oldest. Keeping the one whose
 // secret we hold avoids a rotation.

@@ -169,6 +169,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}, r.ownWrites.notOwn())).
 		// ... and one whose event came while our own write of it was in flight (ownWrites.end).
 		WatchesRawSource(source.Channel(r.ownWrites.wake, &handler.EnqueueRequestForObject{})).
+		// A signing Secret `hookwarden import` wrote wakes the subscription it names while no
+		// one owns it yet: a subscription applied before it waits for it (ImportedSecretWait).
+		Watches(secrets, handler.EnqueueRequestsFromMapFunc(importedSecretFor), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		// A rotated or restored credential wakes the subscriptions naming it.
 		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(settingsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
@@ -431,6 +434,9 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 			return ctrl.Result{}, err
 		}
 		p := computePlan(in)
+		if after, ok := awaitsImportedSecret(p, sub, s.signing.obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
+			return ctrl.Result{}, wait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
+		}
 		s.reportUnfit(ctx, p)
 		out, err := s.execute(ctx, p, &rs)
 		if providers.KindOf(err) == providers.AlreadyExists {

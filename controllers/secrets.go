@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
@@ -121,6 +123,36 @@ func (m *signingMemo) forget(key types.NamespacedName) {
 // with, so adopting the registration needs no rotation.
 func importedFor(sec *corev1.Secret, sub *hookv1.WebhookSubscription) bool {
 	return metav1.GetControllerOf(sec) == nil && sec.Annotations[hookv1.AnnotationImportedFor] == sub.Name && sec.Labels[hookv1.LabelSubscription] == sub.Name
+}
+
+// ImportedSecretWait is how long, from its creation, a subscription `hookwarden import --secret`
+// wrote (annotations hookwarden.io/imported-from and hookwarden.io/imported-secret) waits for
+// the signing Secret written beside it before it gets its registration a new secret: applied in
+// one `kubectl apply`, the subscription may reach the manager before the Secret holding the
+// secret the user supplied, and a rotation then would make a new registration (Stripe) or set a
+// new secret (GitHub) for nothing.
+const ImportedSecretWait = 30 * time.Second
+
+// awaitsImportedSecret reports how long to wait for the signing Secret import wrote beside sub
+// before p is carried out: p gets the imported registration a secret anew, that Secret does not
+// exist yet, and sub is younger than ImportedSecretWait (age).
+func awaitsImportedSecret(p plan, sub *hookv1.WebhookSubscription, secretExists bool, age time.Duration) (time.Duration, bool) {
+	from := sub.Annotations[hookv1.AnnotationImportedFrom]
+	if from == "" || sub.Annotations[hookv1.AnnotationImportedSecret] != sub.Spec.SigningSecret.Name || secretExists ||
+		age >= ImportedSecretWait || p.Keep == nil || p.Keep.ID != from || !p.RecoversSecret() {
+		return 0, false
+	}
+	return ImportedSecretWait - age, true
+}
+
+// importedSecretFor maps a signing Secret nobody owns yet (one `hookwarden import` wrote) to the
+// subscription its label names.
+func importedSecretFor(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[hookv1.LabelSigningSecret] != "true" || l[hookv1.LabelSubscription] == "" || len(o.GetOwnerReferences()) > 0 {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[hookv1.LabelSubscription]}}}
 }
 
 // signingState is what the signing Secret holds: the secret of each registration by id, the id

@@ -134,4 +134,9 @@ const (
 	// with no controller) as the subscription's own, and sets itself as its controller at its
 	// first write.
 	AnnotationImportedFor = "hookwarden.io/imported-for"
+	// AnnotationImportedSecret, on a subscription `hookwarden import --secret` wrote, names the
+	// signing Secret written beside it: until it exists (applied in the same `kubectl apply`, it
+	// may come a moment later) the manager waits, a short documented time, before it gets the
+	// registration a new secret.
+	AnnotationImportedSecret = "hookwarden.io/imported-secret"
 )

@@ -136,26 +136,8 @@ func TestImportSkipsWhatThisClusterOwns(t *testing.T) {
 	t.Logf("REPORT import github stderr:\n%s", ghErr)
 	t.Logf("REPORT import stripe stderr:\n%s", stripeErr)
 
-	// Applied as a user would, with the manager running.
-	stripeSrv.ResetRequests()
-	ghSrv.ResetRequests()
-	var imported []*hookv1.WebhookSubscription
-	for _, doc := range append(strings.Split(ghYAML, "---\n"), strings.Split(stripeYAML, "---\n")...) {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		apply(t, g, doc)
-		u := &hookv1.WebhookSubscription{}
-		g.Expect(yaml.Unmarshal([]byte(doc), u)).To(Succeed())
-		if u.Kind == "WebhookSubscription" {
-			imported = append(imported, u)
-		}
-	}
-	stop = startManager(t)
+	imported, stop := applyImported(t, g, ghYAML, stripeYAML)
 	defer stop()
-	for _, s := range imported {
-		expectSettled(g, s)
-	}
 	expectSettled(g, repo)
 	expectSettled(g, orders)
 	ownedUpdates := 0
@@ -205,3 +187,122 @@ func expectSettled(g *WithT, sub *hookv1.WebhookSubscription) {
 }
 
 func key(s *hookv1.WebhookSubscription) string { return s.Namespace + "/" + s.Name }
+
+// TestImportGroupsTwins: registrations for one canonical URL are one manifest, the twins
+// reported. On Stripe the one whose secret the user supplied is kept with it and the twin
+// pruned: no create (two manifests used to make two subscriptions for one URL, one of them
+// rotating to a new endpoint). On GitHub the hook whose secret was supplied is adopted without
+// a new secret, its twin left alone and reported.
+func TestImportGroupsTwins(t *testing.T) {
+	g := NewWithT(t)
+	tn := newTenant(t, g, "import-twins")
+	older := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://Hooks.Example.com:443/twins", EnabledEvents: []string{"invoice.paid"}, Description: "first try"})
+	newer := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/twins", EnabledEvents: []string{"invoice.paid"}, Description: "second try", Secret: "whsec_twins_newer"})
+	hookA := ghSrv.Seed(tn.repo, ghfake.Hook{Active: true, Events: []string{"push"}, Config: ghfake.Config{URL: "https://hooks.example.com/gh-twins", ContentType: "json", Secret: "secret-a"}})
+	hookB := ghSrv.Seed(tn.repo, ghfake.Hook{Active: true, Events: []string{"push"}, Config: ghfake.Config{URL: "https://hooks.example.com/gh-twins", ContentType: "json", Secret: "secret-b"}})
+	dir := t.TempDir()
+	stripeSecret, ghSecret := filepath.Join(dir, "stripe.txt"), filepath.Join(dir, "gh.txt")
+	g.Expect(os.WriteFile(stripeSecret, []byte(newer.Secret), 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(ghSecret, []byte(hookB.Config.Secret), 0o600)).To(Succeed())
+	idA, idB := strconv.FormatInt(hookA.ID, 10), strconv.FormatInt(hookB.ID, 10)
+
+	code, stripeYAML, stripeErr := run(t, nil, "import", "--provider", "stripe", "--credentials", "stripe-api", "--api-url", stripeURL, "-n", tn.ns, "--cluster-name", clusterName, "--secret", newer.ID+"="+stripeSecret)
+	g.Expect(code).To(Equal(cli.ExitOK), stripeErr)
+	code, ghYAML, ghErr := run(t, nil, "import", "--provider", "github", "--credentials", "github-api", "--api-url", ghURL, "--owner", "acme", "--repository", tn.ns, "-n", tn.ns, "--cluster-name", clusterName, "--secret", idB+"="+ghSecret)
+	g.Expect(code).To(Equal(cli.ExitOK), ghErr)
+	t.Logf("REPORT import stripe stderr:\n%s", stripeErr)
+	t.Logf("REPORT import github stderr:\n%s", ghErr)
+
+	imported, stop := applyImported(t, g, stripeYAML, ghYAML)
+	defer stop()
+	g.Eventually(func() int { return len(stripeSrv.Endpoints(tn.apiKey)) }).Should(Equal(1), "the Stripe twin pruned")
+	ghUpdates := 0
+	for _, r := range ghSrv.Requests() {
+		if r.Op == ghfake.OpUpdate || r.Op == ghfake.OpCreate {
+			ghUpdates++
+		}
+	}
+	t.Logf("REPORT applied %d subscriptions: Stripe creates %d, deletes %d; GitHub creates and updates %d", len(imported),
+		stripeCreates(), stripeSrv.CountRequests("DELETE", "/v1/webhook_endpoints/"), ghUpdates)
+
+	g.Expect(imported).To(HaveLen(2), "one subscription per URL")
+	g.Expect(stripeErr).To(ContainSubstring(fmt.Sprintf("twin %s (%s): a twin of %s (the same canonical URL), not imported", older.ID, older.URL, newer.ID)))
+	g.Expect(ghErr).To(ContainSubstring(fmt.Sprintf("twin %s (%s): a twin of %s (the same canonical URL), not imported", idA, hookA.Config.URL, idB)))
+	g.Expect(stripeCreates()).To(BeZero())
+	g.Expect(stripeSrv.Endpoints(tn.apiKey)[0].ID).To(Equal(newer.ID), "the endpoint whose secret was supplied is kept")
+	g.Expect(ghUpdates).To(BeZero(), "no new secret, no new hook")
+	for _, s := range imported {
+		live := expectReady(g, s)
+		g.Expect(live.Status.EndpointID).To(BeElementOf(newer.ID, idB))
+	}
+	g.Expect(ghSrv.Hooks(tn.repo)).To(HaveLen(2), "the GitHub twin cannot be proven ours: left alone")
+}
+
+// applyImported applies import's output as a user would (the providers' request logs reset
+// first) and runs the manager until each subscription in it has settled; stop the manager when
+// done.
+func applyImported(t *testing.T, g *WithT, outputs ...string) (imported []*hookv1.WebhookSubscription, stop func()) {
+	stripeSrv.ResetRequests()
+	ghSrv.ResetRequests()
+	for _, out := range outputs {
+		for _, doc := range strings.Split(out, "---\n") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			apply(t, g, doc)
+			u := &hookv1.WebhookSubscription{}
+			g.Expect(yaml.Unmarshal([]byte(doc), u)).To(Succeed())
+			if u.Kind == "WebhookSubscription" {
+				imported = append(imported, u)
+			}
+		}
+	}
+	stop = startManager(t)
+	for _, s := range imported {
+		expectSettled(g, s)
+	}
+	return imported, stop
+}
+
+// TestImportedSubscriptionWaitsForItsSecret: import writes the signing Secret before the
+// subscription, and a subscription applied before its Secret anyway (another order, a slow
+// apply) waits for it instead of rotating: no Stripe create, the supplied secret kept.
+func TestImportedSubscriptionWaitsForItsSecret(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "import-late-secret")
+	ep := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/late", EnabledEvents: []string{"invoice.paid"}, Secret: "whsec_late_secret"})
+	file := filepath.Join(t.TempDir(), "whsec.txt")
+	g.Expect(os.WriteFile(file, []byte(ep.Secret), 0o600)).To(Succeed())
+	code, out, stderr := run(t, nil, "import", "--provider", "stripe", "--credentials", "stripe-api", "--api-url", stripeURL, "-n", tn.ns, "--cluster-name", clusterName, "--secret", ep.ID+"="+file)
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	docs := strings.Split(out, "---\n")
+	g.Expect(docs).To(HaveLen(2))
+	secretDoc, subDoc := docs[0], docs[1]
+	if strings.Contains(secretDoc, "kind: WebhookSubscription") {
+		secretDoc, subDoc = subDoc, secretDoc
+	}
+
+	// The subscription first, the Secret once the manager has looked at the subscription.
+	stripeSrv.ResetRequests()
+	stop := startManager(t)
+	defer stop()
+	apply(t, g, subDoc)
+	sub := &hookv1.WebhookSubscription{}
+	g.Expect(yaml.Unmarshal([]byte(subDoc), sub)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		live := &hookv1.WebhookSubscription{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sub), live)).To(Succeed())
+		g.Expect(meta.FindStatusCondition(live.Status.Conditions, hookv1.ConditionReady)).NotTo(BeNil(), "the manager has looked at it")
+	}).Should(Succeed())
+	t.Logf("REPORT before the Secret is applied: Stripe creates %d", stripeCreates())
+	apply(t, g, secretDoc)
+	live := expectReady(g, sub)
+	t.Logf("REPORT subscription applied before its Secret: Stripe creates %d, deletes %d", stripeCreates(), stripeSrv.CountRequests("DELETE", "/v1/webhook_endpoints/"))
+	g.Expect(docs[0]).To(ContainSubstring("kind: Secret"), "import writes the Secret first")
+	g.Expect(stripeCreates()).To(BeZero())
+	g.Expect(live.Status.EndpointID).To(Equal(ep.ID))
+	sec := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: sub.Spec.SigningSecret.Name}, sec)).To(Succeed())
+	g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(ep.Secret))
+}

@@ -133,6 +133,8 @@ func TestPlanBadInput(t *testing.T) {
 	dir := t.TempDir()
 	notSub := filepath.Join(dir, "configmap.yaml")
 	g.Expect(os.WriteFile(notSub, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o644)).To(Succeed())
+	notObject := filepath.Join(dir, "values.yaml")
+	g.Expect(os.WriteFile(notObject, []byte("replicas: 2\n"), 0o644)).To(Succeed())
 	missingCred := tn.stripeSub("nocred", "https://hooks.example.com/nocred", "invoice.paid")
 	missingCred.Spec.Provider.CredentialsRef.Name = "absent"
 	noCred := filepath.Join(dir, "nocred.yaml")
@@ -144,7 +146,8 @@ func TestPlanBadInput(t *testing.T) {
 		code int
 		line string
 	}{
-		{"not a WebhookSubscription", []string{"plan", "-f", notSub}, cli.ExitUsage, "document 1 is a v1 ConfigMap, not a hookwarden.io/v1alpha1 WebhookSubscription"},
+		{"no WebhookSubscription", []string{"plan", "-f", notSub}, cli.ExitUsage, "configmap.yaml holds no WebhookSubscription"},
+		{"not a Kubernetes object", []string{"plan", "-f", notObject}, cli.ExitUsage, "document 1: not a Kubernetes object (no apiVersion or kind)"},
 		{"a selector matching nothing", []string{"plan", "-n", tn.ns, "-l", "app=none"}, cli.ExitUsage, "no WebhookSubscription in namespace badinput matching app=none"},
 		{"a missing file", []string{"plan", "-f", filepath.Join(dir, "absent.yaml")}, cli.ExitUsage, "no such file or directory"},
 		{"an unknown output", []string{"plan", "-o", "xml"}, cli.ExitUsage, `--output "xml": want table, yaml or json`},
@@ -211,4 +214,37 @@ func TestPlanWaitsOutRateLimits(t *testing.T) {
 		}
 	}
 	g.Expect(lists).To(Equal(2), "the refused list and the one after the wait")
+}
+
+// TestPlanReadsImportsOutput: import's output, YAML or JSON, goes straight into plan -f, with
+// other kinds beside it (kustomize build output): the Secret import wrote is the signing Secret
+// the plan reads, so adopting the Stripe endpoint needs no rotation; other kinds are not
+// planned, and said so on stderr.
+func TestPlanReadsImportsOutput(t *testing.T) {
+	g := NewWithT(t)
+	tn := newTenant(t, g, "import-plan")
+	ep := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/fits", EnabledEvents: []string{"invoice.paid"}, Secret: "whsec_fits"})
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "whsec.txt")
+	g.Expect(os.WriteFile(secretFile, []byte(ep.Secret), 0o600)).To(Succeed())
+	for _, output := range []string{"yaml", "json"} {
+		code, manifests, stderr := run(t, nil, "import", "--provider", "stripe", "--credentials", "stripe-api", "--api-url", stripeURL, "-n", tn.ns, "--cluster-name", clusterName, "--secret", ep.ID+"="+secretFile, "-o", output)
+		g.Expect(code).To(Equal(cli.ExitOK), stderr)
+		g.Expect(manifests).To(ContainSubstring("WebhookSubscription"), "-o %s prints manifests", output)
+		g.Expect(manifests).NotTo(ContainSubstring("outcome"), "notes go to stderr")
+		g.Expect(stderr).To(ContainSubstring("imported " + ep.ID))
+		file := filepath.Join(dir, "import."+output)
+		extra := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + tn.ns + "\n---\n"
+		if output == "json" {
+			extra = `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "` + tn.ns + `"}}` + "\n---\n"
+		}
+		g.Expect(os.WriteFile(file, []byte(extra+manifests), 0o644)).To(Succeed())
+
+		code, stdout, stderr := run(t, nil, "plan", "-f", file, "-n", tn.ns, "--cluster-name", clusterName)
+		t.Logf("REPORT import -o %s | plan -f: exit %d\n%s%s", output, code, stdout, stderr)
+		g.Expect(code).To(Equal(cli.ExitPending), "stdout: %s stderr: %s", stdout, stderr)
+		g.Expect(stderr).To(ContainSubstring("1 documents of other kinds are not planned"))
+		g.Expect(stdout).To(MatchRegexp(`import-plan/stripe-\S+\s+stripe\s+keep\s+update\s+` + ep.ID + `\s+update \S+ in place: ownership marker`))
+		g.Expect(stdout).NotTo(ContainSubstring("replace"), "the supplied secret is used: no rotation")
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
+	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
 // TestRotate: five subscriptions (three Stripe, two GitHub) rotated. The first run has no
@@ -28,18 +29,8 @@ func TestRotate(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "rotate")
-	var subs []*hookv1.WebhookSubscription
-	for i := range 3 {
-		subs = append(subs, tn.stripeSub(fmt.Sprintf("pay-%d", i), fmt.Sprintf("https://hooks.example.com/pay-%d", i), "invoice.paid"))
-	}
-	for i := range 2 {
-		subs = append(subs, tn.githubSub(fmt.Sprintf("repo-%d", i), fmt.Sprintf("https://hooks.example.com/repo-%d", i), "push"))
-	}
+	subs := createTeam(g, tn, "rot", []string{"pay-0", "pay-1", "pay-2"}, []string{"repo-0", "repo-1"})
 	before := map[string]*hookv1.WebhookSubscription{}
-	for _, s := range subs {
-		s.Labels["team"] = "rot"
-		g.Expect(env.Client.Create(ctx, s.DeepCopy())).To(Succeed())
-	}
 	stop := startManager(t)
 	for _, s := range subs {
 		before[s.Name] = expectReady(g, s)
@@ -131,4 +122,79 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRotateResumesTheBatch: six subscriptions, interrupted after the three GitHub ones rotated
+// (Stripe refuses creates meanwhile, so the Stripe rotations are still pending), then run again:
+// the rerun resumes the same batch. Each subscription rotates exactly once: one new secret on
+// each GitHub hook, one new Stripe endpoint each, no second request.
+func TestRotateResumesTheBatch(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "rotate-batch")
+	subs := createTeam(g, tn, "batch", []string{"st-0", "st-1", "st-2"}, []string{"gh-0", "gh-1", "gh-2"})
+	stop := startManager(t)
+	defer func() { stop() }()
+	for _, s := range subs {
+		expectReady(g, s)
+	}
+	ghSrv.ResetRequests()
+	stripeSrv.ResetRequests()
+	refuse := stripeSrv.Inject(stripefake.Fault{Method: "POST", PathPrefix: "/v1/webhook_endpoints", APIKey: tn.apiKey, Status: 500})
+
+	// Interrupted (SIGINT: the context is cancelled) once the GitHub ones are rotated.
+	var errOut syncBuffer
+	rctx, interrupt := context.WithCancel(ctx)
+	first := make(chan int, 1)
+	go func() {
+		first <- cli.Run(rctx, []string{"rotate", "-n", tn.ns, "-l", "team=batch", "--poll-interval", "100ms", "--kubeconfig", env.Kubeconfig},
+			cli.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: &errOut}})
+	}()
+	g.Eventually(errOut.String).WithTimeout(time.Minute).Should(ContainSubstring("rotated 3/6"))
+	interrupt()
+	g.Eventually(first).Should(Receive(Equal(cli.ExitTimeout)), errOut.String())
+	refuse()
+
+	code, stdout, stderr := run(t, nil, "rotate", "-n", tn.ns, "-l", "team=batch", "--poll-interval", "100ms", "--timeout", "50s")
+	ghSecretChanges := 0
+	for _, r := range ghSrv.Requests() {
+		if r.Op == ghfake.OpUpdate && strings.Contains(r.Body, `"secret"`) {
+			ghSecretChanges++
+		}
+	}
+	newEndpoints := 0
+	for _, r := range stripeSrv.Requests() {
+		if r.Method == "POST" && r.Path == "/v1/webhook_endpoints" && r.Status == 200 && !r.Replayed {
+			newEndpoints++
+		}
+	}
+	t.Logf("REPORT rerun exit %d; GitHub secret changes %d, new Stripe endpoints %d\nfirst run stderr:\n%s\nrerun stdout:\n%s\nrerun stderr:\n%s",
+		code, ghSecretChanges, newEndpoints, errOut.String(), stdout, stderr)
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	// The GitHub ones had rotated; a Stripe one may have too, once creates were accepted again.
+	for _, s := range subs[3:] {
+		g.Expect(stderr).To(ContainSubstring(key(s) + ": rotated before in this batch"))
+	}
+	g.Expect(strings.Count(stderr, "rotated before in this batch")+strings.Count(stderr, "still pending: following it")).To(Equal(6), stderr)
+	g.Expect(stderr).NotTo(ContainSubstring(": rotation requested"))
+	g.Expect(ghSecretChanges).To(Equal(3))
+	g.Expect(newEndpoints).To(Equal(3))
+	g.Expect(stripeSrv.Endpoints(tn.apiKey)).To(HaveLen(3))
+}
+
+// createTeam creates a Stripe subscription for each of stripe and a GitHub one for each of
+// github, each for https://hooks.example.com/<name> and labelled team=<team>.
+func createTeam(g *WithT, tn *tenant, team string, stripe, github []string) []*hookv1.WebhookSubscription {
+	var subs []*hookv1.WebhookSubscription
+	for _, n := range stripe {
+		subs = append(subs, tn.stripeSub(n, "https://hooks.example.com/"+n, "invoice.paid"))
+	}
+	for _, n := range github {
+		subs = append(subs, tn.githubSub(n, "https://hooks.example.com/"+n, "push"))
+	}
+	for _, s := range subs {
+		s.Labels["team"] = team
+		g.Expect(env.Client.Create(context.Background(), s.DeepCopy())).To(Succeed())
+	}
+	return subs
 }

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -16,6 +18,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -41,20 +44,30 @@ func newImportCommand(g *globals) *cobra.Command {
 		Long: `import lists the registrations of a Stripe account, a GitHub repository or organization, or
 a REST profile's target (read-only, through the same client the manager uses, with the credential
 in the Secret --credentials names in the namespace) and writes one WebhookSubscription per
-registration to stdout: its URL, its events as a set, its description, policies.adoption Adopt.
+canonical URL to stdout (YAML documents; -o json: a v1 List): its URL, its events as a set, its
+description, policies.adoption Adopt. What it did with each registration goes to stderr.
 Applied, each adopts its registration without a create, except where the provider cannot give
-its secret back (below).
+its secret back (below). Twins (registrations for one canonical URL) make one manifest, for the
+one whose secret you supplied (else the oldest, as the manager would pick); the others are
+reported: where the provider stores an ownership marker the manager prunes them, elsewhere it
+leaves them alone (and, with no secret supplied, adopts none of them and waits with Conflict).
 
 What adopting means for the signing secret, per provider (also printed per registration on stderr):
   stripe  Stripe shows a secret only in the create response: the manager adopts by rotation (a new
           endpoint, make-before-break, then the old one is deleted), unless you supply the secret
-          with --secret ID=FILE (from the dashboard), which writes a signing Secret beside the
-          subscription: then nothing is created.
-  github  GitHub masks the secret: a new secret is set on the same hook (no new hook).
+          with --secret ID=FILE (from the dashboard), which writes a signing Secret before the
+          subscription: then nothing is created (a subscription that reaches the manager before
+          its Secret waits for it up to 30s).
+  github  GitHub masks the secret: a new secret is set on the same hook (no new hook), unless you
+          supply it with --secret ID=FILE.
   rest    as the profile's secret mode says (readable or fetched: read back; client-chosen: set anew).
 
-A registration carrying another cluster's ownership marker is refused (it is that cluster's), and
-one already owned by a subscription of this cluster is skipped.`,
+A registration carrying another cluster's ownership marker is refused (it is that cluster's). One
+a subscription of this cluster answers for is skipped, naming it: by any proof the manager uses
+(this cluster's marker, a recorded id, a held secret, a bundled-receiver URL), or because a
+subscription on the account serves its URL (a twin: that subscription prunes or reports it).
+So import lists the subscriptions of every namespace and reads the signing Secrets of those on
+the account.`,
 		Example: `  hookwarden import --provider stripe --credentials stripe-api -n shop > stripe.yaml
   hookwarden import --provider stripe --credentials stripe-api --secret we_123=whsec.txt > stripe.yaml
   hookwarden import --provider github --credentials github-api --owner acme --repository shop > github.yaml`,
@@ -82,7 +95,7 @@ type importNote struct {
 	Registration string `json:"registration"`
 	URL          string `json:"url"`
 	Subscription string `json:"subscription,omitempty"`
-	// Outcome: imported, refused or skipped.
+	// Outcome: imported, twin (of one imported, not imported itself), refused or skipped.
 	Outcome string `json:"outcome"`
 	Secret  string `json:"secret"`
 }
@@ -140,9 +153,8 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	if prefix == "" {
 		prefix = f.provider
 	}
-	var docs []string
 	var notes []importNote
-	used := map[string]bool{}
+	var importable []providers.Registration
 	for _, reg := range regs {
 		note := importNote{Registration: reg.ID, URL: reg.URL}
 		switch {
@@ -158,29 +170,38 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			o := owned[reg.ID]
 			note.Outcome, note.Subscription = "skipped", o.Subscription
 			note.Secret = fmt.Sprintf("already owned by %s in this cluster (%s)", o.Subscription, o.Proof)
-		}
-		if note.Outcome != "" {
-			notes = append(notes, note)
+		default:
+			importable = append(importable, reg)
 			continue
 		}
-		sub := importedSubscription(tmpl, reg, uniqueName(prefix, reg.ID, used))
-		note.Subscription, note.Outcome = key(sub), "imported"
-		note.Secret = secretNote(caps, reg.ID, secrets[reg.ID] != nil)
-		b, err := yaml.Marshal(sub)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, string(b))
-		if s, ok := secrets[reg.ID]; ok {
-			sec := importedSigningSecret(sub, reg.ID, s)
-			b, err := yaml.Marshal(sec)
-			if err != nil {
-				return err
-			}
-			docs = append(docs, string(b))
-			delete(secrets, reg.ID)
-		}
 		notes = append(notes, note)
+	}
+	var objs []any
+	used := map[string]bool{}
+	for _, twins := range byCanonicalURL(importable) {
+		held := map[string]bool{}
+		for _, t := range twins {
+			held[t.ID] = secrets[t.ID] != nil
+		}
+		reg := controllers.Keeper(twins, held)
+		sub := importedSubscription(tmpl, reg, uniqueName(prefix, reg.ID, used))
+		note := importNote{Registration: reg.ID, URL: reg.URL, Subscription: key(sub), Outcome: "imported", Secret: secretNote(caps, reg.ID, held[reg.ID])}
+		if held[reg.ID] {
+			// The Secret first: applied in this order, it is there when the manager first
+			// looks (which waits for it a short time anyway: controllers.ImportedSecretWait).
+			sub.Annotations[hookv1.AnnotationImportedSecret] = sub.Spec.SigningSecret.Name
+			objs = append(objs, importedSigningSecret(sub, reg.ID, secrets[reg.ID]))
+		}
+		objs = append(objs, sub)
+		notes = append(notes, note)
+		for _, t := range twins {
+			if t.ID != reg.ID {
+				notes = append(notes, twinNote(caps, t, reg, sub, len(twins), held))
+			}
+		}
+		for _, t := range twins {
+			delete(secrets, t.ID)
+		}
 	}
 	for id := range secrets {
 		return usageError("--secret %s: the account has no importable registration %s", id, id)
@@ -192,10 +213,26 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			g.progress(cmd.ErrOrStderr(), "%s %s (%s): %s", n.Outcome, n.Registration, n.URL, n.Secret)
 		}
 	}
-	if g.output == "json" || g.output == "yaml" {
-		return g.print(cmd.OutOrStdout(), notes, nil)
+	return writeManifests(cmd.OutOrStdout(), g.output, objs)
+}
+
+// writeManifests writes objects to w as manifests kubectl applies: YAML documents (the default,
+// and -o yaml) or, with -o json, one v1 List.
+func writeManifests(w io.Writer, output string, objs []any) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": append([]any{}, objs...)})
 	}
-	_, err = fmt.Fprint(cmd.OutOrStdout(), strings.Join(docs, "---\n"))
+	docs := make([]string, 0, len(objs))
+	for _, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, string(b))
+	}
+	_, err := fmt.Fprint(w, strings.Join(docs, "---\n"))
 	return err
 }
 
@@ -251,6 +288,45 @@ func importedSigningSecret(sub *hookv1.WebhookSubscription, id string, secret []
 	}
 }
 
+// byCanonicalURL groups registrations by canonical URL (the raw URL where it has none), in the
+// order of each group's first registration: one manifest serves each group.
+func byCanonicalURL(regs []providers.Registration) [][]providers.Registration {
+	var groups [][]providers.Registration
+	at := map[string]int{}
+	for _, r := range regs {
+		k, err := matching.Canonical(r.URL)
+		if err != nil {
+			k = r.URL
+		}
+		i, ok := at[k]
+		if !ok {
+			i = len(groups)
+			at[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
+}
+
+// twinNote says what happens to twin, a registration for the URL of keep, which sub adopts.
+func twinNote(caps providers.Capabilities, twin, keep providers.Registration, sub *hookv1.WebhookSubscription, n int, held map[string]bool) importNote {
+	note := importNote{Registration: twin.ID, URL: twin.URL, Subscription: key(sub), Outcome: "twin"}
+	what := fmt.Sprintf("a twin of %s (the same canonical URL), not imported: %s keeps %s", keep.ID, key(sub), keep.ID)
+	if held[twin.ID] {
+		what += " (the secret you supplied for " + twin.ID + " is not used)"
+	}
+	switch {
+	case caps.Markers:
+		note.Secret = what + " and its manager prunes this one (policies.twins Prune; Keep to leave it)"
+	case held[keep.ID]:
+		note.Secret = what + "; this provider stores no ownership marker, so it cannot be proven the subscription's: the manager leaves it alone and reports it (delete it at the provider)"
+	default:
+		note.Secret = fmt.Sprintf("%s; this provider stores no ownership marker and none of the %d registrations for this URL is provably the subscription's, so the manager adopts none and waits with Conflict: delete the twins at the provider, or pass --secret %s=FILE", what, n, keep.ID)
+	}
+	return note
+}
+
 func secretNote(caps providers.Capabilities, id string, supplied bool) string {
 	switch caps.Secret {
 	case providers.SecretReturnedOnCreate:
@@ -259,6 +335,9 @@ func secretNote(caps providers.Capabilities, id string, supplied bool) string {
 		}
 		return "the provider shows a secret only at create: adopting rotates (a new registration, make-before-break, then " + id + " is deleted); pass --secret " + id + "=FILE to keep it"
 	case providers.SecretClientChosen:
+		if supplied {
+			return "adopted with the signing secret you supplied (a signing Secret is written): no new secret is set"
+		}
 		return "the provider masks its secret: a new secret is set on the same registration"
 	case providers.SecretReadable, providers.SecretFetched:
 		return "its secret is read back from the provider"

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -102,9 +103,18 @@ func (g *globals) listSubscriptions(ctx context.Context, c *cluster, selector st
 
 func key(s *hookv1.WebhookSubscription) string { return s.Namespace + "/" + s.Name }
 
-// readManifests reads the WebhookSubscriptions of a multi-document YAML or JSON file ("-":
-// stdin); any other kind is bad input.
-func readManifests(path string, stdin io.Reader, defaultNS string) ([]hookv1.WebhookSubscription, error) {
+// manifests are what a file given to plan -f holds: its WebhookSubscriptions, its Secrets (a
+// credential, the signing Secret import wrote), and how many documents of other kinds it had
+// (kustomize build output: Namespaces, Deployments...), which are not planned.
+type manifests struct {
+	subs    []hookv1.WebhookSubscription
+	secrets []corev1.Secret
+	others  int
+}
+
+// readManifests reads a multi-document YAML or JSON file ("-": stdin), v1 Lists included; one
+// without a WebhookSubscription, or with a document that is no Kubernetes object, is bad input.
+func readManifests(path string, stdin io.Reader, defaultNS string) (manifests, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -113,44 +123,111 @@ func readManifests(path string, stdin io.Reader, defaultNS string) ([]hookv1.Web
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, usageError("reading %s: %v", path, err)
+		return manifests{}, usageError("reading %s: %v", path, err)
 	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []hookv1.WebhookSubscription
+	var out manifests
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, usageError("%s: document %d: %v", path, doc, err)
+			return manifests{}, usageError("%s: document %d: %v", path, doc, err)
 		}
 		if len(bytes.TrimSpace(raw)) == 0 || isComment(raw) {
 			continue
 		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(raw, &tm); err != nil {
-			return nil, usageError("%s: document %d: %v", path, doc, err)
+		if err := out.add(raw, defaultNS); err != nil {
+			return manifests{}, usageError("%s: document %d: %v", path, doc, err)
 		}
-		if tm.Kind != "WebhookSubscription" || tm.APIVersion != hookv1.GroupVersion.String() {
-			return nil, usageError("%s: document %d is a %s %s, not a %s WebhookSubscription", path, doc, tm.APIVersion, tm.Kind, hookv1.GroupVersion)
+	}
+	if len(out.subs) == 0 {
+		return manifests{}, usageError("%s holds no WebhookSubscription", path)
+	}
+	return out, nil
+}
+
+// add reads one document: a WebhookSubscription, a Secret, a v1 List of them, or another kind
+// (counted).
+func (m *manifests) add(raw []byte, defaultNS string) error {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(raw, &tm); err != nil {
+		return err
+	}
+	switch {
+	case tm.Kind == "" || tm.APIVersion == "":
+		return errors.New("not a Kubernetes object (no apiVersion or kind)")
+	case tm.APIVersion == "v1" && tm.Kind == "List":
+		var list struct {
+			Items []json.RawMessage `json:"items"`
 		}
+		if err := yaml.Unmarshal(raw, &list); err != nil {
+			return err
+		}
+		for i, item := range list.Items {
+			if err := m.add(item, defaultNS); err != nil {
+				return fmt.Errorf("item %d: %w", i+1, err)
+			}
+		}
+	case tm.APIVersion == "v1" && tm.Kind == "Secret":
+		var sec corev1.Secret
+		if err := yaml.UnmarshalStrict(raw, &sec); err != nil {
+			return err
+		}
+		if sec.Namespace == "" {
+			sec.Namespace = defaultNS
+		}
+		m.secrets = append(m.secrets, sec)
+	case tm.APIVersion == hookv1.GroupVersion.String() && tm.Kind == "WebhookSubscription":
 		var sub hookv1.WebhookSubscription
 		if err := yaml.UnmarshalStrict(raw, &sub); err != nil {
-			return nil, usageError("%s: document %d: %v", path, doc, err)
+			return err
 		}
 		if sub.Name == "" {
-			return nil, usageError("%s: document %d: metadata.name is empty", path, doc)
+			return errors.New("metadata.name is empty")
 		}
 		if sub.Namespace == "" {
 			sub.Namespace = defaultNS
 		}
-		out = append(out, sub)
+		m.subs = append(m.subs, sub)
+	default:
+		m.others++
 	}
-	if len(out) == 0 {
-		return nil, usageError("%s holds no WebhookSubscription", path)
+	return nil
+}
+
+// withSecrets reads Secrets from secrets first (as they would be once applied: stringData
+// written into data), then from the cluster: plan -f plans with the Secrets its input holds.
+type withSecrets struct {
+	client.Reader
+	secrets map[types.NamespacedName]*corev1.Secret
+}
+
+func newWithSecrets(next client.Reader, secrets []corev1.Secret) withSecrets {
+	m := map[types.NamespacedName]*corev1.Secret{}
+	for i := range secrets {
+		sec := secrets[i].DeepCopy()
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		for k, v := range sec.StringData {
+			sec.Data[k] = []byte(v)
+		}
+		sec.StringData = nil
+		m[client.ObjectKeyFromObject(sec)] = sec
 	}
-	return out, nil
+	return withSecrets{Reader: next, secrets: m}
+}
+
+func (w withSecrets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if sec, ok := obj.(*corev1.Secret); ok {
+		if from, ok := w.secrets[key]; ok {
+			from.DeepCopyInto(sec)
+			return nil
+		}
+	}
+	return w.Reader.Get(ctx, key, obj, opts...)
 }
 
 func isComment(raw []byte) bool {

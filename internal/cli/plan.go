@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +36,9 @@ secret (by replaying the create, reading it back, or a rotation), or nothing.
 
 With -f the subscriptions are the manifests in the file (what a merge would apply; a
 subscription already in the cluster is planned with its recorded status); without it, the
-subscriptions in the cluster (-n, -A, -l).
+subscriptions in the cluster (-n, -A, -l). The file may hold any kinds (kustomize build
+output, v1 Lists, import's output): its Secrets are read before the cluster's (a credential,
+the signing Secret import --secret wrote); other kinds are not planned.
 
 Nothing is written, to the provider or to the cluster. The provider credentials are read from
 the Secrets the specs name (spec.provider.credentialsRef), as the manager reads them: the
@@ -76,7 +79,7 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 	if err != nil {
 		return err
 	}
-	subs, inCluster, err := g.planTargets(ctx, cmd, c, f)
+	subs, inCluster, secrets, err := g.planTargets(ctx, cmd, c, f)
 	if err != nil {
 		return err
 	}
@@ -85,7 +88,7 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 		return err
 	}
 	r := &controllers.Reconciler{
-		APIReader:       readOnly{c.client},
+		APIReader:       readOnly{newWithSecrets(c.client, secrets)},
 		Accounts:        controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now}),
 		ClusterName:     name,
 		ReceiverBaseURL: f.receiverBase,
@@ -139,31 +142,36 @@ func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controller
 }
 
 // planTargets are the subscriptions to plan: the manifests (each with the status and UID of the
-// one in the cluster, when it exists) or the cluster's.
-func (g *globals) planTargets(ctx context.Context, cmd *cobra.Command, c *cluster, f planFlags) ([]hookv1.WebhookSubscription, []bool, error) {
+// one in the cluster, when it exists) and the Secrets beside them, or the cluster's.
+func (g *globals) planTargets(ctx context.Context, cmd *cobra.Command, c *cluster, f planFlags) ([]hookv1.WebhookSubscription, []bool, []corev1.Secret, error) {
 	if len(f.files) == 0 {
 		subs, err := g.listSubscriptions(ctx, c, f.selector)
 		inCluster := make([]bool, len(subs))
 		for i := range inCluster {
 			inCluster[i] = true
 		}
-		return subs, inCluster, err
+		return subs, inCluster, nil, err
 	}
 	var subs []hookv1.WebhookSubscription
 	var inCluster []bool
+	var secrets []corev1.Secret
 	for _, path := range f.files {
 		got, err := readManifests(path, cmd.InOrStdin(), c.namespace)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		for _, sub := range got {
+		if got.others > 0 {
+			g.progress(cmd.ErrOrStderr(), "%s: %d documents of other kinds are not planned", path, got.others)
+		}
+		secrets = append(secrets, got.secrets...)
+		for _, sub := range got.subs {
 			var live hookv1.WebhookSubscription
 			err := c.client.Get(ctx, client.ObjectKeyFromObject(&sub), &live)
 			switch {
 			case apierrors.IsNotFound(err) && !isCRDMissing(err):
 				inCluster = append(inCluster, false)
 			case err != nil:
-				return nil, nil, kubeError("reading WebhookSubscription "+key(&sub), err)
+				return nil, nil, nil, kubeError("reading WebhookSubscription "+key(&sub), err)
 			default:
 				// The plan reads what the manager recorded; the spec is the manifest's.
 				sub.UID, sub.Status, sub.Generation = live.UID, live.Status, live.Generation
@@ -175,7 +183,7 @@ func (g *globals) planTargets(ctx context.Context, cmd *cobra.Command, c *cluste
 			subs = append(subs, sub)
 		}
 	}
-	return subs, inCluster, nil
+	return subs, inCluster, secrets, nil
 }
 
 func planTable(t *table, results []planResult) {

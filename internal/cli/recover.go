@@ -34,7 +34,9 @@ prints its reason.
 
 Exit code 1 when any run ended Partial or Failed, or was refused; 0 when every run succeeded.
 
-Resumable: a request still pending is followed, not made again.`,
+Resumable as rotate: a request still pending is followed, not made again, and a subscription
+that handled the batch's request (--requested-at, or the value of a request still pending on
+another) is not asked again.`,
 		Example: `  hookwarden recover -n shop -l team=payments --timeout 30m`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
@@ -108,30 +110,38 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 	if err != nil {
 		return err
 	}
-	now := g.opts.Now().UTC().Format(time.RFC3339Nano)
 	runs := make([]recoveryRun, len(subs))
+	requested, handled := make([]string, len(subs)), make([]string, len(subs))
 	for i := range subs {
-		s := &subs[i]
-		u, err := getUnstructured(ctx, c, types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
+		u, err := getUnstructured(ctx, c, types.NamespacedName{Namespace: subs[i].Namespace, Name: subs[i].Name})
 		if err != nil {
 			return err
 		}
-		handled, _ := recoveryOf(u)
-		runs[i] = recoveryRun{Subscription: key(s)}
-		if v := u.GetAnnotations()[AnnotationRecoverRequestedAt]; v != "" && v != handled {
-			runs[i].RequestedAt, runs[i].Resumed = v, true
-			g.progress(cmd.ErrOrStderr(), "%s: a recovery requested at %s is still running: following it", key(s), v)
+		handled[i], _ = recoveryOf(u)
+		requested[i] = u.GetAnnotations()[AnnotationRecoverRequestedAt]
+	}
+	batch := batchValue(f.requestedAt, g.opts.Now().UTC().Format(time.RFC3339Nano), requested, handled)
+	for i := range subs {
+		s := &subs[i]
+		runs[i] = recoveryRun{Subscription: key(s), RequestedAt: batch, Resumed: true}
+		switch actionFor(batch, requested[i], handled[i]) {
+		case requestFollow:
+			runs[i].RequestedAt = requested[i]
+			g.progress(cmd.ErrOrStderr(), "%s: a recovery requested at %s is still running: following it", key(s), requested[i])
+			continue
+		case requestHandled:
+			g.progress(cmd.ErrOrStderr(), "%s: recovered before in this batch (%s): not asked again", key(s), batch)
 			continue
 		}
 		patch := client.MergeFrom(s.DeepCopy())
 		if s.Annotations == nil {
 			s.Annotations = map[string]string{}
 		}
-		s.Annotations[AnnotationRecoverRequestedAt] = now
+		s.Annotations[AnnotationRecoverRequestedAt] = batch
 		if err := c.client.Patch(ctx, s, patch); err != nil {
 			return kubeError("requesting a recovery of "+key(s), err)
 		}
-		runs[i].RequestedAt = now
+		runs[i].Resumed = false
 		g.progress(cmd.ErrOrStderr(), "%s: recovery requested", key(s))
 	}
 	tick := time.NewTicker(f.interval)
@@ -151,7 +161,7 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("%s: %w (%d of %d recoveries ended)", runs[i].Subscription, ctx.Err(), i, len(runs))
+				return fmt.Errorf("%s: %w (%d of %d recoveries ended; this batch is --requested-at %s)", runs[i].Subscription, ctx.Err(), i, len(runs), batch)
 			case <-tick.C:
 			}
 		}

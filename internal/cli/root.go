@@ -28,8 +28,8 @@ const (
 	ExitError = 1
 	// ExitPending: plan found changes pending (as terraform plan -detailed-exitcode).
 	ExitPending = 2
-	// ExitUsage: bad input (flags, a manifest that is not a WebhookSubscription, a selector
-	// matching nothing).
+	// ExitUsage: bad input (flags, a file holding no WebhookSubscription, a selector matching
+	// nothing).
 	ExitUsage = 3
 	// ExitTimeout: --timeout passed or the command was interrupted; running it again resumes.
 	ExitTimeout = 4

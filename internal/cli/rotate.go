@@ -17,13 +17,72 @@ import (
 // followFlags are the flags of the commands that ask the manager for something and follow
 // status until it is done (rotate, recover).
 type followFlags struct {
-	selector string
-	interval time.Duration
+	selector    string
+	interval    time.Duration
+	requestedAt string
 }
 
 func (f *followFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
 	cmd.Flags().DurationVar(&f.interval, "poll-interval", time.Second, "how often status is read")
+	cmd.Flags().StringVar(&f.requestedAt, "requested-at", "", "the request to resume (the value an interrupted run printed): subscriptions that handled it are skipped, the others asked with it")
+}
+
+// A run of rotate or recover is one batch: every subscription it selects is asked with one
+// value of the request annotation. A rerun resumes the batch of an interrupted run instead of
+// asking again what already handled it.
+type requestAction int
+
+const (
+	// requestAsk: the subscription is asked with the batch's value.
+	requestAsk requestAction = iota
+	// requestFollow: its own request is still pending: followed, not made again.
+	requestFollow
+	// requestHandled: it handled the batch's request already: not asked again.
+	requestHandled
+)
+
+// batchValue is the batch a run belongs to: the one --requested-at names; else that of a
+// request still pending on a selected subscription (the run that made it was interrupted;
+// the newest when there are several); else a new one (now). requested and handled are each
+// subscription's annotation and the value its status says it handled.
+func batchValue(flag, now string, requested, handled []string) string {
+	if flag != "" {
+		return flag
+	}
+	batch := ""
+	for i, v := range requested {
+		if v != "" && v != handled[i] && (batch == "" || newer(v, batch)) {
+			batch = v
+		}
+	}
+	if batch == "" {
+		return now
+	}
+	return batch
+}
+
+// newer reports whether request value a is later than b (RFC 3339 times, as this command
+// writes them; other values compare as strings).
+func newer(a, b string) bool {
+	ta, errA := time.Parse(time.RFC3339Nano, a)
+	tb, errB := time.Parse(time.RFC3339Nano, b)
+	if errA != nil || errB != nil {
+		return a > b
+	}
+	return ta.After(tb)
+}
+
+// actionFor says what a run of batch does with a subscription whose annotation is requested
+// and whose status handled handled.
+func actionFor(batch, requested, handled string) requestAction {
+	switch {
+	case requested != "" && requested != handled:
+		return requestFollow
+	case requested == batch && handled == batch:
+		return requestHandled
+	}
+	return requestAsk
 }
 
 func newRotateCommand(g *globals) *cobra.Command {
@@ -39,8 +98,12 @@ receiver accepts old and new until GitHub has it; on Stripe a new endpoint is cr
 secrets are accepted, and the old endpoint is deleted once the new one is current. The manager
 paces its requests by the provider's rate limits.
 
-Resumable: a subscription whose request is still pending is followed, not asked again, so running
-the command again after an interruption or --timeout (exit 4) continues where it stopped.`,
+Resumable: the subscriptions of one run are one batch, asked with one value. Run again after an
+interruption or --timeout (exit 4), it resumes that batch: a subscription whose request is
+still pending is followed, not asked again, and one that has handled the batch's request is
+not rotated again. The batch is recognised by a request still pending; when none is (every
+subscription had rotated before the interruption), name it with --requested-at VALUE, the
+value the interrupted run printed, or the command starts a new rotation.`,
 		Example: `  hookwarden rotate -n shop -l team=payments
   hookwarden rotate orders --timeout 10m`,
 		Args: cobra.MaximumNArgs(1),
@@ -70,23 +133,31 @@ func (g *globals) runRotate(cmd *cobra.Command, args []string, f followFlags) er
 		return err
 	}
 	results := make([]rotateResult, len(subs))
-	now := g.opts.Now().UTC().Format(time.RFC3339Nano)
+	requested, handled := make([]string, len(subs)), make([]string, len(subs))
+	for i := range subs {
+		requested[i], handled[i] = subs[i].Annotations[hookv1.AnnotationRotateRequestedAt], subs[i].Status.LastHandledRotateAt
+	}
+	batch := batchValue(f.requestedAt, g.opts.Now().UTC().Format(time.RFC3339Nano), requested, handled)
 	for i := range subs {
 		s := &subs[i]
 		res := rotateResult{Subscription: key(s), Before: s.Status.EndpointID}
-		if v := s.Annotations[hookv1.AnnotationRotateRequestedAt]; v != "" && v != s.Status.LastHandledRotateAt {
-			res.RequestedAt, res.Resumed = v, true
-			g.progress(cmd.ErrOrStderr(), "%s: a rotation requested at %s is still pending: following it", key(s), v)
-		} else {
+		switch actionFor(batch, requested[i], handled[i]) {
+		case requestFollow:
+			res.RequestedAt, res.Resumed = requested[i], true
+			g.progress(cmd.ErrOrStderr(), "%s: a rotation requested at %s is still pending: following it", key(s), requested[i])
+		case requestHandled:
+			res.RequestedAt, res.Resumed = batch, true
+			g.progress(cmd.ErrOrStderr(), "%s: rotated before in this batch (%s): not rotated again", key(s), batch)
+		default:
 			patch := client.MergeFrom(s.DeepCopy())
 			if s.Annotations == nil {
 				s.Annotations = map[string]string{}
 			}
-			s.Annotations[hookv1.AnnotationRotateRequestedAt] = now
+			s.Annotations[hookv1.AnnotationRotateRequestedAt] = batch
 			if err := c.client.Patch(ctx, s, patch); err != nil {
 				return kubeError("requesting a rotation of "+key(s), err)
 			}
-			res.RequestedAt = now
+			res.RequestedAt = batch
 			g.progress(cmd.ErrOrStderr(), "%s: rotation requested", key(s))
 		}
 		results[i] = res
@@ -98,7 +169,7 @@ func (g *globals) runRotate(cmd *cobra.Command, args []string, f followFlags) er
 			return live.Status.LastHandledRotateAt == results[i].RequestedAt && readyNow(live)
 		})
 		if err != nil {
-			return fmt.Errorf("%s: %w (%d of %d rotated)", key(s), err, done, len(subs))
+			return fmt.Errorf("%s: %w (%d of %d rotated; this batch is --requested-at %s)", key(s), err, done, len(subs), batch)
 		}
 		done++
 		results[i].After = after.Status.EndpointID
