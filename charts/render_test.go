@@ -156,6 +156,12 @@ func render(t *testing.T, release, ns string, set ...string) rendered {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseRendered(t, out)
+}
+
+// parseRendered splits helm template's output into objects.
+func parseRendered(t *testing.T, out []byte) rendered {
+	t.Helper()
 	var r rendered
 	var rest bytes.Buffer
 	for _, d := range splitDocs(out) {

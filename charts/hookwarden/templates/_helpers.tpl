@@ -29,12 +29,28 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $i := index .root.Values.image .c -}}
 {{- $repo := $i.repository -}}
 {{- if not $repo -}}
-{{- if not .root.Values.image.registry -}}
+{{- /* An umbrella chart's global.imageRegistry (a mirror for every subchart) wins over ours. */ -}}
+{{- $registry := (.root.Values.global | default dict).imageRegistry | default .root.Values.image.registry -}}
+{{- if not $registry -}}
 {{- fail (printf "image.registry is empty: set it to where you pushed the images (make images-push REGISTRY=<registry>, see the README section Images), e.g. --set image.registry=ghcr.io/you; or set image.%s.repository" .c) -}}
 {{- end -}}
-{{- $repo = printf "%s/%s" (trimSuffix "/" .root.Values.image.registry) .c -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $registry) .c -}}
 {{- end -}}
 {{- if $i.digest -}}{{ $repo }}@{{ $i.digest }}{{- else -}}{{ $repo }}:{{ $i.tag | default .root.Chart.AppVersion }}{{- end -}}
+{{- end -}}
+
+{{/* imagePullSecrets and an umbrella chart's global.imagePullSecrets (names or {name: ...}),
+     each once, as a pod spec's list; empty when there are none. */}}
+{{- define "hookwarden.pullSecrets" -}}
+{{- $names := list -}}
+{{- range concat (.Values.imagePullSecrets | default list) ((.Values.global | default dict).imagePullSecrets | default list) -}}
+{{- $n := . -}}
+{{- if kindIs "map" . }}{{ $n = .name }}{{ end -}}
+{{- if and $n (not (has $n $names)) }}{{ $names = append $names $n }}{{ end -}}
+{{- end -}}
+{{- range $names }}
+- name: {{ . }}
+{{- end -}}
 {{- end -}}
 
 {{- define "hookwarden.metricsPort" -}}{{ if .Values.metrics.secure }}8443{{ else }}9090{{ end }}{{- end -}}
