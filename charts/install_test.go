@@ -2,13 +2,15 @@ package charts_test
 
 import (
 	"bytes"
-
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hookwarden/hookwarden/internal/testenv"
 )
@@ -34,6 +36,8 @@ func readmeBlock(t *testing.T, name string) string {
 type installCluster struct {
 	kubeconfig string
 	path       string // PATH with helm and kubectl first
+	cfg        *rest.Config
+	kube       *kubernetes.Clientset
 }
 
 func newInstallCluster(t *testing.T) *installCluster {
@@ -61,7 +65,11 @@ func newInstallCluster(t *testing.T) *installCluster {
 			t.Fatal(err)
 		}
 	}
-	return &installCluster{kubeconfig: env.Kubeconfig, path: tools + string(os.PathListSeparator) + os.Getenv("PATH")}
+	k, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &installCluster{kubeconfig: env.Kubeconfig, path: tools + string(os.PathListSeparator) + os.Getenv("PATH"), cfg: env.Config, kube: k}
 }
 
 // sh runs script with bash -euo pipefail from the repository root, as a user would paste it.
