@@ -91,11 +91,21 @@ func Build(s Spec) (v1.Image, error) {
 	return mutate.CreatedAt(img, v1.Time{Time: s.Created})
 }
 
+// Descriptions says what each image is, for its org.opencontainers.image.description label.
+var Descriptions = map[string]string{
+	"manager":  "Hookwarden manager: declarative, duplicate-proof webhook registration for Kubernetes",
+	"receiver": "Hookwarden receiver: verifies each webhook delivery, acknowledges it once stored and delivers it once to its sinks",
+}
+
 // Labels are the OCI annotations the images carry (and their index: see Index).
 func Labels(s Spec) map[string]string {
+	description, ok := Descriptions[s.Name]
+	if !ok {
+		description = "Hookwarden " + s.Name
+	}
 	l := map[string]string{
 		"org.opencontainers.image.title":       "hookwarden-" + s.Name,
-		"org.opencontainers.image.description": "Hookwarden " + s.Name + ": declarative, duplicate-proof webhook registration for Kubernetes",
+		"org.opencontainers.image.description": description,
 		"org.opencontainers.image.version":     s.Version,
 		"org.opencontainers.image.source":      "https://github.com/hookwarden/hookwarden",
 		"org.opencontainers.image.licenses":    "Apache-2.0",

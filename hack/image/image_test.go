@@ -261,13 +261,16 @@ func checkImage(t *testing.T, n string, d v1.Descriptor, img v1.Image, revision,
 		User: "65532:65532", Entrypoint: []string{"/" + n}, WorkingDir: "/",
 		Env: []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 		Labels: map[string]string{
-			"org.opencontainers.image.title":       "hookwarden-" + n,
-			"org.opencontainers.image.description": "Hookwarden " + n + ": declarative, duplicate-proof webhook registration for Kubernetes",
-			"org.opencontainers.image.version":     testTag,
-			"org.opencontainers.image.revision":    revision,
-			"org.opencontainers.image.created":     created,
-			"org.opencontainers.image.source":      "https://github.com/hookwarden/hookwarden",
-			"org.opencontainers.image.licenses":    "Apache-2.0",
+			"org.opencontainers.image.title": "hookwarden-" + n,
+			"org.opencontainers.image.description": map[string]string{
+				"manager":  "Hookwarden manager: declarative, duplicate-proof webhook registration for Kubernetes",
+				"receiver": "Hookwarden receiver: verifies each webhook delivery, acknowledges it once stored and delivers it once to its sinks",
+			}[n],
+			"org.opencontainers.image.version":  testTag,
+			"org.opencontainers.image.revision": revision,
+			"org.opencontainers.image.created":  created,
+			"org.opencontainers.image.source":   "https://github.com/hookwarden/hookwarden",
+			"org.opencontainers.image.licenses": "Apache-2.0",
 		},
 	}
 	if diff := cmp.Diff(want, cf.Config); diff != "" {
