@@ -205,3 +205,42 @@ func TestUninstallKeepsReceiverLedger(t *testing.T) {
 	}
 	t.Logf("REPORT reinstall on the kept claim (uid %s): deliveries per event %v", after, perID)
 }
+
+// What a platform team does after the first install, on a cluster of its own: an upgrade that
+// changes the CRD and a rollback (the CRD is a template: the rollback puts the earlier one
+// back), a second release beside the first (crds.enabled=false; with the CRD it is refused,
+// naming the owner), and a namespaced release whose watched namespace does not exist yet
+// (refused at install, naming it, rather than a manager that cannot start).
+func TestRollbackAndSecondRelease(t *testing.T) {
+	c := newInstallCluster(t)
+	base := " --set image.registry=" + testRegistry
+	c.must(t, "helm install 0.1.0", "helm install hookwarden charts/hookwarden -n hookwarden-system --create-namespace"+base)
+	first := c.must(t, "CRD printer columns of 0.1.0", crdColumns)
+	c.must(t, "helm upgrade to 0.2.0 (one more printer column)", "helm upgrade hookwarden "+nextChart(t)+" -n hookwarden-system --reset-then-reuse-values")
+	if upgraded := c.must(t, "CRD printer columns of 0.2.0", crdColumns); !strings.Contains(upgraded, "Generation") {
+		t.Fatalf("the upgrade did not change the CRD: %q", upgraded)
+	}
+	c.must(t, "helm rollback to revision 1", "helm rollback hookwarden 1 -n hookwarden-system")
+	if back := c.must(t, "CRD printer columns after the rollback", crdColumns); back != first {
+		t.Errorf("after helm rollback the CRD's columns are %q, want 0.1.0's %q", back, first)
+	}
+	if got := c.must(t, "CRD resource policy after the rollback", "kubectl get crd webhooksubscriptions.hookwarden.io -o jsonpath='{.metadata.annotations.helm\\.sh/resource-policy}'"); got != "keep" {
+		t.Errorf("after the rollback the CRD's resource policy is %q, want keep", got)
+	}
+
+	second := "helm install team charts/hookwarden -n team-system --create-namespace" + base + " --set watchNamespaces={team-x} --set clusterName=team"
+	out, err := c.sh(t, second)
+	if want := `watchNamespaces: namespace "team-x" does not exist. Create it first (kubectl create namespace team-x)`; err == nil || !strings.Contains(out, want) {
+		t.Errorf("a namespaced release watching a namespace that does not exist: %v\n%s\nwant the refusal %q", err, out, want)
+	}
+	c.must(t, "the watched namespace", "kubectl create namespace team-x")
+	if out, err := c.sh(t, second); err == nil || !strings.Contains(out, `CustomResourceDefinition "webhooksubscriptions.hookwarden.io" in namespace "" exists and cannot be imported into the current release`) {
+		t.Errorf("a second release that also ships the CRD: %v\n%s\nwant Helm's refusal naming the CRD", err, out)
+	}
+	c.must(t, "a second release without the CRD", second+" --set crds.enabled=false")
+	if got := c.must(t, "releases", "helm list -A -o json"); !strings.Contains(got, `"name":"team"`) || !strings.Contains(got, `"name":"hookwarden"`) {
+		t.Errorf("helm list: %s", got)
+	}
+	c.must(t, "the second release's Role in its watched namespace", "kubectl get role -n team-x team-hookwarden-manager -o name")
+	c.must(t, "uninstalling the second release leaves the first's CRD", "helm uninstall team -n team-system && kubectl get crd webhooksubscriptions.hookwarden.io -o name")
+}

@@ -138,6 +138,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.receiver.enabled (eq .Values.receiver.store.type "sqlite") (eq ((.Values.receiver.strategy | default dict).type | default "") "RollingUpdate") -}}
 {{- fail "receiver.strategy.type=RollingUpdate with receiver.store.type=sqlite: a new pod would open the database while the old one writes it; SQLite needs Recreate (the default)" -}}
 {{- end -}}
+{{- /* Against a cluster (kube-system is found; helm template finds nothing), every watched
+       namespace must exist: its Roles go there, and a manager without them could not start. */ -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" -}}
+{{- range .Values.watchNamespaces -}}
+{{- if not (lookup "v1" "Namespace" "" .) -}}
+{{- fail (printf "watchNamespaces: namespace %q does not exist. Create it first (kubectl create namespace %s), then install or upgrade: the manager's and the receiver's Roles go there, and without them the manager could not start" . .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if has "kube-system" .Values.watchNamespaces -}}
 {{- fail "watchNamespaces must not include kube-system: Hookwarden needs no access to Secrets there" -}}
 {{- end -}}
