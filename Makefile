@@ -93,7 +93,7 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, Helm chart, alerts; small bench-reconcile and chaos runs).
+test: verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, the release against a loopback registry, Helm chart, alerts; small bench-reconcile and chaos runs).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
