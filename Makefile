@@ -96,7 +96,7 @@ stripe-mock: ## Install stripe-mock v0.183.0 (cached).
 	@hack/stripe-mock.sh >/dev/null
 
 .PHONY: test
-test: verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, Helm chart, alerts; small bench-reconcile and chaos runs).
+test: verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, the release against a loopback registry, Helm chart, alerts; small bench-reconcile and chaos runs).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
@@ -207,6 +207,24 @@ images: image-binaries ## Build the images for PLATFORMS: bin/images/oci (OCI la
 images-push: image-binaries ## Push <REGISTRY>/{manager,receiver}:<VERSION>, each an OCI index for PLATFORMS (e.g. make images-push REGISTRY=ghcr.io/me), credentials from ~/.docker/config.json.
 	@test -n "$(REGISTRY)" || { echo "set REGISTRY, e.g. make images-push REGISTRY=ghcr.io/me"; exit 1; }
 	go run ./hack/image -push $(REGISTRY) $(IMAGE_ARGS)
+
+# A release, from one command: the images for PLATFORMS pushed to REGISTRY (an OCI index each),
+# a CycloneDX SBOM of each attached to its index as an OCI referrer, cosign signatures of each
+# index and image made with SIGNING_KEY (cosign's key format; its password in COSIGN_PASSWORD),
+# and the chart as oci://REGISTRY/charts/hookwarden:VERSION, signed too. The same inputs give
+# the same digests. SBOMs, the packaged chart and release.txt also go to RELEASE_OUT.
+SIGNING_KEY ?=
+RELEASE_OUT ?= $(BIN)/release
+RELEASE = @test -n "$(REGISTRY)" -a -n "$(SIGNING_KEY)" || { echo "set REGISTRY and SIGNING_KEY, e.g. make release VERSION=0.2.0 REGISTRY=ghcr.io/me SIGNING_KEY=cosign.key (go run ./hack/release generate-key cosign makes a key pair)"; exit 1; }; \
+	go run ./hack/release -registry $(REGISTRY) -key $(SIGNING_KEY) -out $(RELEASE_OUT) -chart charts/hookwarden $(IMAGE_ARGS)
+
+.PHONY: release
+release: image-binaries ## Publish a release: signed multi-arch images with SBOM referrers and the chart as an OCI artifact (VERSION, REGISTRY, SIGNING_KEY; COSIGN_PASSWORD).
+	$(RELEASE)
+
+.PHONY: release-publish
+release-publish: ## make release without cross-building the binaries again (from bin/images).
+	$(RELEASE)
 
 RECEIVER_BASE_URL ?=
 

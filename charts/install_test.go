@@ -2,7 +2,7 @@ package charts_test
 
 import (
 	"bytes"
-
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/internal/testenv"
 )
 
@@ -29,11 +35,42 @@ func readmeBlock(t *testing.T, name string) string {
 	return string(m[1])
 }
 
+// nextChart is a copy of the chart as version 0.2.0, whose CRD has one more printer column
+// (Generation): an upgrade that changes the CRD.
+func nextChart(t *testing.T) string {
+	t.Helper()
+	next := filepath.Join(t.TempDir(), "hookwarden")
+	if out, err := exec.Command("cp", "-r", chartDir, next).CombinedOutput(); err != nil {
+		t.Fatalf("copying the chart: %v\n%s", err, out)
+	}
+	chartYAML := filepath.Join(next, "Chart.yaml")
+	b, _ := os.ReadFile(chartYAML)
+	if err := os.WriteFile(chartYAML, bytes.Replace(b, []byte("\nversion: 0.1.0\n"), []byte("\nversion: 0.2.0\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crdFile := filepath.Join(next, "files", "crds", "hookwarden.io_webhooksubscriptions.yaml")
+	b, _ = os.ReadFile(crdFile)
+	column := "    - jsonPath: .metadata.generation\n      name: Generation\n      priority: 1\n      type: integer\n"
+	changed := bytes.Replace(b, []byte("  - additionalPrinterColumns:\n"), []byte("  - additionalPrinterColumns:\n"+column), 1)
+	if bytes.Equal(changed, b) {
+		t.Fatal("could not add a printer column to the chart's CRD")
+	}
+	if err := os.WriteFile(crdFile, changed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
+// crdColumns prints the printer columns of the cluster's CRD.
+const crdColumns = "kubectl get crd/webhooksubscriptions.hookwarden.io -o jsonpath='{.spec.versions[0].additionalPrinterColumns[*].name}'"
+
 // installCluster is a control plane of its own, without the CRD: the install, upgrade and
 // uninstall tests own its cluster-wide objects.
 type installCluster struct {
 	kubeconfig string
 	path       string // PATH with helm and kubectl first
+	cfg        *rest.Config
+	kube       *kubernetes.Clientset
 }
 
 func newInstallCluster(t *testing.T) *installCluster {
@@ -61,7 +98,11 @@ func newInstallCluster(t *testing.T) *installCluster {
 			t.Fatal(err)
 		}
 	}
-	return &installCluster{kubeconfig: env.Kubeconfig, path: tools + string(os.PathListSeparator) + os.Getenv("PATH")}
+	k, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &installCluster{kubeconfig: env.Kubeconfig, path: tools + string(os.PathListSeparator) + os.Getenv("PATH"), cfg: env.Config, kube: k}
 }
 
 // sh runs script with bash -euo pipefail from the repository root, as a user would paste it.
@@ -112,30 +153,11 @@ func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	// Chart 0.2.0 whose CRD has one more printer column: helm upgrade changes the cluster's CRD.
-	next := filepath.Join(t.TempDir(), "hookwarden")
-	if out, err := exec.Command("cp", "-r", chartDir, next).CombinedOutput(); err != nil {
-		t.Fatalf("copying the chart: %v\n%s", err, out)
-	}
-	chartYAML := filepath.Join(next, "Chart.yaml")
-	b, _ := os.ReadFile(chartYAML)
-	if err := os.WriteFile(chartYAML, bytes.Replace(b, []byte("\nversion: 0.1.0\n"), []byte("\nversion: 0.2.0\n"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	crdFile := filepath.Join(next, "files", "crds", "hookwarden.io_webhooksubscriptions.yaml")
-	b, _ = os.ReadFile(crdFile)
-	column := "    - jsonPath: .metadata.generation\n      name: Generation\n      priority: 1\n      type: integer\n"
-	changed := bytes.Replace(b, []byte("  - additionalPrinterColumns:\n"), []byte("  - additionalPrinterColumns:\n"+column), 1)
-	if bytes.Equal(changed, b) {
-		t.Fatal("could not add a printer column to the chart's CRD")
-	}
-	if err := os.WriteFile(crdFile, changed, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	columns := "kubectl get " + crd + " -o jsonpath='{.spec.versions[0].additionalPrinterColumns[*].name}'"
-	before := c.must(t, "CRD printer columns before the upgrade", columns)
+	next := nextChart(t)
+	before := c.must(t, "CRD printer columns before the upgrade", crdColumns)
 	upgrade := strings.Replace(readmeBlock(t, "upgrade"), "charts/hookwarden", next, 1)
 	c.must(t, "README upgrade to chart 0.2.0", upgrade)
-	after := c.must(t, "CRD printer columns after the upgrade", columns)
+	after := c.must(t, "CRD printer columns after the upgrade", crdColumns)
 	if strings.Contains(before, "Generation") || !strings.Contains(after, "Generation") {
 		t.Errorf("helm upgrade to a chart with a changed CRD: columns %q before, %q after; want Generation added", before, after)
 	}
@@ -156,7 +178,15 @@ func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	if got := c.must(t, "subscriptions left", "kubectl get whsub -A -o name"); !strings.Contains(got, "orders") {
 		t.Fatalf("without a manager the finalizer should hold orders: %q", got)
 	}
+	// The route Secret the manager had written for orders, left behind with it.
+	route := routesecret.New("hookwarden-system", routesecret.Source{Namespace: "default", Name: "orders", UID: "uid"}, map[string][]byte{hookv1.SecretKeyCurrent: []byte("whsec_left")})
+	if _, err := c.kube.CoreV1().Secrets("hookwarden-system").Create(context.Background(), route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	c.must(t, "README: releasing the finalizers", readmeBlock(t, "release-finalizers"))
+	if got := c.must(t, "route Secrets left", "kubectl get secret -n hookwarden-system -l hookwarden.io/route-secret=true -o name"); strings.TrimSpace(got) != "" {
+		t.Errorf("route Secrets left after the README's commands: %q", got)
+	}
 	if got := c.must(t, "subscriptions left after releasing", "kubectl get whsub -A -o name"); strings.TrimSpace(got) != "" {
 		t.Errorf("subscriptions left after the README's commands: %q", got)
 	}

@@ -139,7 +139,13 @@ func ensureNamespace(t *testing.T, name string) {
 // saToken asks the API server for a token of a ServiceAccount, as the kubelet does for a pod.
 func saToken(t *testing.T, namespace, name string) string {
 	t.Helper()
-	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+	return saTokenIn(t, kube, namespace, name)
+}
+
+// saTokenIn is saToken on the cluster of client k.
+func saTokenIn(t *testing.T, k kubernetes.Interface, namespace, name string) string {
+	t.Helper()
+	tr, err := k.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("token for %s/%s: %v", namespace, name, err)
@@ -153,13 +159,23 @@ func ptr[T any](v T) *T { return &v }
 // the binaries then run with exactly the RBAC the manifests give them.
 func saKubeconfig(t *testing.T, namespace, name string) (path string, rc *rest.Config) {
 	t.Helper()
-	token := saToken(t, namespace, name)
+	return saKubeconfigIn(t, cfg, namespace, name)
+}
+
+// saKubeconfigIn is saKubeconfig on the cluster that the admin config cfg reaches.
+func saKubeconfigIn(t *testing.T, cfg *rest.Config, namespace, name string) (path string, rc *rest.Config) {
+	t.Helper()
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := saTokenIn(t, k, namespace, name)
 	c := clientcmdapi.NewConfig()
 	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	c.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
 	c.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa", Namespace: namespace}
 	c.CurrentContext = "sa"
-	path = filepath.Join(tmpDir, namespace+"-"+name+".kubeconfig")
+	path = filepath.Join(t.TempDir(), namespace+"-"+name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*c, path); err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,10 @@ func TestBadValuesFailAtRender(t *testing.T) {
 		{"a pull policy Kubernetes does not know", []string{"image.receiver.pullPolicy=Sometimes"}, "at '/image/receiver/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'"},
 		{"a port out of range", []string{"networkPolicy.managerEgressPorts={443,70000}"}, "at '/networkPolicy/managerEgressPorts/1': maximum: got 70,000, want 65,535"},
 		{"no image registry: nothing publishes hookwarden/manager", []string{"image.registry="}, "image.registry is empty: set it to where you pushed the images"},
+		{"a rolling update of the SQLite receiver (two writers on one volume)", []string{"receiver.strategy.type=RollingUpdate"},
+			"receiver.strategy.type=RollingUpdate with receiver.store.type=sqlite"},
+		{"a fullnameOverride that is no name", []string{"fullnameOverride=Hooks_1"}, "at '/fullnameOverride'"},
+		{"a receiver Service of an unknown type", []string{"receiver.service.type=Ingress"}, "at '/receiver/service/type': value must be one of 'ClusterIP', 'NodePort', 'LoadBalancer'"},
 		{"an existing ServiceAccount without its name", []string{"manager.serviceAccount.create=false"}, "manager.serviceAccount.create=false needs manager.serviceAccount.name"},
 		// The ValidatingAdmissionPolicy is admissionregistration.k8s.io/v1 from 1.30.
 		{"a Kubernetes version below the chart's", []string{"--kube-version=1.28.0"}, "chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.28.0"},
@@ -156,6 +160,12 @@ func render(t *testing.T, release, ns string, set ...string) rendered {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseRendered(t, out)
+}
+
+// parseRendered splits helm template's output into objects.
+func parseRendered(t *testing.T, out []byte) rendered {
+	t.Helper()
 	var r rendered
 	var rest bytes.Buffer
 	for _, d := range splitDocs(out) {
@@ -261,6 +271,8 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 			"receiver.store.type=postgres", "receiver.store.postgres.dsnSecret.name=hw-db", "receiver.replicas=3",
 			"receiver.ingress.enabled=true", "receiver.ingress.tls[0].secretName=hooks-tls", "receiver.ingress.tls[0].hosts[0]=hooks.example.com",
 			"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true",
+			// A cluster with the Prometheus Operator's CRDs (helm install passes the server's).
+			"--api-versions=monitoring.coreos.com/v1/ServiceMonitor", "--api-versions=monitoring.coreos.com/v1/PrometheusRule",
 			"clusterName=prod-eu-1", "manager.receiverBaseURL=https://hooks.example.com",
 		}, func(t *testing.T, r rendered) {
 			d := r.find("Deployment", "hw-hookwarden-receiver")
@@ -363,6 +375,7 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 				}
 			}
 		}},
+		{"a platform team's extension points", "hw", "hw-system", []string{"--values=" + writeFile(t, "platform.yaml", platformValues)}, checkPlatformValues},
 		{"namespaced: one team namespace, no cluster rights", "team", "team-system", []string{
 			"watchNamespaces={team-a}", "clusterName=team", "metrics.secure=false", "rbac.aggregateToDefaultRoles=false", "crds.enabled=false",
 		}, func(t *testing.T, r rendered) {

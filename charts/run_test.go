@@ -144,6 +144,11 @@ func randHex() string {
 }
 
 func subscriptionYAML(ns, name, apiURL string) []byte {
+	return subscriptionWithSink(ns, name, apiURL, "http://127.0.0.1:9/events")
+}
+
+// subscriptionWithSink is a Stripe subscription whose events the receiver delivers to sink.
+func subscriptionWithSink(ns, name, apiURL, sink string) []byte {
 	return fmt.Appendf(nil, `apiVersion: hookwarden.io/v1alpha1
 kind: WebhookSubscription
 metadata: {name: %[2]s, namespace: %[1]s}
@@ -156,8 +161,8 @@ spec:
   events: [invoice.paid]
   signingSecret: {name: %[2]s-signing}
   delivery:
-    sink: {url: "http://127.0.0.1:9/events"}
-`, ns, name, apiURL)
+    sink: {url: "%[4]s"}
+`, ns, name, apiURL, sink)
 }
 
 func credentials(t *testing.T, ns, apiKey string) {

@@ -31,6 +31,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hookwarden/hookwarden/hack/internal/imagebuild"
 )
 
 // testVersion is given to make with a leading v, which make drops (as the chart's appVersion
@@ -141,8 +143,8 @@ func TestOneVersion(t *testing.T) {
 		if err != nil {
 			t.Fatalf("make version %v: %v", tc.args, err)
 		}
-		if got := strings.TrimSpace(string(out)); got != c.AppVersion || Tag(got) != c.AppVersion {
-			t.Errorf("make version %v = %q (tag %q), want the chart's appVersion %q", tc.args, got, Tag(got), c.AppVersion)
+		if got := strings.TrimSpace(string(out)); got != c.AppVersion || imagebuild.Tag(got) != c.AppVersion {
+			t.Errorf("make version %v = %q (tag %q), want the chart's appVersion %q", tc.args, got, imagebuild.Tag(got), c.AppVersion)
 		}
 	}
 }
@@ -261,13 +263,16 @@ func checkImage(t *testing.T, n string, d v1.Descriptor, img v1.Image, revision,
 		User: "65532:65532", Entrypoint: []string{"/" + n}, WorkingDir: "/",
 		Env: []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 		Labels: map[string]string{
-			"org.opencontainers.image.title":       "hookwarden-" + n,
-			"org.opencontainers.image.description": "Hookwarden " + n + ": declarative, duplicate-proof webhook registration for Kubernetes",
-			"org.opencontainers.image.version":     testTag,
-			"org.opencontainers.image.revision":    revision,
-			"org.opencontainers.image.created":     created,
-			"org.opencontainers.image.source":      "https://github.com/hookwarden/hookwarden",
-			"org.opencontainers.image.licenses":    "Apache-2.0",
+			"org.opencontainers.image.title": "hookwarden-" + n,
+			"org.opencontainers.image.description": map[string]string{
+				"manager":  "Hookwarden manager: declarative, duplicate-proof webhook registration for Kubernetes",
+				"receiver": "Hookwarden receiver: verifies each webhook delivery, acknowledges it once stored and delivers it once to its sinks",
+			}[n],
+			"org.opencontainers.image.version":  testTag,
+			"org.opencontainers.image.revision": revision,
+			"org.opencontainers.image.created":  created,
+			"org.opencontainers.image.source":   "https://github.com/hookwarden/hookwarden",
+			"org.opencontainers.image.licenses": "Apache-2.0",
 		},
 	}
 	if diff := cmp.Diff(want, cf.Config); diff != "" {
@@ -371,11 +376,11 @@ func checkFiles(t *testing.T, root, binary, arch string) {
 		t.Errorf("files in the image (-want +got)\n%s", diff)
 	}
 	passwd, _ := os.ReadFile(filepath.Join(root, "etc/passwd"))
-	if !strings.Contains(string(passwd), fmt.Sprintf("\n%s:x:%d:%d:", UserName, UID, UID)) {
-		t.Errorf("/etc/passwd has no entry for uid %d:\n%s", UID, passwd)
+	if !strings.Contains(string(passwd), fmt.Sprintf("\n%s:x:%d:%d:", imagebuild.UserName, imagebuild.UID, imagebuild.UID)) {
+		t.Errorf("/etc/passwd has no entry for uid %d:\n%s", imagebuild.UID, passwd)
 	}
 	bin, _ := os.ReadFile(filepath.Join(root, binary))
-	if err := checkStatic(bin, arch); err != nil {
+	if err := imagebuild.CheckStatic(bin, arch); err != nil {
 		t.Errorf("/%s: %v", binary, err)
 	}
 }
@@ -390,12 +395,12 @@ func runInImage(t *testing.T, root string, argv ...string) string {
 	cmd.Dir = "/"
 	attr := &syscall.SysProcAttr{Chroot: root}
 	if os.Geteuid() == 0 {
-		attr.Credential = &syscall.Credential{Uid: UID, Gid: UID}
+		attr.Credential = &syscall.Credential{Uid: imagebuild.UID, Gid: imagebuild.UID}
 	} else {
 		attr.Cloneflags = syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: UID, HostID: os.Getuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: UID, HostID: os.Getgid(), Size: 1}}
-		attr.Credential = &syscall.Credential{Uid: UID, Gid: UID}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: imagebuild.UID, HostID: os.Getuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: imagebuild.UID, HostID: os.Getgid(), Size: 1}}
+		attr.Credential = &syscall.Credential{Uid: imagebuild.UID, Gid: imagebuild.UID}
 	}
 	cmd.SysProcAttr = attr
 	var stdout, stderr bytes.Buffer
@@ -456,7 +461,7 @@ func TestImageReproducibleAndPushable(t *testing.T) {
 
 func TestBuildRefusesDynamicBinaries(t *testing.T) {
 	// /bin/ls on any distribution is dynamically linked.
-	_, err := Build(Spec{Name: "ls", Binary: "/bin/ls", CABundle: "/etc/ssl/certs/ca-certificates.crt", Platform: "linux/" + runtime.GOARCH})
+	_, err := imagebuild.Build(imagebuild.Spec{Name: "ls", Binary: "/bin/ls", CABundle: "/etc/ssl/certs/ca-certificates.crt", Platform: "linux/" + runtime.GOARCH})
 	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("building from /bin/ls: %v, want a refusal naming CGO_ENABLED=0", err)
 	}
@@ -464,4 +469,13 @@ func TestBuildRefusesDynamicBinaries(t *testing.T) {
 	if errors.As(err, &pathErr) {
 		t.Errorf("expected a static-check refusal, got a file error: %v", err)
 	}
+}
+
+// isShell tells whether a path in the image would be a shell; the test asserts there is none.
+func isShell(p string) bool {
+	switch filepath.Base(p) {
+	case "sh", "bash", "ash", "dash", "busybox", "zsh":
+		return true
+	}
+	return false
 }

@@ -31,6 +31,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hookwarden/hookwarden/hack/internal/imagebuild"
 )
 
 func main() {
@@ -42,7 +44,7 @@ func main() {
 
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	var spec Spec
+	var spec imagebuild.Spec
 	fs.StringVar(&spec.Version, "version", "dev", "image tag and org.opencontainers.image.version label")
 	fs.StringVar(&spec.Revision, "revision", "", "org.opencontainers.image.revision label (the commit)")
 	fs.StringVar(&spec.CABundle, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA certificates put at /etc/ssl/certs/ca-certificates.crt")
@@ -90,11 +92,11 @@ func run(args []string, stdout io.Writer) error {
 	if !slices.Contains(platforms, local) {
 		local = platforms[0]
 	}
-	tag := Tag(spec.Version)
+	tag := imagebuild.Tag(spec.Version)
 	for _, n := range fs.Args() {
 		s := spec
 		s.Name = n
-		idx, err := Index(s, platforms, binary(n))
+		idx, err := imagebuild.Index(s, platforms, binary(n))
 		if err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
@@ -113,7 +115,7 @@ func run(args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "%s %s %s index %s\n", oci, ref, digest, strings.Join(platforms, ","))
 			ls := s
 			ls.Platform, ls.Binary = local, binary(n)(local)
-			img, err := Build(ls)
+			img, err := imagebuild.Build(ls)
 			if err != nil {
 				return err
 			}

@@ -1,13 +1,41 @@
+{{/* <release>-<name> (the release name alone when it holds the name), or fullnameOverride. */}}
 {{- define "hookwarden.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}{{- else -}}{{ printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- $name := .Values.nameOverride | default .Chart.Name -}}
+{{- if .Values.fullnameOverride -}}{{ .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains $name .Release.Name -}}{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else -}}{{ printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}{{- end -}}
 {{- end -}}
 
+{{/* Every object's labels: commonLabels, then ours (which win). */}}
 {{- define "hookwarden.labels" -}}
-app.kubernetes.io/part-of: hookwarden
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- $ours := dict "app.kubernetes.io/part-of" "hookwarden" "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/version" .Chart.AppVersion "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version) -}}
+{{- toYaml (merge $ours (.Values.commonLabels | default dict)) -}}
+{{- end -}}
+
+{{/* A component's probe: the chart's, with the user's fields (manager.livenessProbe, ...) over it. */}}
+{{- define "hookwarden.probe" -}}
+{{- toYaml (mergeOverwrite (deepCopy .default) (.user | default dict)) -}}
+{{- end -}}
+
+{{/* A component's topologySpreadConstraints: the user's list (a constraint without a
+     labelSelector selects the component's pods), else the chart's over nodes (and zones). */}}
+{{- define "hookwarden.spread" -}}
+{{- $sel := fromYaml .selector -}}
+{{- $out := list -}}
+{{- range .user -}}
+{{- $out = append $out (merge (deepCopy .) (dict "labelSelector" (dict "matchLabels" $sel))) -}}
+{{- end -}}
+{{- if not .user -}}
+{{- range .keys -}}
+{{- $out = append $out (dict "maxSkew" 1 "topologyKey" . "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" $sel)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $out }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* A PodDisruptionBudget's budget: maxUnavailable when set, else minAvailable. */}}
+{{- define "hookwarden.pdbBudget" -}}
+{{- if not (kindIs "invalid" .maxUnavailable) -}}maxUnavailable: {{ .maxUnavailable }}{{- else -}}minAvailable: {{ .minAvailable }}{{- end -}}
 {{- end -}}
 
 {{- define "hookwarden.managerSelector" -}}
@@ -29,12 +57,28 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $i := index .root.Values.image .c -}}
 {{- $repo := $i.repository -}}
 {{- if not $repo -}}
-{{- if not .root.Values.image.registry -}}
+{{- /* An umbrella chart's global.imageRegistry (a mirror for every subchart) wins over ours. */ -}}
+{{- $registry := (.root.Values.global | default dict).imageRegistry | default .root.Values.image.registry -}}
+{{- if not $registry -}}
 {{- fail (printf "image.registry is empty: set it to where you pushed the images (make images-push REGISTRY=<registry>, see the README section Images), e.g. --set image.registry=ghcr.io/you; or set image.%s.repository" .c) -}}
 {{- end -}}
-{{- $repo = printf "%s/%s" (trimSuffix "/" .root.Values.image.registry) .c -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $registry) .c -}}
 {{- end -}}
 {{- if $i.digest -}}{{ $repo }}@{{ $i.digest }}{{- else -}}{{ $repo }}:{{ $i.tag | default .root.Chart.AppVersion }}{{- end -}}
+{{- end -}}
+
+{{/* imagePullSecrets and an umbrella chart's global.imagePullSecrets (names or {name: ...}),
+     each once, as a pod spec's list; empty when there are none. */}}
+{{- define "hookwarden.pullSecrets" -}}
+{{- $names := list -}}
+{{- range concat (.Values.imagePullSecrets | default list) ((.Values.global | default dict).imagePullSecrets | default list) -}}
+{{- $n := . -}}
+{{- if kindIs "map" . }}{{ $n = .name }}{{ end -}}
+{{- if and $n (not (has $n $names)) }}{{ $names = append $names $n }}{{ end -}}
+{{- end -}}
+{{- range $names }}
+- name: {{ . }}
+{{- end -}}
 {{- end -}}
 
 {{- define "hookwarden.metricsPort" -}}{{ if .Values.metrics.secure }}8443{{ else }}9090{{ end }}{{- end -}}
@@ -90,6 +134,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- if and .Values.receiver.enabled (not .Values.receiver.serviceAccount.create) (not .Values.receiver.serviceAccount.name) -}}
 {{- fail "receiver.serviceAccount.create=false needs receiver.serviceAccount.name: the existing ServiceAccount to run as" -}}
+{{- end -}}
+{{- if and .Values.receiver.enabled (eq .Values.receiver.store.type "sqlite") (eq ((.Values.receiver.strategy | default dict).type | default "") "RollingUpdate") -}}
+{{- fail "receiver.strategy.type=RollingUpdate with receiver.store.type=sqlite: a new pod would open the database while the old one writes it; SQLite needs Recreate (the default)" -}}
+{{- end -}}
+{{- /* Against a cluster (kube-system is found; helm template finds nothing), every watched
+       namespace must exist: its Roles go there, and a manager without them could not start. */ -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" -}}
+{{- range .Values.watchNamespaces -}}
+{{- if not (lookup "v1" "Namespace" "" .) -}}
+{{- fail (printf "watchNamespaces: namespace %q does not exist. Create it first (kubectl create namespace %s), then install or upgrade: the manager's and the receiver's Roles go there, and without them the manager could not start" . .) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if has "kube-system" .Values.watchNamespaces -}}
 {{- fail "watchNamespaces must not include kube-system: Hookwarden needs no access to Secrets there" -}}

@@ -1,4 +1,8 @@
-package main
+// Package imagebuild assembles Hookwarden's container images without a container engine: a
+// base layer made from files (an /etc/passwd and /etc/group with the non-root user, the CA
+// bundle) plus one layer with one static binary, per platform, into an OCI image index. The
+// images are reproducible: same binaries, same digests. hack/image and hack/release use it.
+package imagebuild
 
 import (
 	"archive/tar"
@@ -8,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -50,7 +53,7 @@ func Build(s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStatic(bin, arch); err != nil {
+	if err := CheckStatic(bin, arch); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Binary, err)
 	}
 	ca, err := os.ReadFile(s.CABundle)
@@ -91,11 +94,21 @@ func Build(s Spec) (v1.Image, error) {
 	return mutate.CreatedAt(img, v1.Time{Time: s.Created})
 }
 
+// Descriptions says what each image is, for its org.opencontainers.image.description label.
+var Descriptions = map[string]string{
+	"manager":  "Hookwarden manager: declarative, duplicate-proof webhook registration for Kubernetes",
+	"receiver": "Hookwarden receiver: verifies each webhook delivery, acknowledges it once stored and delivers it once to its sinks",
+}
+
 // Labels are the OCI annotations the images carry (and their index: see Index).
 func Labels(s Spec) map[string]string {
+	description, ok := Descriptions[s.Name]
+	if !ok {
+		description = "Hookwarden " + s.Name
+	}
 	l := map[string]string{
 		"org.opencontainers.image.title":       "hookwarden-" + s.Name,
-		"org.opencontainers.image.description": "Hookwarden " + s.Name + ": declarative, duplicate-proof webhook registration for Kubernetes",
+		"org.opencontainers.image.description": description,
 		"org.opencontainers.image.version":     s.Version,
 		"org.opencontainers.image.source":      "https://github.com/hookwarden/hookwarden",
 		"org.opencontainers.image.licenses":    "Apache-2.0",
@@ -194,9 +207,9 @@ func layer(mtime time.Time, files []file) (v1.Layer, error) {
 
 var goarchMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
-// checkStatic refuses a binary that needs a dynamic loader or shared libraries (the image has
+// CheckStatic refuses a binary that needs a dynamic loader or shared libraries (the image has
 // neither) or that is built for another architecture.
-func checkStatic(bin []byte, arch string) error {
+func CheckStatic(bin []byte, arch string) error {
 	f, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {
 		return fmt.Errorf("not an ELF binary: %w", err)
@@ -214,13 +227,4 @@ func checkStatic(bin []byte, arch string) error {
 		return fmt.Errorf("needs shared libraries %v; build with CGO_ENABLED=0 (make build)", libs)
 	}
 	return nil
-}
-
-// isShell tells whether a path in the image would be a shell; the test asserts there is none.
-func isShell(p string) bool {
-	switch path.Base(p) {
-	case "sh", "bash", "ash", "dash", "busybox", "zsh":
-		return true
-	}
-	return false
 }
