@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -117,14 +118,33 @@ func (p *Proc) Stop(timeout time.Duration) (string, error) {
 // Killed reports whether Stop had to kill the process. Call it after Stop.
 func (p *Proc) Killed() bool { return p.killed }
 
-// FreeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+// handedOut are the addresses FreeAddr returned in this process: the kernel may offer a port it
+// just gave back (a test asking for a delivery and a probe address in a row got the same one).
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// FreeAddr returns a 127.0.0.1 address with a port that was free a moment ago and that it has
+// not returned before in this process.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("finding a free port: %w", err)
+		}
+		addr := ln.Addr().String()
+		if err := ln.Close(); err != nil {
+			return "", err
+		}
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr, nil
+		}
 	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
+	return "", errors.New("finding a free port: the kernel kept offering ports already handed out")
 }
 
 // AppendLine appends one line to a log file, creating it.

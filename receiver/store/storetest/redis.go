@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hookwarden/hookwarden/internal/childproc"
 )
 
 // DurableRedis is the configuration under which the Redis store keeps the strict promise:
@@ -143,12 +145,15 @@ func NewRedisServer(dir string, conf ...string) (*RedisServer, error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 // Start runs the server (again) and waits until it has loaded its data and answers PING.
