@@ -1,0 +1,216 @@
+package rest_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/rest"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/bitbucket"
+	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
+)
+
+// bitbucketTarget is one of the two shipped Bitbucket profiles and what one of its lists covers
+// on the fake.
+type bitbucketTarget struct {
+	profile string
+	key     string // the fake's space: repositories/ws/repo or workspaces/ws
+	params  map[string]string
+}
+
+var bitbucketTargets = []bitbucketTarget{
+	{"bitbucket-repository-hooks", "repositories/acme/shop", map[string]string{"workspace": "acme", "repository": "shop"}},
+	{"bitbucket-workspace-hooks", "workspaces/acme", map[string]string{"workspace": "acme"}},
+}
+
+// bitbucketEnv starts the fake (pages of pageSize) behind the contract check and returns a
+// client of the target's shipped profile.
+func bitbucketEnv(t *testing.T, tg bitbucketTarget, pageSize int) (*bitbucket.Server, *bitbucketContract, providers.Client) {
+	t.Helper()
+	srv := bitbucket.New(bitbucket.WithPageSize(pageSize))
+	srv.AddRepository("acme", "shop")
+	contract := newBitbucketContract(srv.Handler())
+	base, stop := core.Start(contract)
+	t.Cleanup(stop)
+	c, err := rest.Factory().New(providers.Config{APIURL: base + "/2.0", Target: rest.Target(tg.params), Settings: sampleProfile(t, tg.profile), Credential: "bb-token", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, contract, c
+}
+
+// TestBitbucketProfiles runs each shipped profile's whole life cycle against the fake, through
+// the check of every answer against Bitbucket's description.
+func TestBitbucketProfiles(t *testing.T) {
+	ctx := context.Background()
+	for _, tg := range bitbucketTargets {
+		t.Run(tg.profile, func(t *testing.T) {
+			srv, contract, c := bitbucketEnv(t, tg, 2)
+			caps := c.Capabilities()
+			if caps.Secret != providers.SecretClientChosen || caps.UpdateNeedsSecret || !caps.Markers || caps.Recovery.Mode != providers.RecoveryNone {
+				t.Fatalf("capabilities = %+v; want a client-chosen secret an update may omit, markers, no recovery", caps)
+			}
+			// Hooks made by hand before secrets existed: no description, no secret.
+			for i := range 3 {
+				srv.Seed(tg.key, bitbucket.Hook{URL: fmt.Sprintf("https://ci.example.com/%d", i), Active: true, Events: []string{"repo:push"}})
+			}
+			d := providers.Desired{URL: "https://hooks.example.com/bb", Events: []string{"repo:push", "pullrequest:created"}, Description: "ci", Owner: owner, Secret: "s3cret-1"}
+			reg, err := c.Create(ctx, d, "k1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := srv.Hooks(tg.key)[3]
+			if !strings.HasPrefix(reg.ID, "{") || reg.ID != stored.UUID || stored.Secret != "s3cret-1" || !strings.HasPrefix(stored.Description, "ci [hookwarden:") {
+				t.Fatalf("create = %+v, stored %+v; want Bitbucket's braced uuid, our secret, the marker after the description", reg, stored)
+			}
+			regs, err := c.List(ctx)
+			if err != nil || len(regs) != 4 {
+				t.Fatalf("List = %d, %v; want 4 over two pages", len(regs), err)
+			}
+			mine := regs[slices.IndexFunc(regs, func(r providers.Registration) bool { return r.ID == reg.ID })]
+			if mine.Owner != owner || mine.Description != "ci" || mine.Unfit != "" || mine.Secret != "" || mine.Created.IsZero() {
+				t.Errorf("listed %+v; want the marker decoded, no secret, a creation time", mine)
+			}
+			for _, r := range regs {
+				if r.ID != reg.ID && (!r.Owner.IsZero() || r.Unfit != "") {
+					t.Errorf("a hand-made hook read as %+v; want unmarked and fit", r)
+				}
+			}
+
+			// An update without a secret keeps Bitbucket's; with one it replaces it.
+			d.Events, d.Disabled, d.Secret = []string{"pullrequest:fulfilled"}, true, ""
+			if u, err := c.Update(ctx, reg.ID, d); err != nil || !u.Disabled || !slices.Equal(u.Events, d.Events) {
+				t.Fatalf("Update = %+v, %v", u, err)
+			}
+			if h := srv.Hooks(tg.key)[3]; h.Secret != "s3cret-1" || h.Active {
+				t.Errorf("after an update without a secret: %+v; want the secret kept, inactive", h)
+			}
+			d.Secret = "s3cret-2"
+			if _, err := c.Update(ctx, reg.ID, d); err != nil || srv.Hooks(tg.key)[3].Secret != "s3cret-2" {
+				t.Errorf("Update with a new secret = %v; stored %q", err, srv.Hooks(tg.key)[3].Secret)
+			}
+
+			// Bitbucket refuses what it cannot deliver to, and events it does not know.
+			for _, bad := range []providers.Desired{
+				{URL: "http://127.0.0.1:8080/hook", Events: []string{"repo:push"}, Secret: "x"},
+				{URL: "https://hooks.example.com/x", Events: []string{"push"}, Secret: "x"},
+				{URL: "https://hooks.example.com/x", Events: []string{"repo:push"}, Secret: strings.Repeat("s", 129)},
+			} {
+				if _, err := c.Create(ctx, bad, "k2"); providers.KindOf(err) != providers.Permanent || !strings.Contains(err.Error(), "Bad request") {
+					t.Errorf("Create(%s, %v) = %v; want Bitbucket's 400 as a Permanent error", bad.URL, bad.Events, err)
+				}
+			}
+
+			srv.Inject(bitbucket.RateLimited())
+			if _, err := c.List(ctx); providers.KindOf(err) != providers.RateLimited || providers.RetryAfter(err) != 0 || !strings.Contains(err.Error(), bitbucket.RateLimitMessage) {
+				t.Errorf("List under a rate limit = %v; want RateLimited stating no wait", err)
+			}
+			if err := c.Delete(ctx, reg.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Delete(ctx, reg.ID); err != nil {
+				t.Errorf("second Delete = %v; want nil (already gone)", err)
+			}
+
+			seen := contract.result(t)
+			for _, want := range []string{"list 200", "create 201", "update 200", "delete 204", "delete 404", "create 400", "list 429"} {
+				if seen[want] == 0 {
+					t.Errorf("no %q answer was checked (checked: %v)", want, seen)
+				}
+			}
+		})
+	}
+}
+
+// TestBitbucketProfileRefusals: Bitbucket's refusals by role, and the page token it hands out
+// is the only one it takes.
+func TestBitbucketProfileRefusals(t *testing.T) {
+	ctx := context.Background()
+	srv, _, repo := bitbucketEnv(t, bitbucketTargets[0], 100)
+	srv.SetRole("bb-token", "acme", bitbucket.Member)
+	if _, err := repo.List(ctx); providers.KindOf(err) != providers.Unauthorized {
+		t.Errorf("a member lists repository hooks: %v; want Unauthorized (403)", err)
+	}
+	srv.SetRole("bb-token", "acme", bitbucket.Admin)
+	if _, err := repo.List(ctx); err != nil {
+		t.Errorf("a repository admin lists repository hooks: %v", err)
+	}
+	wsSrv := bitbucket.New()
+	wsSrv.AddWorkspace("acme")
+	wsSrv.SetRole("admin-token", "acme", bitbucket.Admin)
+	base, stop := wsSrv.Start()
+	defer stop()
+	c, err := rest.New(providers.Config{APIURL: base + "/2.0", Target: rest.Target(bitbucketTargets[1].params), Settings: sampleProfile(t, "bitbucket-workspace-hooks"), Credential: "admin-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/ws", Events: []string{"repo:push"}, Secret: "x"}, "k"); providers.KindOf(err) != providers.Unauthorized {
+		t.Errorf("a repository admin creates a workspace hook: %v; want Unauthorized: only owners may", err)
+	}
+	res, err := http.Get(base + "/2.0/workspaces/acme/hooks?page=2") // a page number made up
+	if err == nil {
+		res.Body.Close()
+	}
+	if err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an unauthenticated list = %v, %v; want 401", res, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/2.0/workspaces/acme/hooks?page=2", nil)
+	req.Header.Set("Authorization", "Bearer any")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusBadRequest {
+		t.Errorf("a made-up page = %v, %v; want 400: Bitbucket's next is the only way on", res, err)
+	} else {
+		res.Body.Close()
+	}
+}
+
+// TestBitbucketProfileBasicAuth: with a username, the credential is an API token sent as Basic.
+func TestBitbucketProfileBasicAuth(t *testing.T) {
+	srv := bitbucket.New()
+	srv.AddRepository("acme", "shop")
+	base, stop := srv.Start()
+	defer stop()
+	params := map[string]string{"workspace": "acme", "repository": "shop", "username": "ops@acme.example"}
+	c := newClient(t, "bitbucket-repository-hooks", base+"/2.0", params, "api-token")
+	if _, err := c.List(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.Requests()[0]
+	if u, p, ok := (&http.Request{Header: r.Header}).BasicAuth(); !ok || u != "ops@acme.example" || p != "api-token" {
+		t.Errorf("Authorization = %q; want Basic for the account and its API token", r.Header.Get("Authorization"))
+	}
+}
+
+// TestBitbucketProfileVerifiesDeliveries: X-Hub-Signature sha256= over the body; the event id
+// is X-Request-UUID, which the signature does not cover, so the body's digest is the replay key.
+func TestBitbucketProfileVerifiesDeliveries(t *testing.T) {
+	for _, tg := range bitbucketTargets {
+		c := newClient(t, tg.profile, "https://api.example.com/2.0", tg.params, "token")
+		v, err := rest.NewVerifierFromSpec(c.VerifierSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := []byte(`{"push":{"changes":[]},"repository":{"full_name":"acme/shop"}}`)
+		mac := hmac.New(sha256.New, []byte("s3cret"))
+		mac.Write(body)
+		h := http.Header{}
+		h.Set("X-Hub-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		h.Set("X-Request-UUID", "9f2c7d0e-2b1a-4c55-8d8e-1c2b3a4d5e6f")
+		h.Set("X-Event-Key", "repo:push")
+		got, err := v.Verify(providers.Delivery{Header: h, Body: body, Now: time.Now()}, [][]byte{[]byte("old"), []byte("s3cret")})
+		if err != nil || got.EventID != "9f2c7d0e-2b1a-4c55-8d8e-1c2b3a4d5e6f" || got.ReplayKey != providers.Digest(body) {
+			t.Errorf("%s: Verify = %+v, %v", tg.profile, got, err)
+		}
+		h.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(mac.Sum(nil))[:40])
+		if _, err := v.Verify(providers.Delivery{Header: h, Body: body, Now: time.Now()}, [][]byte{[]byte("s3cret")}); err == nil {
+			t.Errorf("%s: a sha1 signature verified; Bitbucket signs with sha256 only", tg.profile)
+		}
+	}
+}
