@@ -214,3 +214,47 @@ func TestBitbucketProfileVerifiesDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// TestBitbucketRequestsPerRound records, from the fake's request log, what a subscription's
+// first reconcile sends through the shipped profiles (the list, then the create of a hook that
+// is not there) and what a steady resync sends (the list alone), with foreign hooks filling more
+// than a page: pages of 100 keep a repository of up to 100 hooks at one request.
+func TestBitbucketRequestsPerRound(t *testing.T) {
+	ctx := context.Background()
+	for _, tg := range bitbucketTargets {
+		t.Run(tg.profile, func(t *testing.T) {
+			srv, _, c := bitbucketEnv(t, tg, 100)
+			for i := range 120 {
+				srv.Seed(tg.key, bitbucket.Hook{URL: fmt.Sprintf("https://ci.example.com/%d", i), Active: true, Events: []string{"repo:push"}})
+			}
+			round := func(create bool) []string {
+				before := len(srv.Requests())
+				if _, err := c.List(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if create {
+					if _, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/bb", Events: []string{"repo:push"}, Owner: owner, Secret: "s"}, "k"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var out []string
+				for _, r := range srv.Requests()[before:] {
+					q := ""
+					if r.Query.Has("page") {
+						q = "?page=<next>"
+					}
+					out = append(out, fmt.Sprintf("%s %s%s %d", r.Method, r.Path, q, r.Status))
+				}
+				return out
+			}
+			hooks := "/2.0/" + tg.key + "/hooks"
+			first, steady := round(true), round(false)
+			wantFirst := []string{"GET " + hooks + " 200", "GET " + hooks + "?page=<next> 200", "POST " + hooks + " 201"}
+			wantSteady := []string{"GET " + hooks + " 200", "GET " + hooks + "?page=<next> 200"}
+			if !slices.Equal(first, wantFirst) || !slices.Equal(steady, wantSteady) {
+				t.Errorf("first round %v, steady %v; want %v and %v", first, steady, wantFirst, wantSteady)
+			}
+			t.Logf("REPORT %s, 120 foreign hooks: first reconcile %v; steady resync %v", tg.profile, first, steady)
+		})
+	}
+}
