@@ -141,7 +141,7 @@ func New(cfg providers.Config) (*Client, error) {
 		SetRedirectPolicy(resty.RedirectPolicyFunc(func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse })).
 		SetResponseBodyLimit(maxBodyBytes).
 		SetDisableWarn(true).
-		SetLogger(quietLogger{})
+		SetLogger(providers.QuietLogger{})
 	if cfg.Pace != nil {
 		rc.SetTransport(providers.PacedTransport(cfg.Pace, nil))
 	}
@@ -552,10 +552,3 @@ func checkID(id string) error {
 	}
 	return nil
 }
-
-// quietLogger drops resty's log lines: the client reports through its errors.
-type quietLogger struct{}
-
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Warnf(string, ...any)  {}
-func (quietLogger) Debugf(string, ...any) {}

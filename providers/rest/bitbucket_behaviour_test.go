@@ -71,7 +71,7 @@ func TestBehaviourBitbucket(t *testing.T) {
 					return &bitbucketAccount{srv: srv, key: key, client: c}
 				},
 			})
-			contract.result(t)
+			contract.Result(t)
 		})
 	}
 }

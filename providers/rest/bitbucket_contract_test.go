@@ -1,18 +1,13 @@
 package rest_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
-	"sync"
-	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/bitbucket"
 )
 
@@ -108,77 +103,39 @@ func bitbucketOperations() []bitbucketOperation {
 	}
 }
 
-// bitbucketContract checks every answer a handler gives against the description.
-type bitbucketContract struct {
-	next       http.Handler
-	ops        []bitbucketOperation
-	mu         sync.Mutex
-	violations []string
-	seen       map[string]int // "create 201" -> count
-}
-
-func newBitbucketContract(next http.Handler) *bitbucketContract {
-	return &bitbucketContract{next: next, ops: bitbucketOperations(), seen: map[string]int{}}
-}
-
-func (c *bitbucketContract) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := httptest.NewRecorder()
-	c.next.ServeHTTP(rec, r)
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if problem := c.check(r, rec); problem != "" {
-		c.violations = append(c.violations, fmt.Sprintf("%s %s -> %d: %s", r.Method, r.URL.Path, rec.Code, problem))
-	}
-}
-
-func (c *bitbucketContract) check(r *http.Request, rec *httptest.ResponseRecorder) string {
-	i := slices.IndexFunc(c.ops, func(op bitbucketOperation) bool { return op.method == r.Method && op.path.MatchString(r.URL.Path) })
-	if i < 0 {
-		return "no documented operation"
-	}
-	op := c.ops[i]
-	schema, documented := op.statuses[rec.Code]
-	if !documented && !slices.Contains(bitbucketUndocumented, rec.Code) {
-		return "status not documented for " + op.name
-	}
-	if !documented {
-		schema = bitbucketError()
-	}
-	c.seen[fmt.Sprintf("%s %d", op.name, rec.Code)]++
-	if schema == nil {
-		if rec.Body.Len() != 0 {
-			return "a body where the description has none"
+// newBitbucketContract checks every answer next gives against the description.
+func newBitbucketContract(next http.Handler) *providerstest.Contract {
+	ops := bitbucketOperations()
+	return providerstest.NewContract(next, func(x providerstest.Exchange) (string, string) {
+		r, rec := x.Request, x.Answer
+		i := slices.IndexFunc(ops, func(op bitbucketOperation) bool { return op.method == r.Method && op.path.MatchString(r.URL.Path) })
+		if i < 0 {
+			return "", "no documented operation"
 		}
-		return ""
-	}
-	if rec.Code == http.StatusCreated && rec.Header().Get("Location") == "" {
-		return "201 without Location"
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "the body is not JSON"
-	}
-	if err := schema.VisitJSON(v, openapi3.EnableFormatValidation()); err != nil {
-		return err.Error()
-	}
-	return ""
-}
-
-// result fails t with every violation and returns how often each operation answered each
-// status.
-func (c *bitbucketContract) result(t *testing.T) map[string]int {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, v := range c.violations {
-		t.Errorf("not as Bitbucket's description says: %s", v)
-	}
-	return c.seen
+		op := ops[i]
+		schema, documented := op.statuses[rec.Code]
+		if !documented && !slices.Contains(bitbucketUndocumented, rec.Code) {
+			return op.name, "status not documented for " + op.name
+		}
+		if !documented {
+			schema = bitbucketError()
+		}
+		if schema == nil {
+			if rec.Body.Len() != 0 {
+				return op.name, "a body where the description has none"
+			}
+			return op.name, ""
+		}
+		if rec.Code == http.StatusCreated && rec.Header().Get("Location") == "" {
+			return op.name, "201 without Location"
+		}
+		v, err := providerstest.DecodeJSON(rec.Body.Bytes())
+		if err != nil {
+			return op.name, "the body is not JSON"
+		}
+		if err := schema.VisitJSON(v, openapi3.EnableFormatValidation()); err != nil {
+			return op.name, err.Error()
+		}
+		return op.name, ""
+	})
 }

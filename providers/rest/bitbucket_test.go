@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/providerstest"
 	"github.com/hookwarden/hookwarden/providers/rest"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/bitbucket"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
@@ -33,7 +34,7 @@ var bitbucketTargets = []bitbucketTarget{
 
 // bitbucketEnv starts the fake (pages of pageSize) behind the contract check and returns a
 // client of the target's shipped profile.
-func bitbucketEnv(t *testing.T, tg bitbucketTarget, pageSize int) (*bitbucket.Server, *bitbucketContract, providers.Client) {
+func bitbucketEnv(t *testing.T, tg bitbucketTarget, pageSize int) (*bitbucket.Server, *providerstest.Contract, providers.Client) {
 	t.Helper()
 	srv := bitbucket.New(bitbucket.WithPageSize(pageSize))
 	srv.AddRepository("acme", "shop")
@@ -120,7 +121,7 @@ func TestBitbucketProfiles(t *testing.T) {
 				t.Errorf("second Delete = %v; want nil (already gone)", err)
 			}
 
-			seen := contract.result(t)
+			seen := contract.Result(t)
 			for _, want := range []string{"list 200", "create 201", "update 200", "delete 204", "delete 404", "create 400", "list 429"} {
 				if seen[want] == 0 {
 					t.Errorf("no %q answer was checked (checked: %v)", want, seen)
