@@ -170,6 +170,10 @@ type Capabilities struct {
 	// Fields the registrations carry besides URL and events (which every provider has). A field
 	// the provider does not have is never counted as drift.
 	Fields Field
+	// ReadOnly are fields the provider shows but its API cannot change (a GitHub App's events,
+	// set in the App's settings only): a difference is reported, never "repaired"; Update
+	// leaves them as they are.
+	ReadOnly Field
 	// Recreate are the fields Update cannot change in place (PagerDuty's delivery URL; every
 	// field where the API has no update at all, Calendly): drift in one of them is repaired by
 	// a new registration (create, store its secret, then delete the old one, as a rotation),
