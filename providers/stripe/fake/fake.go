@@ -1,6 +1,7 @@
 // Package fake is a stateful, in-process stand-in for Stripe's webhook-endpoint API
 // (/v1/webhook_endpoints) and its event log (/v1/events), with deliveries to the endpoints
-// (see events.go).
+// (see events.go), and for the v2 event destinations API (/v2/core/event_destinations, JSON:
+// see destinations.go).
 //
 // It speaks Stripe's wire format (form-encoded requests, JSON responses, Stripe's error
 // envelope, list pagination, Idempotency-Key replay) closely enough that an unmodified
