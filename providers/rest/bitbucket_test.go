@@ -6,9 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,7 +108,7 @@ func TestBitbucketProfiles(t *testing.T) {
 				{URL: "https://hooks.example.com/x", Events: []string{"push"}, Secret: "x"},
 				{URL: "https://hooks.example.com/x", Events: []string{"repo:push"}, Secret: strings.Repeat("s", 129)},
 			} {
-				if _, err := c.Create(ctx, bad, "k2"); providers.KindOf(err) != providers.Permanent || !strings.Contains(err.Error(), "Bad request") {
+				if _, err := c.Create(ctx, bad, "k2"); providers.KindOf(err) != providers.Permanent || !strings.Contains(err.Error(), "HTTP 400") {
 					t.Errorf("Create(%s, %v) = %v; want Bitbucket's 400 as a Permanent error", bad.URL, bad.Events, err)
 				}
 			}
@@ -257,5 +260,55 @@ func TestBitbucketRequestsPerRound(t *testing.T) {
 			}
 			t.Logf("REPORT %s, 120 foreign hooks: first reconcile %v; steady resync %v", tg.profile, first, steady)
 		})
+	}
+}
+
+// TestBitbucketDeliveriesVerify: what the fake sends as Bitbucket verifies with the shipped
+// profile's verifier and the secret the profile set; a 5xx is resent twice more, each attempt
+// under a request UUID of its own, so the receiver's replay key (the body's digest) is what
+// makes the three one event.
+func TestBitbucketDeliveriesVerify(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	var bodies [][]byte
+	rv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		got, bodies = append(got, r.Header.Clone()), append(bodies, b)
+		if len(got) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(rv.Close)
+	srv := bitbucket.New(bitbucket.WithDeliveryClient(rv.Client()))
+	srv.AddRepository("acme", "shop")
+	base, stop := srv.Start()
+	t.Cleanup(stop)
+	c := newClient(t, "bitbucket-repository-hooks", base+"/2.0", bitbucketTargets[0].params, "bb-token")
+	reg, err := c.Create(context.Background(), providers.Desired{URL: "https://hooks.example.com/bb", Events: []string{"repo:push"}, Owner: owner, Secret: "s3cret"}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bitbucket refuses a loopback URL; the test's receiver is one, so it is set out of band.
+	srv.Edit("repositories/acme/shop", reg.ID, func(h *bitbucket.Hook) { h.URL = rv.URL + "/hooks/bb" })
+	attempts, err := srv.Deliver("repositories/acme/shop", reg.ID, "repo:push", []byte(`{"push":{"changes":[]}}`))
+	if err != nil || len(attempts) != 3 || attempts[2].Status != http.StatusOK {
+		t.Fatalf("Deliver = %+v, %v; want two 503s resent, then 200", attempts, err)
+	}
+	v, err := rest.NewVerifierFromSpec(c.VerifierSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, keys := map[string]bool{}, map[string]bool{}
+	for i, h := range got {
+		res, err := v.Verify(providers.Delivery{Header: h, Body: bodies[i], Now: time.Now()}, [][]byte{[]byte("s3cret")})
+		if err != nil || h.Get("X-Attempt-Number") != fmt.Sprint(i+1) || h.Get("X-Event-Key") != "repo:push" {
+			t.Errorf("attempt %d: Verify = %+v, %v; headers %v", i+1, res, err, h)
+		}
+		ids[res.EventID], keys[res.ReplayKey] = true, true
+	}
+	if len(ids) != 3 || len(keys) != 1 {
+		t.Errorf("%d request UUIDs and %d replay keys over three attempts; want three and one", len(ids), len(keys))
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -306,5 +308,32 @@ func TestDestinationsNextPageElsewhere(t *testing.T) {
 	}
 	if _, err := c.List(context.Background()); err == nil || !strings.Contains(err.Error(), "elsewhere") {
 		t.Errorf("List = %v; want a refusal to follow another host", err)
+	}
+}
+
+// TestDestinationDeliversThinEvents: a thin event the fake sends to a destination verifies with
+// the secret the create answer showed, and dedupes on its id.
+func TestDestinationDeliversThinEvents(t *testing.T) {
+	var got struct {
+		header http.Header
+		body   []byte
+	}
+	rv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.header = r.Header.Clone()
+		got.body, _ = io.ReadAll(r.Body)
+	}))
+	t.Cleanup(rv.Close)
+	e := newV2Env(t, fake.WithDeliveryClient(rv.Client()))
+	reg, err := e.client(t, thinSettings).Create(context.Background(), providers.Desired{URL: rv.URL + "/hooks/v2", Events: []string{"v1.billing.meter.error_report_triggered"}, Owner: v2Owner}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, status, err := e.srv.DeliverThin(testKey, reg.ID, "v1.billing.meter.error_report_triggered", map[string]string{"id": "mtr_1", "type": "billing.meter", "url": "/v1/billing/meters/mtr_1"}, "")
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("DeliverThin = %d, %v", status, err)
+	}
+	v, err := stripe.NewVerifier().Verify(providers.Delivery{Header: got.header, Body: got.body, Now: time.Now()}, [][]byte{[]byte(reg.Secret)})
+	if err != nil || v.EventID != id || v.EventType != "v1.billing.meter.error_report_triggered" {
+		t.Errorf("Verify = %+v, %v; want the thin event's id %s", v, err, id)
 	}
 }

@@ -518,3 +518,31 @@ func updateDestination(d *Destination, fields map[string]json.RawMessage, now ti
 	*d = next
 	return cached(http.StatusOK, renderDestination(*d, slices.Contains(inc, "webhook_endpoint.url"), false))
 }
+
+// DeliverThin sends a thin event of type typ about relatedObject (id, type, url) to v2
+// destination id now, signed with its secret as Stripe signs v1 deliveries (Stripe-Signature
+// t=,v1=), and returns the event id and the status answered. snapshotEvent, when set, is the
+// snapshot event the thin one stands in for during a migration. A disabled destination or one
+// of another type gets nothing (an error).
+func (s *Server) DeliverThin(apiKey, id, typ string, relatedObject map[string]string, snapshotEvent string) (eventID string, status int, err error) {
+	s.mu.Lock()
+	a := s.acct(apiKey, false)
+	i := -1
+	if a != nil {
+		i = a.findDestination(id)
+	}
+	if i < 0 || a.destinations[i].Type != "webhook_endpoint" || a.destinations[i].Status != statusEnabled {
+		s.mu.Unlock()
+		return "", 0, fmt.Errorf("fake: no enabled webhook destination %s", id)
+	}
+	d, now := a.destinations[i], s.now()
+	s.mu.Unlock()
+	ev := map[string]any{"id": newID("evt_test_", 40), "object": "v2.core.event", "type": typ, "livemode": false,
+		"created": now.UTC().Format(time.RFC3339Nano), "related_object": relatedObject}
+	if snapshotEvent != "" {
+		ev["snapshot_event"] = snapshotEvent
+	}
+	body, _ := json.Marshal(ev)
+	status, err = s.post(job{url: d.URL, secret: d.Secret, body: body}, now)
+	return ev["id"].(string), status, err
+}

@@ -26,13 +26,23 @@
 //   - Errors are {"type": "error", "error": {"message", "detail"?}}. Rate limits (a rolling hour;
 //     "access to webhook data" 1,000 an hour) answer 429 "Rate limit for this resource has been
 //     exceeded" without Retry-After: RateLimited builds that answer for Inject.
+//   - Deliver sends an event as Bitbucket does (event payloads, troubleshoot webhooks): JSON,
+//     X-Event-Key, X-Hook-UUID, X-Request-UUID, X-Attempt-Number, and X-Hub-Signature
+//     "sha256=<hex HMAC of the body>" only when the hook has a secret; an answer in 500-599 is
+//     resent up to two more times (at once here; Bitbucket states no interval), each attempt
+//     with a request UUID of its own (Bitbucket does not say it keeps one).
 package bitbucket
 
 import (
+	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -100,10 +110,15 @@ type Server struct {
 	roles      map[string]map[string]Role
 	maxPageLen int
 	now        func() time.Time
+	deliveries *http.Client
 }
 
 // Option configures the fake.
 type Option func(*Server)
+
+// WithDeliveryClient is the HTTP client Deliver sends with (default: http.DefaultClient with a
+// 10 s timeout, Bitbucket's).
+func WithDeliveryClient(c *http.Client) Option { return func(s *Server) { s.deliveries = c } }
 
 // WithPageSize caps pages below the 100 Bitbucket allows, so tests page with few hooks.
 func WithPageSize(n int) Option { return func(s *Server) { s.maxPageLen = n } }
@@ -114,7 +129,64 @@ func New(opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.deliveries == nil {
+		s.deliveries = &http.Client{Timeout: 10 * time.Second}
+	}
 	return s
+}
+
+// Attempt is one request Deliver made.
+type Attempt struct {
+	Number      int
+	RequestUUID string
+	Status      int // 0: no answer
+}
+
+// Deliver sends event (an event key, repo:push) with payload to hook uuid of key now, as
+// Bitbucket does when the event happens, and returns its attempts. An inactive or unknown hook
+// gets nothing (an error).
+func (s *Server) Deliver(key, uuid, event string, payload []byte) ([]Attempt, error) {
+	s.mu.Lock()
+	sp := s.spaces[key]
+	i := -1
+	if sp != nil {
+		i = sp.find(uuid)
+	}
+	if i < 0 || !sp.hooks[i].Active {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("bitbucket fake: no active hook %s on %s", uuid, key)
+	}
+	h := *sp.hooks[i]
+	s.mu.Unlock()
+	var out []Attempt
+	for n := 1; n <= 3; n++ {
+		a := Attempt{Number: n, RequestUUID: strings.Trim(newUUID(), "{}")}
+		req, err := http.NewRequest(http.MethodPost, h.URL, bytes.NewReader(payload))
+		if err != nil {
+			return out, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "Bitbucket-Webhooks/2.0")
+		req.Header.Set("X-Event-Key", event)
+		req.Header.Set("X-Hook-UUID", strings.Trim(h.UUID, "{}"))
+		req.Header.Set("X-Request-UUID", a.RequestUUID)
+		req.Header.Set("X-Attempt-Number", strconv.Itoa(n))
+		if h.Secret != "" {
+			mac := hmac.New(sha256.New, []byte(h.Secret))
+			mac.Write(payload)
+			req.Header.Set("X-Hub-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		}
+		if res, err := s.deliveries.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<20))
+			res.Body.Close()
+			a.Status = res.StatusCode
+		}
+		out = append(out, a)
+		if a.Status < 500 || a.Status > 599 {
+			break
+		}
+	}
+	return out, nil
 }
 
 // Start serves the fake on 127.0.0.1; the API root is baseURL + "/2.0".
