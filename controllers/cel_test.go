@@ -169,6 +169,12 @@ var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnF
 		Entry("recovery mode in lowercase", set(map[string]any{"mode": "auto"}, "recovery"), "spec.recovery.mode must be Auto, Manual or Off"),
 		Entry("recovery lookback: banana", set(map[string]any{"lookback": "banana"}, "recovery"), "spec.recovery.lookback must be a duration such as 72h, 30m or 1h30m"),
 		Entry("recovery lookback too short", set(map[string]any{"lookback": "30s"}, "recovery"), "spec.recovery.lookback must be at least 1m"),
+		Entry("a stripe block on another provider", all(github, set(map[string]any{"apiVersion": "v2"}, "provider", "stripe")),
+			"spec.provider.stripe is only for spec.provider.type stripe"),
+		Entry("stripe eventPayload on a v1 endpoint", set(map[string]any{"apiVersion": "v1", "eventPayload": "thin"}, "provider", "stripe"),
+			"spec.provider.stripe.eventPayload is for apiVersion v2 (v1 endpoints send snapshot events)"),
+		Entry("stripe eventPayload without apiVersion", set(map[string]any{"eventPayload": "snapshot"}, "provider", "stripe"),
+			"spec.provider.stripe.eventPayload is for apiVersion v2 (v1 endpoints send snapshot events)"),
 		Entry("rest with profile and profileRef", all(rest, set(map[string]any{"profile": "name: x", "profileRef": map[string]any{"name": "p", "key": "k"}}, "provider", "rest")),
 			"spec.provider.rest: set exactly one of profileRef or profile"),
 	)

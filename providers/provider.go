@@ -55,6 +55,12 @@ type Registration struct {
 	// status disabled, GitLab's disabled_until and alert_status, GitHub's last_response); nil
 	// when it says nothing. HealthReporter may tell more.
 	Health *DeliveryHealth
+	// Variant names what kind of registration this is, where one provider account holds
+	// several kinds that can serve the same URL (Stripe: a v1 webhook endpoint, a v2 event
+	// destination with thin or with snapshot payloads); empty on providers with one kind.
+	// Registrations of different variants are different registrations: never twins of each
+	// other, never a match for a subscription of another variant (Capabilities.Variant).
+	Variant string
 	// Unfit, when not empty, says what in the provider's object does not fit the shape the
 	// client reads (field paths and problems, "config.url is missing; events is not an
 	// array"), in words safe to show a user: it never holds a value read from the object. Only
@@ -164,6 +170,10 @@ type Capabilities struct {
 	// Fields the registrations carry besides URL and events (which every provider has). A field
 	// the provider does not have is never counted as drift.
 	Fields Field
+	// ReadOnly are fields the provider shows but its API cannot change (a GitHub App's events,
+	// set in the App's settings only): a difference is reported, never "repaired"; Update
+	// leaves them as they are.
+	ReadOnly Field
 	// Recreate are the fields Update cannot change in place (PagerDuty's delivery URL; every
 	// field where the API has no update at all, Calendly): drift in one of them is repaired by
 	// a new registration (create, store its secret, then delete the old one, as a rotation),
@@ -179,6 +189,12 @@ type Capabilities struct {
 	RateLimitBackoff Backoff
 	// Recovery is how the provider's missed deliveries come back, and how far back.
 	Recovery RecoveryCapabilities
+	// Variant is the kind of registration this client creates and manages
+	// (Registration.Variant); empty on providers with one kind. A listed registration of
+	// another variant is not this client's to match, prune or adopt, whatever its URL and
+	// marker: a Stripe v1 endpoint and a v2 destination on one URL run side by side during a
+	// migration.
+	Variant string
 }
 
 // Backoff is a growing wait: First, then each next one Factor times the one before, never

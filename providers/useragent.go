@@ -11,3 +11,11 @@ const ProjectURL = "https://github.com/hookwarden/hookwarden"
 func UserAgent() string { return userAgent(version.Get().Version) }
 
 func userAgent(v string) string { return "hookwarden/" + v + " (+" + ProjectURL + ")" }
+
+// QuietLogger drops an HTTP library's log lines (resty's Errorf, Warnf, Debugf): they may carry
+// request details, and every client reports failures through its classified errors instead.
+type QuietLogger struct{}
+
+func (QuietLogger) Errorf(string, ...any) {}
+func (QuietLogger) Warnf(string, ...any)  {}
+func (QuietLogger) Debugf(string, ...any) {}

@@ -32,6 +32,7 @@ type SecretKeySelector struct {
 // ProviderSpec says which provider account to register the webhook with.
 // +kubebuilder:validation:XValidation:rule="self.type == 'github' ? has(self.github) : !has(self.github)",message="spec.provider.github must be set when spec.provider.type is github, and only then"
 // +kubebuilder:validation:XValidation:rule="self.type == 'rest' ? has(self.rest) : !has(self.rest)",message="spec.provider.rest must be set when spec.provider.type is rest, and only then"
+// +kubebuilder:validation:XValidation:rule="!has(self.stripe) || self.type == 'stripe'",message="spec.provider.stripe is only for spec.provider.type stripe"
 type ProviderSpec struct {
 	// Type of the provider.
 	Type ProviderType `json:"type"`
@@ -52,6 +53,46 @@ type ProviderSpec struct {
 	// scope; required when type is rest.
 	// +optional
 	REST *RESTProvider `json:"rest,omitempty"`
+	// Stripe selects what is registered at Stripe: a v1 webhook endpoint (the default, also
+	// without this block) or a v2 event destination. Optional when type is stripe.
+	// +optional
+	Stripe *StripeProvider `json:"stripe,omitempty"`
+}
+
+// StripeAPIVersion is the Stripe API a registration is made with.
+// +kubebuilder:validation:Enum=v1;v2
+type StripeAPIVersion string
+
+const (
+	// StripeV1 registers a webhook endpoint (/v1/webhook_endpoints), signed snapshot events.
+	StripeV1 StripeAPIVersion = "v1"
+	// StripeV2 registers an event destination of type webhook_endpoint
+	// (/v2/core/event_destinations), with thin or snapshot payloads.
+	StripeV2 StripeAPIVersion = "v2"
+)
+
+// StripeEventPayload is what a v2 event destination sends.
+// +kubebuilder:validation:Enum=thin;snapshot
+type StripeEventPayload string
+
+const (
+	// StripeThin events carry ids only; the consumer fetches the event or the object.
+	StripeThin StripeEventPayload = "thin"
+	// StripeSnapshot events carry the object as it was, rendered at Stripe's API version.
+	StripeSnapshot StripeEventPayload = "snapshot"
+)
+
+// StripeProvider selects Stripe's registration API. A v1 endpoint and a v2 destination for the
+// same URL are different registrations (Stripe's migration runs both side by side): changing
+// apiVersion or eventPayload makes a new registration, never converts one.
+// +kubebuilder:validation:XValidation:rule="!has(self.eventPayload) || (has(self.apiVersion) && self.apiVersion == 'v2')",message="spec.provider.stripe.eventPayload is for apiVersion v2 (v1 endpoints send snapshot events)"
+type StripeProvider struct {
+	// APIVersion is v1 (webhook endpoints; the default) or v2 (event destinations).
+	// +optional
+	APIVersion StripeAPIVersion `json:"apiVersion,omitempty"`
+	// EventPayload of a v2 destination: thin (the default) or snapshot.
+	// +optional
+	EventPayload StripeEventPayload `json:"eventPayload,omitempty"`
 }
 
 // RESTProvider selects a REST profile (from a ConfigMap in this namespace, or inline) and

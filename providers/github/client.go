@@ -44,6 +44,9 @@ type Client struct {
 	now    func() time.Time
 	caps   providers.Capabilities
 
+	// app authenticates as a GitHub App (app.go); nil for repository and organization hooks.
+	app *appAuth
+
 	mu sync.Mutex
 	// pages remembers each list page's ETag and decoded hooks from the last complete List, by
 	// page URL, so the next List sends If-None-Match and reuses the page on a 304, which
@@ -94,9 +97,16 @@ var documentedRate = providers.Rate{PerSecond: 1.2, Burst: 8}
 // 3 days, GitHub Enterprise Server 7).
 func (c *Client) Capabilities() providers.Capabilities { return c.caps }
 
-// Factory returns a providers.Factory that builds GitHub clients with New.
+// Factory returns a providers.Factory that builds GitHub clients: NewApp for a target
+// "app/<App ID or client ID>", New for repository and organization hooks.
 func Factory() providers.Factory {
-	return providers.FactoryOf(New)
+	hooks, app := providers.FactoryOf(New), providers.FactoryOf(NewApp)
+	return providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
+		if strings.HasPrefix(cfg.Target, "app/") {
+			return app.New(cfg)
+		}
+		return hooks.New(cfg)
+	})
 }
 
 // New builds a Client for cfg.Target ("repos/<owner>/<repository>" or "orgs/<organization>")
@@ -112,7 +122,17 @@ func New(cfg providers.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c, err := newClient(cfg, target)
+	if err != nil {
+		return nil, err
+	}
+	c.rc.SetAuthToken(tok)
+	c.org, c.token = org, tok
+	return c, nil
+}
 
+// newClient is a Client for target without credentials: New adds a token, NewApp an App's JWT.
+func newClient(cfg providers.Config, target string) (*Client, error) {
 	raw := DefaultAPIURL
 	if cfg.APIURL != "" {
 		raw = strings.TrimRight(cfg.APIURL, "/")
@@ -129,7 +149,6 @@ func New(cfg providers.Config) (*Client, error) {
 
 	rc := resty.New().
 		SetBaseURL(base.String()).
-		SetAuthToken(tok).
 		SetHeader("Accept", "application/vnd.github+json").
 		SetHeader("X-GitHub-Api-Version", APIVersion).
 		SetHeader("User-Agent", providers.UserAgent()).
@@ -141,13 +160,13 @@ func New(cfg providers.Config) (*Client, error) {
 		SetRedirectPolicy(resty.RedirectPolicyFunc(func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse })).
 		SetResponseBodyLimit(maxBodyBytes).
 		SetDisableWarn(true).
-		SetLogger(quietLogger{})
+		SetLogger(providers.QuietLogger{})
 	if cfg.Pace != nil {
 		rc.SetTransport(providers.PacedTransport(cfg.Pace, nil))
 	}
 	caps := capabilities
 	caps.Recovery = recovery(base.Path)
-	return &Client{rc: rc, base: base, target: target, org: org, token: tok, now: cfg.Clock(), caps: caps, pages: map[string]cachedPage{}}, nil
+	return &Client{rc: rc, base: base, target: target, now: cfg.Clock(), caps: caps, pages: map[string]cachedPage{}}, nil
 }
 
 // parseTarget validates "repos/<owner>/<repository>" or "orgs/<organization>".
@@ -520,6 +539,25 @@ func (c *Client) hookResponse(resp *resty.Response, want int, op operation) (pro
 
 func (c *Client) hooksPath() string { return "/" + c.target + "/hooks" }
 
+// hookPath is hook id's path; a GitHub App's one webhook has no id of its own (/app/hook).
+func (c *Client) hookPath(id string) string {
+	if c.app != nil {
+		return "/app/hook"
+	}
+	return c.hooksPath() + "/" + id
+}
+
+// checkID refuses an id that names no hook of this client before any request.
+func (c *Client) checkID(id string) error {
+	if c.app != nil {
+		if id != AppHookID {
+			return invalid(fmt.Sprintf("a GitHub App's webhook is %q, not %q", AppHookID, id))
+		}
+		return nil
+	}
+	return checkID(id)
+}
+
 // canonicalEvents sends events sorted and without repeats, so a request does not depend on
 // the order a list returned them in.
 func canonicalEvents(events []string) []string {
@@ -552,10 +590,3 @@ func checkID(id string) error {
 	}
 	return nil
 }
-
-// quietLogger drops resty's log lines: the client reports through its errors.
-type quietLogger struct{}
-
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Warnf(string, ...any)  {}
-func (quietLogger) Debugf(string, ...any) {}

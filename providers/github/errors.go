@@ -98,6 +98,10 @@ func (c *Client) classify(resp *resty.Response, op operation) error {
 		out.Kind = providers.Permanent
 		out.Message = c.redact("GitHub answered HTTP " + strconv.Itoa(status) + " (moved to " + h.Get("Location") +
 			"): the repository or organization was renamed or transferred; update the subscription's github block")
+	case status == http.StatusUnauthorized && c.app != nil:
+		out.Kind = providers.Unauthorized
+		out.Message = "GitHub refused the App's JSON web token (" + msg + "): the App ID and the private key must belong to one App, " +
+			"and this machine's clock must be within a minute of GitHub's"
 	case status == http.StatusUnauthorized:
 		out.Kind = providers.Unauthorized
 		out.Message = c.redact("GitHub refused the token (" + msg + "): it is wrong, expired or revoked")

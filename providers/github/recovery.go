@@ -100,7 +100,7 @@ type deliveryPage struct {
 }
 
 func (c *Client) deliveriesURL(hookID string) string {
-	return c.base.String() + c.hooksPath() + "/" + hookID + "/deliveries?per_page=" + strconv.Itoa(perPage)
+	return c.base.String() + c.hookPath(hookID) + "/deliveries?per_page=" + strconv.Itoa(perPage)
 }
 
 func (c *Client) deliveryPage(ctx context.Context, u string) (deliveryPage, error) {
@@ -148,7 +148,7 @@ func (c *Client) deliveryPage(ctx context.Context, u string) (deliveryPage, erro
 // events names ping: a missed ping is no event to recover. Entries without an id, a guid, a
 // delivered_at or a status_code are skipped and counted in Malformed.
 func (c *Client) Missed(ctx context.Context, reg providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
-	if err := checkID(reg.ID); err != nil {
+	if err := c.checkID(reg.ID); err != nil {
 		return providers.MissedPage{}, err
 	}
 	type event struct {
@@ -221,7 +221,7 @@ func (c *Client) Missed(ctx context.Context, reg providers.Registration, events 
 // answers 404 for a delivery it no longer has (NotFound) and 422 for one it will not redeliver
 // (past its window: Permanent); rate limits are classified as on every request.
 func (c *Client) Redeliver(ctx context.Context, reg providers.Registration, m providers.Missed) error {
-	if err := checkID(reg.ID); err != nil {
+	if err := c.checkID(reg.ID); err != nil {
 		return err
 	}
 	if n, err := strconv.ParseInt(m.Handle, 10, 64); err != nil || n <= 0 || strconv.FormatInt(n, 10) != m.Handle {
@@ -230,7 +230,7 @@ func (c *Client) Redeliver(ctx context.Context, reg providers.Registration, m pr
 	if m.Expired {
 		return invalid("delivery " + m.ID + " is older than GitHub's redelivery window (" + windowWords(c.caps.Recovery.Window) + ")")
 	}
-	resp, err := c.rc.R().SetContext(ctx).Post(c.hooksPath() + "/" + reg.ID + "/deliveries/" + m.Handle + "/attempts")
+	resp, err := c.rc.R().SetContext(ctx).Post(c.hookPath(reg.ID) + "/deliveries/" + m.Handle + "/attempts")
 	if err != nil {
 		return c.networkError(err)
 	}
@@ -244,7 +244,7 @@ func (c *Client) Redeliver(ctx context.Context, reg providers.Registration, m pr
 // 2xx, and State follows the newest one (Failing when it failed), so a receiver that answers
 // again is Healthy at once although the failures stay in the log for days.
 func (c *Client) Health(ctx context.Context, reg providers.Registration) (providers.DeliveryHealth, error) {
-	if err := checkID(reg.ID); err != nil {
+	if err := c.checkID(reg.ID); err != nil {
 		return providers.DeliveryHealth{}, err
 	}
 	p, err := c.deliveryPage(ctx, c.deliveriesURL(reg.ID))

@@ -124,7 +124,7 @@ func New(cfg providers.Config) (*Client, error) {
 		SetResponseBodyLimit(cl.maxBytes).
 		// The profile's headers may replace it (an API that wants its own).
 		SetHeader("User-Agent", providers.UserAgent()).
-		SetLogger(quietLogger{})
+		SetLogger(providers.QuietLogger{})
 	if cfg.Pace != nil {
 		cl.http.SetTransport(providers.PacedTransport(cfg.Pace, nil))
 	}
@@ -539,11 +539,3 @@ func (c *Client) redact(s string) string {
 func invalid(msg string) error {
 	return &providers.Error{Kind: providers.Permanent, Message: msg}
 }
-
-// quietLogger drops resty's log lines: they may carry request details, and the reconciler
-// reports failures itself.
-type quietLogger struct{}
-
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Warnf(string, ...any)  {}
-func (quietLogger) Debugf(string, ...any) {}

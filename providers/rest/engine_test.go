@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,6 +238,19 @@ func TestListFollowsEveryStyle(t *testing.T) {
 			}
 			fmt.Fprint(w, items(start, start+3))
 		}},
+		{"next URL in the body", profileWith(t, "list.items", "values", "list.pagination", "raw:{\"style\":\"nextURL\",\"sizeParam\":\"pagelen\",\"size\":3,\"next\":\"next\"}"), func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("pagelen") != "3" {
+				http.Error(w, "the page size is lost", http.StatusBadRequest)
+				return
+			}
+			start, _ := strconv.Atoi(r.URL.Query().Get("page"))
+			next := ""
+			if start+3 < n {
+				// Bitbucket's next carries an opaque page token and the page size.
+				next = fmt.Sprintf(`,"next":"http://%s/hooks?pagelen=3&page=%d"`, r.Host, start+3)
+			}
+			fmt.Fprintf(w, `{"pagelen":3,"values":%s%s}`, items(start, start+3), next)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,6 +269,22 @@ func TestListFollowsEveryStyle(t *testing.T) {
 			t.Errorf("List = %v; want a refusal to send the credential to another host", err)
 		}
 	})
+	nextURL := "raw:{\"style\":\"nextURL\",\"next\":\"next\"}"
+	for _, tc := range []struct{ reason, next, want string }{
+		{"a next URL on another host would carry the credential there", `"https://elsewhere.example.com/hooks?page=2"`, "another host"},
+		{"a next URL that is not a string is not followed as one", `{"href":"/hooks?page=2"}`, "not a string"},
+		{"a next URL that leads back is a loop", `"/hooks"`, "earlier page"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			var served atomic.Int64
+			c := handlerClient(t, profileWith(t, "list.items", "values", "list.pagination", nextURL), func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, `{"values":[%s],"next":%s}`, item(int(served.Add(1))), tc.next)
+			})
+			if _, err := c.List(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("List = %v; want an error naming %q", err, tc.want)
+			}
+		})
+	}
 }
 
 func TestErrorsClassify(t *testing.T) {

@@ -202,8 +202,16 @@ func (c *Client) pages(ctx context.Context, src paged) ([]gjson.Result, error) {
 			}
 			seenCursor[next] = true
 			cursor = next
-		case PageLink:
-			next := providers.ParseLinks(res.header.Values("Link"))["next"]
+		case PageLink, PageNextURL:
+			next := ""
+			if pg.Style == PageLink {
+				next = providers.ParseLinks(res.header.Values("Link"))["next"]
+			} else if v := body.Get(pg.Next); v.Exists() && v.Type != gjson.Null {
+				if v.Type != gjson.String {
+					return nil, pagingError("page %d: next %q is not a string", n, pg.Next)
+				}
+				next = v.String()
+			}
 			if next == "" {
 				return all, nil
 			}

@@ -239,6 +239,9 @@ const (
 	PageOffset = "offset" // offset + limit, ends when More is false (or on a short page)
 	PageCursor = "cursor" // a cursor read from the body, ends on HasMore false, Done true or no cursor
 	PageLink   = "link"   // the Link header's rel="next" URL, followed verbatim
+	// PageNextURL: the next page's URL at a body path (Bitbucket's next), followed verbatim;
+	// the list ends when the body has none (absent, null or empty).
+	PageNextURL = "nextURL"
 )
 
 // ListOp is the list request and its paging.
@@ -263,6 +266,7 @@ type Pagination struct {
 	More        string `json:"more,omitempty"`
 	// CursorParam, Next (the response path of the next cursor) or NextFromLastID (the cursor is
 	// the last item's id, Resend and Stripe), and the end: HasMore false, Done true, or no cursor.
+	// nextURL: Next is the response path of the next page's URL.
 	CursorParam    string `json:"cursorParam,omitempty"`
 	Next           string `json:"next,omitempty"`
 	NextFromLastID bool   `json:"nextFromLastID,omitempty"`

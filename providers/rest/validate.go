@@ -534,7 +534,7 @@ func (ck *checker) pagination(path string, pg Pagination) {
 			ck.add(path+"."+name, "required for style %s", pg.Style)
 		}
 	}
-	if pg.Style != PageNone && pg.Style != "" && pg.Style != PageLink {
+	if pg.Style != PageNone && pg.Style != "" && pg.Style != PageLink && pg.Style != PageNextURL {
 		needs("sizeParam", pg.SizeParam)
 		if pg.Size <= 0 {
 			ck.add(path+".size", "required for style %s: a positive page size", pg.Style)
@@ -562,8 +562,14 @@ func (ck *checker) pagination(path string, pg Pagination) {
 			ck.add(path+".hasMore", "nextFromLastID needs hasMore or done to know the end")
 		}
 	case PageLink:
+	case PageNextURL:
+		needs("next", pg.Next)
+		ck.jsonPath(path+".next", pg.Next, false)
+		if (pg.SizeParam == "") != (pg.Size <= 0) {
+			ck.add(path+".size", "set sizeParam and a positive size together, or neither")
+		}
 	default:
-		ck.add(path+".style", "want %s, %s, %s, %s or %s, got %q", PageNone, PagePage, PageOffset, PageCursor, PageLink, pg.Style)
+		ck.add(path+".style", "want %s, %s, %s, %s, %s or %s, got %q", PageNone, PagePage, PageOffset, PageCursor, PageLink, PageNextURL, pg.Style)
 	}
 }
 

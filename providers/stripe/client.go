@@ -86,11 +86,6 @@ func RateFor(key string) providers.Rate {
 	return testModeRate
 }
 
-// Factory returns a providers.Factory that builds Stripe clients with New.
-func Factory() providers.Factory {
-	return providers.FactoryOf(New)
-}
-
 // New builds a Client for the account whose secret API key is cfg.Credential. cfg.APIURL
 // overrides https://api.stripe.com (stripe-mock, fakes); cfg.Timeout defaults to DefaultTimeout.
 // Configuration errors are *providers.Error of kind Permanent.

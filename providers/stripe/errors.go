@@ -45,29 +45,34 @@ func (c *Client) classify(err error) error {
 		RequestID:  se.RequestID,
 		RetryAfter: c.retryAfter(se),
 	}
+	out.Kind = kindOf(status, se.Msg, se.Code == stripego.ErrorCodeResourceMissing)
+	return out
+}
+
+// kindOf classifies a Stripe error answer, v1 or v2, by its status (and missing: the object is
+// gone, whatever the status says).
+func kindOf(status int, msg string, missing bool) providers.Kind {
 	switch {
 	case status == http.StatusTooManyRequests:
 		// Both rate_limit and lock_timeout. stripe-go would retry only lock_timeout, and we run
 		// it with retries off: the reconciler owns the backoff. Stripe's docs promise no
 		// Retry-After on a 429; without one, RetryAfter stays zero and the reconciler backs off
 		// per credential by rateLimitBackoff (seconds, for a per-second limiter).
-		out.Kind = providers.RateLimited
-	case status == http.StatusNotFound || se.Code == stripego.ErrorCodeResourceMissing:
-		out.Kind = providers.NotFound
+		return providers.RateLimited
+	case status == http.StatusNotFound || missing:
+		return providers.NotFound
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		out.Kind = providers.Unauthorized
-	case status == http.StatusBadRequest && strings.Contains(strings.ToLower(se.Msg), quotaMessage):
-		out.Kind = providers.QuotaExceeded
+		return providers.Unauthorized
+	case status == http.StatusBadRequest && strings.Contains(strings.ToLower(msg), quotaMessage):
+		return providers.QuotaExceeded
 	case status == http.StatusConflict:
 		// idempotency_key_in_use: a request with the same key is still running at Stripe. The
 		// same call succeeds (or replays) once it finishes; stripe-go retries 409 for this reason.
-		out.Kind = providers.Transient
+		return providers.Transient
 	case status >= 400 && status < 500:
-		out.Kind = providers.Permanent
-	default:
-		out.Kind = providers.Transient
+		return providers.Permanent
 	}
-	return out
+	return providers.Transient
 }
 
 // retryAfter reads Retry-After (delta-seconds or HTTP-date) from the response that produced se.

@@ -33,7 +33,8 @@ const (
 //   - the header is parsed more strictly: exactly one t, in canonical decimal, and a header
 //     carrying no v1 element is ErrMalformed.
 //
-// The dedupe key is the event's "id" from the body, which Stripe keeps across retries.
+// The dedupe key is the event's "id" from the body, which Stripe keeps across retries (for a v2
+// thin notification that names the snapshot event it stands for, that event's id: eventFields).
 type Verifier struct {
 	tolerance  time.Duration
 	futureSkew time.Duration
@@ -84,7 +85,8 @@ func SignHeader(secret string, t time.Time, body []byte) string {
 //   - ErrBadSignature: nothing matches (wrong secret, tampered body, no usable secret);
 //   - ErrTooOld / ErrTooNew: authentic, but t is outside the tolerance;
 //   - ErrNoEventID: authentic, but the body has no non-empty string "id";
-//   - ErrAmbiguous: authentic, but more than one top-level member names "id" or "type".
+//   - ErrAmbiguous: authentic, but more than one top-level member names "id", "type", "object"
+//     or "snapshot_event".
 //
 // Empty secrets are skipped: an empty HMAC key is not a secret.
 func (v *Verifier) Verify(d providers.Delivery, secrets [][]byte) (providers.Verified, error) {
@@ -181,12 +183,19 @@ func signature(secret []byte, timestamp string, body []byte) []byte {
 	return mac.Sum(nil)
 }
 
-// eventFields reads the dedupe key ("id") and the event type from an authentic body. Top-level
-// keys are matched exactly, unlike encoding/json's case-insensitive struct matching; a key that
-// two members name, in any spelling encoding/json would match, is ErrAmbiguous.
+// thinEvent is the object of a v2 event destination's thin notification.
+const thinEvent = "v2.core.event"
+
+// eventFields reads the dedupe key and the event type from an authentic body: a v1 snapshot
+// event's id, or a v2 thin notification's ({id, object: "v2.core.event", type, related_object,
+// ...}: the same Stripe-Signature, the same top-level id and type). A thin event that stands in
+// for a snapshot event during Stripe's migration names it in snapshot_event, which Stripe says
+// to use as the idempotency key: it is the dedupe key then, so the pair is processed once. Top-
+// level keys are matched exactly, unlike encoding/json's case-insensitive struct matching; a
+// key that two members name, in any spelling encoding/json would match, is ErrAmbiguous.
 func eventFields(body []byte) (providers.Verified, error) {
-	keys := [2]string{"id", "type"}
-	var v [2]string // id, type
+	keys := [4]string{"id", "type", "object", "snapshot_event"}
+	var v [4]string
 	ok, ambiguous := jsonscan.UniqueTopLevelStrings(body, v[:], keys[:]...)
 	if !ok {
 		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoEventID, "the body is not a JSON object")
@@ -196,6 +205,9 @@ func eventFields(body []byte) (providers.Verified, error) {
 	}
 	if v[0] == "" {
 		return providers.Verified{}, providers.VerifyError("stripe", providers.ErrNoEventID, `the body has no non-empty string "id"`)
+	}
+	if v[2] == thinEvent && v[3] != "" {
+		return providers.Verified{EventID: v[3], EventType: v[1]}, nil
 	}
 	return providers.Verified{EventID: v[0], EventType: v[1]}, nil
 }

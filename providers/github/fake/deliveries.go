@@ -125,7 +125,7 @@ func (s *Server) listDeliveries(r *http.Request, tg *target, h Hook, rt route, b
 		}
 		v.Set("per_page", strconv.Itoa(perPage))
 		v.Set("cursor", cursorPrefix+strconv.FormatInt(last, 10))
-		res.set("Link", "<"+base+"/"+tg.collection()+"/"+strconv.FormatInt(h.ID, 10)+"/deliveries?"+v.Encode()+`>; rel="next"`)
+		res.set("Link", "<"+base+"/"+tg.hookPath(h.ID)+"/deliveries?"+v.Encode()+`>; rel="next"`)
 	}
 	return res
 }

@@ -69,7 +69,8 @@ type Server struct {
 	httpClient  *http.Client
 
 	mu         sync.Mutex
-	targets    map[string]*target // by lower-case key "repos/o/r", "orgs/o"
+	targets    map[string]*target // by lower-case key "repos/o/r", "orgs/o", "app/<id>"
+	apps       map[string]*app    // by App id and client ID (app.go)
 	tokens     map[string]*token
 	nextHookID int64
 	nextTarget int64
@@ -138,6 +139,7 @@ func New(opts ...Option) *Server {
 		rateLimit:   DefaultRateLimit,
 		limitStatus: http.StatusForbidden,
 		targets:     map[string]*target{},
+		apps:        map[string]*app{},
 		tokens:      map[string]*token{},
 		nextHookID:  500000000,
 		nextTarget:  1000,
@@ -270,6 +272,8 @@ func parseTarget(t string) (kind, owner, repo string, ok bool) {
 		return KindRepository, parts[1], parts[2], true
 	case len(parts) == 2 && strings.EqualFold(parts[0], "orgs") && parts[1] != "":
 		return KindOrganization, parts[1], "", true
+	case len(parts) == 2 && parts[0] == "app" && parts[1] != "":
+		return KindApp, parts[1], "", true
 	}
 	return "", "", "", false
 }
@@ -281,6 +285,9 @@ func ValidTarget(t string) bool {
 }
 
 func targetKey(kind, owner, repo string) string {
+	if kind == KindApp {
+		return "app/" + owner
+	}
 	if kind == KindOrganization {
 		return "orgs/" + strings.ToLower(owner)
 	}

@@ -63,12 +63,17 @@ type route struct {
 	op         string
 }
 
-func (rt route) key() string { return targetKey(rt.kind, rt.owner, rt.repo) }
+func (rt route) key() string {
+	if rt.kind == KindApp {
+		return "app" // which App, the JWT says
+	}
+	return targetKey(rt.kind, rt.owner, rt.repo)
+}
 
 // meterRoute names a request for the meter's counters: the hook route with its owner,
 // repository and hook id taken out, or the path as sent for anything else.
 func (rt route) meterRoute(method string) fakeapi.Route {
-	if rt.op == "" {
+	if rt.op == "" || rt.kind == KindApp {
 		return fakeapi.Route{Method: method, Pattern: rt.path}
 	}
 	p := "/repos/{owner}/{repo}/hooks"
@@ -99,6 +104,9 @@ func parseRoute(method, p string) route {
 		rt.prefix, p = p[:len(enterprisePrefix)], p[len(enterprisePrefix):]
 	}
 	rt.path = p
+	if parseAppRoute(method, p, &rt) || strings.HasPrefix(p, "/app") {
+		return rt
+	}
 	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	var rest []string
 	switch {
@@ -255,6 +263,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // handle answers one request that passed the faults. Callers hold s.mu.
 func (s *Server) handle(r *http.Request, cred string, hasAuth bool, rt route, body []byte) result {
+	if rt.kind == KindApp {
+		return s.handleApp(r, cred, hasAuth, rt, body)
+	}
 	if !hasAuth {
 		res := basicError(http.StatusUnauthorized, "Requires authentication", docsRoot)
 		s.anonymousLimit(&res)
@@ -431,10 +442,21 @@ func (s *Server) list(r *http.Request, tg *target, rt route, base string) result
 }
 
 func (tg *target) collection() string {
-	if tg.kind == KindOrganization {
+	switch tg.kind {
+	case KindApp:
+		return "app/hook"
+	case KindOrganization:
 		return "orgs/" + tg.owner + "/hooks"
 	}
 	return "repos/" + tg.owner + "/" + tg.repo + "/hooks"
+}
+
+// hookPath is hook id's path: the App's one webhook has none of its own.
+func (tg *target) hookPath(id int64) string {
+	if tg.kind == KindApp {
+		return tg.collection()
+	}
+	return tg.collection() + "/" + strconv.FormatInt(id, 10)
 }
 
 func (tg *target) noun() string {
@@ -1032,6 +1054,9 @@ func maskBody(body []byte) string {
 	var m map[string]any
 	if len(bytes.TrimSpace(body)) == 0 || json.Unmarshal(body, &m) != nil || m == nil {
 		return ""
+	}
+	if sec, ok := m["secret"].(string); ok && sec != "" {
+		m["secret"] = MaskedSecret // PATCH /app/hook/config
 	}
 	if cfg, ok := m["config"].(map[string]any); ok {
 		if sec, ok := cfg["secret"].(string); ok && sec != "" {

@@ -1,6 +1,7 @@
 // Package fake is a stateful, in-process stand-in for Stripe's webhook-endpoint API
 // (/v1/webhook_endpoints) and its event log (/v1/events), with deliveries to the endpoints
-// (see events.go).
+// (see events.go), and for the v2 event destinations API (/v2/core/event_destinations, JSON:
+// see destinations.go).
 //
 // It speaks Stripe's wire format (form-encoded requests, JSON responses, Stripe's error
 // envelope, list pagination, Idempotency-Key replay) closely enough that an unmodified
@@ -15,6 +16,7 @@ package fake
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"maps"
 	"net/http"
 	"net/url"
@@ -45,12 +47,14 @@ type Server struct {
 	deliveryClient *http.Client
 	apiVersion     string
 	autoDisable    bool
+	v1InV2         bool
 
 	mu           sync.Mutex
 	pageSize     int
 	maxEndpoints int
 	idemTTL      time.Duration
 	rejected     map[string]bool
+	restricted   map[string]bool
 	accounts     map[string]*account
 	seq          uint64
 }
@@ -86,6 +90,7 @@ func New(opts ...Option) *Server {
 		maxEndpoints: DefaultMaxEndpoints,
 		idemTTL:      DefaultIdempotencyTTL,
 		rejected:     map[string]bool{},
+		restricted:   map[string]bool{},
 		accounts:     map[string]*account{},
 	}
 	for _, o := range opts {
@@ -137,8 +142,10 @@ func (e Endpoint) clone() Endpoint {
 
 type account struct {
 	endpoints []*entry
-	idem      map[string]idemEntry
-	events    []*eventEntry
+	// destinations are the v2 event destinations, in creation order (destinations.go).
+	destinations []Destination
+	idem         map[string]idemEntry
+	events       []*eventEntry
 	// lastOK is when a delivery to an endpoint last succeeded (WithAutoDisable).
 	lastOK map[string]time.Time
 }
@@ -305,14 +312,16 @@ func (s *Server) Edit(apiKey, id string, fn func(*Endpoint)) bool {
 
 // Request is one logged API request. Account is AccountLabel of the key, never the key.
 type Request struct {
-	Time           time.Time  `json:"time"`
-	Account        string     `json:"account"`
-	Method         string     `json:"method"`
-	Path           string     `json:"path"`
-	Query          url.Values `json:"query,omitempty"`
-	Form           url.Values `json:"form,omitempty"` // decoded request body
-	IdempotencyKey string     `json:"idempotency_key,omitempty"`
-	UserAgent      string     `json:"user_agent,omitempty"`
+	Time    time.Time  `json:"time"`
+	Account string     `json:"account"`
+	Method  string     `json:"method"`
+	Path    string     `json:"path"`
+	Query   url.Values `json:"query,omitempty"`
+	Form    url.Values `json:"form,omitempty"` // decoded request body
+	// JSON is the body of a v2 request, as sent.
+	JSON           json.RawMessage `json:"json,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	UserAgent      string          `json:"user_agent,omitempty"`
 	// Status is the HTTP status sent, or 499 if the client went away before the response
 	// (for example during injected latency).
 	Status   int  `json:"status"`
@@ -324,6 +333,7 @@ type Request struct {
 func (r Request) clone() Request {
 	r.Query = fakeapi.CloneValues(r.Query)
 	r.Form = fakeapi.CloneValues(r.Form)
+	r.JSON = slices.Clone(r.JSON)
 	return r
 }
 

@@ -95,6 +95,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve computes the response; ok is false if the client gave up during injected latency.
 func (s *Server) serve(r *http.Request, key string, rec *Request, taken fakeapi.Taken[Fault], chaosMayPick bool) (res result, ok bool) {
+	if strings.HasPrefix(r.URL.Path, "/v2/") {
+		// v2 speaks JSON, and answers faults in its own error shape.
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
+		if err != nil {
+			return badV2("Invalid request body: %v", err), true
+		}
+		rec.JSON = body
+		return fakeapi.Serve(r.Context(), taken, func() result { return s.handleV2(r, key, rec, body) }, v2Fault)
+	}
 	params := rec.Query
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		// Parsed by hand: net/http's ParseForm ignores DELETE bodies, and stripe-go sends
@@ -134,13 +143,21 @@ func (s *Server) handle(r *http.Request, key string, rec *Request, params url.Va
 	a := s.acct(key, true)
 	now := s.now()
 
+	return s.idempotent(a, r, rec, r.Method+" "+r.URL.Path+"\n"+params.Encode(), now, func() result {
+		return s.route(a, r.Method, r.URL.Path, params, now)
+	})
+}
+
+// idempotent runs apply, or replays the answer an earlier POST with the same Idempotency-Key
+// and the same fingerprint (method, path, parameters) got within the window; the same key with
+// other parameters is refused. Callers hold s.mu.
+func (s *Server) idempotent(a *account, r *http.Request, rec *Request, fp string, now time.Time, apply func() result) result {
 	// Stripe documents Idempotency-Key as meaningful on POST only ("no effect" on GET and
 	// DELETE), so a retried DELETE meets a 404, which the operator must tolerate.
 	ikey := strings.TrimSpace(rec.IdempotencyKey)
 	if r.Method != http.MethodPost || ikey == "" {
-		return s.route(a, r.Method, r.URL.Path, params, now)
+		return apply()
 	}
-	fp := r.Method + " " + r.URL.Path + "\n" + params.Encode()
 	if prev, ok := a.idem[ikey]; ok && now.Sub(prev.at) < s.idemTTL {
 		if prev.fingerprint != fp {
 			return (&apiError{status: http.StatusBadRequest, Type: "idempotency_error", Message: fmt.Sprintf(
@@ -153,7 +170,7 @@ func (s *Server) handle(r *http.Request, key string, rec *Request, params url.Va
 		}}
 	}
 	delete(a.idem, ikey) // expired, if present
-	res := s.route(a, r.Method, r.URL.Path, params, now)
+	res := apply()
 	if res.cache {
 		reqID := newID("req_", 14)
 		res.header = map[string]string{"Request-Id": reqID}
@@ -225,7 +242,7 @@ func (s *Server) create(a *account, p url.Values, now time.Time) result {
 		}
 	}
 
-	if len(a.endpoints) >= s.maxEndpoints {
+	if len(a.endpoints)+len(a.destinations) >= s.maxEndpoints {
 		res := invalid(http.StatusBadRequest, "", "", "You have reached the maximum of %d test webhook endpoints.", s.maxEndpoints).result()
 		res.cache = true
 		return res
@@ -482,7 +499,7 @@ func nullable(s string) *string {
 // meterRoute names a request for the meter's counters: a collection (endpoints, events) or
 // one of its objects.
 func meterRoute(method, path string) fakeapi.Route {
-	for _, collection := range []string{basePath, eventsPath} {
+	for _, collection := range []string{basePath, eventsPath, destinationsPath} {
 		if path != collection && strings.HasPrefix(path, collection+"/") {
 			path = collection + "/{id}"
 		}
