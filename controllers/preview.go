@@ -86,6 +86,20 @@ type FieldChange struct {
 // sub's status (endpointID, url) and UID are what the plan reads as recorded: for a
 // subscription not yet in the cluster, leave them empty.
 func (r *Reconciler) Preview(ctx context.Context, sub *hookv1.WebhookSubscription) (Preview, error) {
+	return r.preview(ctx, sub, nil)
+}
+
+// PreviewListed is Preview from a list of the account read before (Observe's): `hookwarden
+// import` plans each manifest it writes from the one list it read, to say what adopting changes.
+func (r *Reconciler) PreviewListed(ctx context.Context, sub *hookv1.WebhookSubscription, observed []providers.Registration) (Preview, error) {
+	if observed == nil {
+		observed = []providers.Registration{}
+	}
+	return r.preview(ctx, sub, observed)
+}
+
+// preview is Preview from observed, or from a fresh list when observed is nil.
+func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscription, observed []providers.Registration) (Preview, error) {
 	if r.credentials == nil {
 		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
 	}
@@ -116,9 +130,10 @@ func (r *Reconciler) Preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 		Disabled:    sub.Spec.Disabled,
 		Owner:       r.owner(sub),
 	}}
-	observed, err := o.List(ctx, 0)
-	if err != nil {
-		return Preview{}, fromList(err)
+	if observed == nil {
+		if observed, err = o.List(ctx, 0); err != nil {
+			return Preview{}, fromList(err)
+		}
 	}
 	in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rounds{}))
 	if err != nil {
@@ -203,6 +218,9 @@ func fieldChange(field string, r providers.Registration, d providers.Desired) Fi
 		return FieldChange{Field: field, From: ownerString(r.Owner), To: ownerString(d.Owner)}
 	}
 	// A provider-specific setting the provider reports as off.
+	if v, ok := r.Reconfigures[field]; ok {
+		return FieldChange{Field: field, From: v.From, To: v.To}
+	}
 	return FieldChange{Field: field, From: "misconfigured", To: "as the provider's client sets it"}
 }
 

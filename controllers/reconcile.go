@@ -217,6 +217,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	base := sub.DeepCopy()
+	// What `hookwarden plan` needs to plan as this manager does (written with the status, so
+	// it costs no write of its own).
+	sub.Status.Manager = &hookv1.ManagerSettings{ClusterName: r.ClusterName, ReceiverBaseURL: r.ReceiverBaseURL}
 	var res ctrl.Result
 	var err error
 	if sub.Spec.Suspend {

@@ -48,6 +48,10 @@ type Registration struct {
 	// Create would set (GitHub: content_type, insecure_ssl). They count as drift, and Update
 	// repairs them.
 	Misconfigured []string
+	// Reconfigures says, for the settings of Misconfigured it knows, what the provider reports
+	// and what Update sets instead (GitHub content_type: form -> json), so a plan or an import
+	// can say what adoption changes.
+	Reconfigures map[string]ValueChange
 	// LastDelivery is what the provider reports about its latest delivery to this registration
 	// (GitHub's last_response); nil when it reports nothing.
 	LastDelivery *DeliveryReport
@@ -71,6 +75,21 @@ type Registration struct {
 	// of ours is drift (or a stall) for its subscription alone. Create, Update and the like
 	// return an error instead (with whatever could be read).
 	Unfit string
+}
+
+// ValueChange is a setting's value as the provider reports it, and as Update sets it.
+type ValueChange struct {
+	From, To string
+}
+
+// Reconfigure records that Update changes setting field from the value the provider reports to
+// the one its Create sets (Misconfigured, with the values).
+func (r *Registration) Reconfigure(field, from, to string) {
+	r.Misconfigured = append(r.Misconfigured, field)
+	if r.Reconfigures == nil {
+		r.Reconfigures = map[string]ValueChange{}
+	}
+	r.Reconfigures[field] = ValueChange{From: from, To: to}
 }
 
 // DeliveryReport is the provider's account of its latest delivery attempt to a registration.

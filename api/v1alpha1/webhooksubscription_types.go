@@ -693,6 +693,19 @@ type WebhookSubscriptionStatus struct {
 	// Recovery is the state of missed-delivery recovery: how far it got, its last run, totals.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+	// Manager is how the manager that reconciles the subscription is set up, as far as its
+	// decisions depend on it: `hookwarden plan` plans with these, not with a guess.
+	// +optional
+	Manager *ManagerSettings `json:"manager,omitempty"`
+}
+
+// ManagerSettings are the manager's settings its plans depend on.
+type ManagerSettings struct {
+	// ClusterName is the manager's --cluster-name, the cluster its ownership markers name.
+	ClusterName string `json:"clusterName"`
+	// ReceiverBaseURL is the manager's --receiver-base-url ("": none).
+	// +optional
+	ReceiverBaseURL string `json:"receiverBaseURL,omitempty"`
 }
 
 // RecoveryTrigger says why a recovery run started.

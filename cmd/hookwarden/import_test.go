@@ -37,7 +37,7 @@ func TestImport(t *testing.T) {
 	orders := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{ID: "we_orders", URL: "https://hooks.example.com/orders", EnabledEvents: []string{"invoice.paid", "checkout.session.completed", "invoice.paid"}, Description: "orders pipeline", Secret: "whsec_import_test_secret"})
 	stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{ID: "we_theirs", URL: "https://hooks.example.com/theirs", EnabledEvents: []string{"invoice.paid"},
 		Metadata: stripe.MarkerMetadata(providers.Owner{Cluster: "other-cluster", Namespace: "elsewhere", Name: "theirs", UID: "uid-theirs"}, "")})
-	hook := ghSrv.Seed(tn.repo, ghfake.Hook{Active: true, Events: []string{"push", "pull_request"}, Config: ghfake.Config{URL: "https://hooks.example.com/repo", Secret: "old"}})
+	hook := ghSrv.Seed(tn.repo, ghfake.Hook{Active: true, Events: []string{"push", "pull_request"}, Config: ghfake.Config{URL: "https://hooks.example.com/repo", ContentType: "form", InsecureSSL: "1", Secret: "old"}})
 
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "whsec.txt")
@@ -49,10 +49,13 @@ func TestImport(t *testing.T) {
 	golden(t, "import-stripe.yaml", stripeYAML, map[string]string{stripeURL: "<stripe>"})
 	g.Expect(stderr).To(ContainSubstring(`refused we_theirs (https://hooks.example.com/theirs): carries the ownership marker of cluster "other-cluster"`))
 	g.Expect(stderr).To(ContainSubstring("imported we_orders (https://hooks.example.com/orders) as import/stripe-we-orders: adopted with the signing secret you supplied"))
+	g.Expect(stderr).To(ContainSubstring("adopting changes ownership marker:  -> envtest/import/stripe-we-orders"))
 
 	code, ghYAML, stderr := run(t, nil, "import", "--provider", "github", "--credentials", "github-api", "--api-url", ghURL, "--owner", "acme", "--repository", "import", "-n", tn.ns, "--cluster-name", clusterName)
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)
-	g.Expect(stderr).To(ContainSubstring("a new secret is set on the same registration"))
+	g.Expect(stderr).To(ContainSubstring("a new secret is set on the same registration; adopting changes content_type: form -> json, insecure_ssl: 1 -> 0"))
+	g.Expect(ghYAML + stripeYAML).NotTo(ContainSubstring("status"))
+	g.Expect(ghYAML + stripeYAML).NotTo(ContainSubstring("{}"))
 	golden(t, "import-github.yaml", ghYAML, map[string]string{ghURL: "<github>"})
 
 	// Applied back: every registration adopted, none created.

@@ -188,8 +188,8 @@ func sameWidth(placeholder, orig string) string {
 	return placeholder + strings.Repeat(".", len(orig)-len(placeholder))
 }
 
-// startManager runs the real reconciler until the returned stop is called.
-func startManager(t *testing.T) (stop func()) {
+// startManager runs the real reconciler (changed by opts) until the returned stop is called.
+func startManager(t *testing.T, opts ...func(*controllers.Reconciler)) (stop func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
@@ -208,6 +208,9 @@ func startManager(t *testing.T) (stop func()) {
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
 		Accounts:    controllers.NewAccounts(builtin.Registry(), controllers.AccountOptions{QPS: 200, Burst: 50, RequestTimeout: 5 * time.Second}),
 		ClusterName: clusterName,
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -15,7 +15,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/stripe"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -247,4 +250,56 @@ func TestPlanReadsImportsOutput(t *testing.T) {
 		g.Expect(stdout).To(MatchRegexp(`import-plan/stripe-\S+\s+stripe\s+keep\s+update\s+` + ep.ID + `\s+update \S+ in place: ownership marker`))
 		g.Expect(stdout).NotTo(ContainSubstring("replace"), "the supplied secret is used: no rotation")
 	}
+}
+
+// TestPlanLearnsTheManagersSettings: plan needs neither --cluster-name nor --receiver-base-url
+// repeated: the manager publishes them in status.manager. A healthy cluster whose manager runs
+// with its own cluster name and a receiver plans clean (exit 0), a new receiver manifest is
+// planned for the manager's receiver URL, and a conflict fails the gate with its own exit code
+// (5), not 0.
+func TestPlanLearnsTheManagersSettings(t *testing.T) {
+	g := NewWithT(t)
+	tn := newTenant(t, g, "plan-settings")
+	const base = "https://in.example.com/base"
+	viaReceiver := tn.stripeSub("inbox", "", "invoice.paid")
+	viaReceiver.Spec.Endpoint = hookv1.EndpointSpec{Receiver: &hookv1.ReceiverEndpoint{}}
+	orders := tn.stripeSub("orders", "https://hooks.example.com/settings/orders", "invoice.paid")
+	for _, s := range []*hookv1.WebhookSubscription{viaReceiver, orders} {
+		g.Expect(env.Client.Create(context.Background(), s.DeepCopy())).To(Succeed())
+	}
+	stop := startManager(t, func(r *controllers.Reconciler) { r.ClusterName, r.ReceiverBaseURL = "prod-eu", base })
+	for _, s := range []*hookv1.WebhookSubscription{viaReceiver, orders} {
+		live := expectReady(g, s)
+		g.Expect(live.Status.Manager).To(Equal(&hookv1.ManagerSettings{ClusterName: "prod-eu", ReceiverBaseURL: base}))
+	}
+	stop()
+
+	code, stdout, stderr := run(t, nil, "plan", "-n", tn.ns)
+	t.Logf("REPORT plan -n %s without the manager's flags: exit %d\n%s%s", tn.ns, code, stdout, stderr)
+	g.Expect(code).To(Equal(cli.ExitOK), "stdout: %s stderr: %s", stdout, stderr)
+	g.Expect(stdout).NotTo(ContainSubstring("conflict"))
+	g.Expect(stdout).NotTo(ContainSubstring("error"))
+
+	// A new receiver subscription, and one for a URL another cluster's endpoint serves.
+	stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/settings/theirs", EnabledEvents: []string{"invoice.paid"},
+		Metadata: stripe.MarkerMetadata(providers.Owner{Cluster: "prod-us", Namespace: tn.ns, Name: "theirs", UID: "uid-theirs"}, "")})
+	inbox2 := viaReceiver.DeepCopy()
+	inbox2.Name, inbox2.Spec.SigningSecret.Name = "inbox-2", "inbox-2-signing"
+	theirs := tn.stripeSub("theirs", "https://hooks.example.com/settings/theirs", "invoice.paid")
+	file := filepath.Join(t.TempDir(), "new.yaml")
+	writeManifests(t, file, inbox2)
+	code, stdout, stderr = run(t, nil, "plan", "-f", file, "-n", tn.ns)
+	g.Expect(code).To(Equal(cli.ExitPending), "stdout: %s stderr: %s", stdout, stderr)
+	g.Expect(stdout).To(ContainSubstring("create a registration for " + base + "/hooks/" + tn.ns + "/inbox-2"))
+	writeManifests(t, file, inbox2, theirs)
+	code, stdout, stderr = run(t, nil, "plan", "-f", file, "-n", tn.ns)
+	t.Logf("REPORT plan -f with a conflict: exit %d\n%s%s", code, stdout, stderr)
+	g.Expect(code).To(Equal(cli.ExitBlocked), "stdout: %s stderr: %s", stdout, stderr)
+	g.Expect(stdout).To(MatchRegexp(`plan-settings/theirs\s+stripe\s+conflict`))
+	g.Expect(stderr).To(ContainSubstring("1 of 2 subscriptions cannot go on as they are"))
+
+	// Flags still override, and say so.
+	code, _, stderr = run(t, nil, "plan", "-n", tn.ns, "--cluster-name", "guess")
+	g.Expect(code).To(Equal(cli.ExitBlocked), stderr)
+	g.Expect(stderr).To(ContainSubstring(`the manager publishes "prod-eu"`))
 }

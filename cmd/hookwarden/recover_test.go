@@ -37,7 +37,7 @@ func TestRecoverResumes(t *testing.T) {
 
 	code, _, stderr = run(t, nil, "recover", "-n", tn.ns, "-l", "app=orders", "--timeout", "1s", "--poll-interval", "100ms")
 	g.Expect(code).To(Equal(cli.ExitTimeout), stderr)
-	g.Expect(stderr).To(ContainSubstring("a recovery requested at " + requested + " is still running: following it"))
+	g.Expect(stderr).To(ContainSubstring("a recovery requested at " + requested + " is still pending: following it"))
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sub), live)).To(Succeed())
 	g.Expect(live.Annotations[cli.AnnotationRecoverRequestedAt]).To(Equal(requested))
 }

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,9 +174,9 @@ func TestRotateResumesTheBatch(t *testing.T) {
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)
 	// The GitHub ones had rotated; a Stripe one may have too, once creates were accepted again.
 	for _, s := range subs[3:] {
-		g.Expect(stderr).To(ContainSubstring(key(s) + ": rotated before in this batch"))
+		g.Expect(stderr).To(ContainSubstring(key(s) + ": handled the rotation of this batch"))
 	}
-	g.Expect(strings.Count(stderr, "rotated before in this batch")+strings.Count(stderr, "still pending: following it")).To(Equal(6), stderr)
+	g.Expect(strings.Count(stderr, "handled the rotation of this batch")+strings.Count(stderr, "still pending: following it")).To(Equal(6), stderr)
 	g.Expect(stderr).NotTo(ContainSubstring(": rotation requested"))
 	g.Expect(ghSecretChanges).To(Equal(3))
 	g.Expect(newEndpoints).To(Equal(3))
@@ -197,4 +198,66 @@ func createTeam(g *WithT, tn *tenant, team string, stripe, github []string) []*h
 		g.Expect(env.Client.Create(context.Background(), s.DeepCopy())).To(Succeed())
 	}
 	return subs
+}
+
+// TestRotateGuardRails: no NAME, -l or --all is refused (it would rotate the whole namespace);
+// several names are taken; --dry-run asks nothing; following does not stop at a stalled
+// subscription nor wait on a suspended one: each one's outcome is in the table, exit 1.
+func TestRotateGuardRails(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	tn := newTenant(t, g, "rotate-rails")
+	subs := createTeam(g, tn, "rails", []string{"a", "b", "c"}, nil)
+	stop := startManager(t)
+	defer stop()
+	for _, s := range subs {
+		expectReady(g, s)
+	}
+	annotated := func() []string {
+		var out []string
+		for _, s := range subs {
+			live := &hookv1.WebhookSubscription{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(s), live)).To(Succeed())
+			if v := live.Annotations[hookv1.AnnotationRotateRequestedAt]; v != "" {
+				out = append(out, live.Name)
+			}
+		}
+		return out
+	}
+
+	code, _, stderr := run(t, nil, "rotate", "-n", tn.ns)
+	g.Expect(code).To(Equal(cli.ExitUsage), stderr)
+	g.Expect(stderr).To(ContainSubstring("or pass --all to act on every subscription in namespace rotate-rails"))
+	code, stdout, stderr := run(t, nil, "rotate", "a", "b", "-n", tn.ns, "--dry-run")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).To(MatchRegexp(`rotate-rails/a\s+ask`))
+	g.Expect(stdout).To(MatchRegexp(`rotate-rails/b\s+ask`))
+	g.Expect(stdout).NotTo(ContainSubstring("rotate-rails/c"))
+	g.Expect(annotated()).To(BeEmpty(), "--dry-run asks nothing")
+
+	// b suspended, c stalled (its credential gone): a rotates; b and c are reported, not waited on.
+	patch := func(name string, fn func(*hookv1.WebhookSubscription)) {
+		live := &hookv1.WebhookSubscription{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: name}, live)).To(Succeed())
+		base := live.DeepCopy()
+		fn(live)
+		g.Expect(env.Client.Patch(ctx, live, client.MergeFrom(base))).To(Succeed())
+	}
+	patch("b", func(s *hookv1.WebhookSubscription) { s.Spec.Suspend = true })
+	patch("c", func(s *hookv1.WebhookSubscription) { s.Spec.Provider.CredentialsRef.Name = "absent" })
+	g.Eventually(func(g Gomega) {
+		live := &hookv1.WebhookSubscription{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: "c"}, live)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(live.Status.Conditions, hookv1.ConditionStalled)).To(BeTrue())
+		g.Expect(live.Status.ObservedGeneration).To(Equal(live.Generation))
+	}).Should(Succeed())
+	start := time.Now()
+	code, stdout, stderr = run(t, nil, "rotate", "c", "b", "a", "-n", tn.ns, "--timeout", "50s", "--poll-interval", "100ms")
+	t.Logf("REPORT rotate a b c (b suspended, c stalled): exit %d after %s\n%s%s", code, time.Since(start).Round(time.Second), stdout, stderr)
+	g.Expect(code).To(Equal(cli.ExitError), stderr)
+	g.Expect(time.Since(start)).To(BeNumerically("<", 40*time.Second), "not waited on until the timeout")
+	g.Expect(stdout).To(MatchRegexp(`rotate-rails/a\s+we_\S+\s+we_\S+\s+\S+\s+rotated`))
+	g.Expect(stdout).To(MatchRegexp(`rotate-rails/b\s+.*suspended`))
+	g.Expect(stdout).To(MatchRegexp(`rotate-rails/c\s+.*stalled: CredentialsNotFound`))
+	g.Expect(stderr).To(ContainSubstring("2 of 3 rotations did not end"))
 }

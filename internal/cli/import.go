@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -45,7 +46,9 @@ func newImportCommand(g *globals) *cobra.Command {
 a REST profile's target (read-only, through the same client the manager uses, with the credential
 in the Secret --credentials names in the namespace) and writes one WebhookSubscription per
 canonical URL to stdout (YAML documents; -o json: a v1 List): its URL, its events as a set, its
-description, policies.adoption Adopt. What it did with each registration goes to stderr.
+description, policies.adoption Adopt. What it did with each registration goes to stderr, with
+every field adopting it changes at the provider (as the manager's plan of the manifest says:
+GitHub content_type form -> json, a Stripe ownership marker).
 Applied, each adopts its registration without a create, except where the provider cannot give
 its secret back (below). Twins (registrations for one canonical URL) make one manifest, for the
 one whose secret you supplied (else the oldest, as the manager would pick); the others are
@@ -177,6 +180,8 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		notes = append(notes, note)
 	}
 	var objs []any
+	var imported []*hookv1.WebhookSubscription
+	var signing []corev1.Secret
 	used := map[string]bool{}
 	for _, twins := range byCanonicalURL(importable) {
 		held := map[string]bool{}
@@ -190,9 +195,12 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			// The Secret first: applied in this order, it is there when the manager first
 			// looks (which waits for it a short time anyway: controllers.ImportedSecretWait).
 			sub.Annotations[hookv1.AnnotationImportedSecret] = sub.Spec.SigningSecret.Name
-			objs = append(objs, importedSigningSecret(sub, reg.ID, secrets[reg.ID]))
+			sec := importedSigningSecret(sub, reg.ID, secrets[reg.ID])
+			objs = append(objs, sec)
+			signing = append(signing, *sec)
 		}
 		objs = append(objs, sub)
+		imported = append(imported, sub)
 		notes = append(notes, note)
 		for _, t := range twins {
 			if t.ID != reg.ID {
@@ -206,6 +214,22 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	for id := range secrets {
 		return usageError("--secret %s: the account has no importable registration %s", id, id)
 	}
+	// What adopting changes, as the manager's own plan of each manifest says (from the same
+	// list, with the signing Secrets written beside them).
+	r.APIReader = readOnly{newWithSecrets(c.client, signing)}
+	changes := map[string][]string{}
+	for _, sub := range imported {
+		p, err := r.PreviewListed(ctx, sub, regs)
+		if err != nil {
+			return err
+		}
+		changes[key(sub)] = adoptionChanges(p)
+	}
+	for i, n := range notes {
+		if c := changes[n.Subscription]; n.Outcome == "imported" && len(c) > 0 {
+			notes[i].Secret += "; adopting changes " + strings.Join(c, ", ")
+		}
+	}
 	for _, n := range notes {
 		if n.Subscription != "" && n.Outcome == "imported" {
 			g.progress(cmd.ErrOrStderr(), "%s %s (%s) as %s: %s", n.Outcome, n.Registration, n.URL, n.Subscription, n.Secret)
@@ -216,17 +240,47 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	return writeManifests(cmd.OutOrStdout(), g.output, objs)
 }
 
+// manifest is obj as one writes a manifest: no status, no empty blocks (recovery: {}), no
+// creationTimestamp: null.
+func manifest(obj any) any {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return obj
+	}
+	delete(m, "status")
+	pruneEmpty(m)
+	return m
+}
+
+// pruneEmpty removes, recursively, the nulls and empty objects of m.
+func pruneEmpty(m map[string]any) {
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			pruneEmpty(sub)
+			if len(sub) == 0 {
+				delete(m, k)
+			}
+		} else if v == nil {
+			delete(m, k)
+		}
+	}
+}
+
 // writeManifests writes objects to w as manifests kubectl applies: YAML documents (the default,
 // and -o yaml) or, with -o json, one v1 List.
 func writeManifests(w io.Writer, output string, objs []any) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": append([]any{}, objs...)})
+		items := make([]any, len(objs))
+		for i, o := range objs {
+			items[i] = manifest(o)
+		}
+		return enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 	}
 	docs := make([]string, 0, len(objs))
 	for _, o := range objs {
-		b, err := yaml.Marshal(o)
+		b, err := yaml.Marshal(manifest(o))
 		if err != nil {
 			return err
 		}
@@ -244,6 +298,7 @@ func (g *globals) ownedHere(ctx context.Context, c *cluster, r *controllers.Reco
 	if err := c.client.List(ctx, &list); err != nil {
 		return nil, kubeError("listing the WebhookSubscriptions of every namespace (import skips the registrations they own)", err)
 	}
+	r.Subscriptions = list.Items // the plans of the manifests see what these record
 	return r.Owners(tmpl, regs, list.Items, func(sub *hookv1.WebhookSubscription) (map[string]bool, error) {
 		var sec corev1.Secret
 		err := c.client.Get(ctx, nsName(sub.Namespace, sub.Spec.SigningSecret.Name), &sec)
@@ -286,6 +341,19 @@ func importedSigningSecret(sub *hookv1.WebhookSubscription, id string, secret []
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{hookv1.SecretKeyPrefix + id: secret, hookv1.SecretKeyCurrent: secret},
 	}
+}
+
+// adoptionChanges are the fields of a registration the plan of its manifest changes at the
+// provider ("content_type: form -> json"): what adopting it does beyond what import's note on
+// the secret says.
+func adoptionChanges(p controllers.Preview) []string {
+	var out []string
+	for _, st := range p.Steps {
+		for _, ch := range st.Changes {
+			out = append(out, changeLine(ch))
+		}
+	}
+	return out
 }
 
 // byCanonicalURL groups registrations by canonical URL (the raw URL where it has none), in the

@@ -44,8 +44,14 @@ Nothing is written, to the provider or to the cluster. The provider credentials 
 the Secrets the specs name (spec.provider.credentialsRef), as the manager reads them: the
 caller needs get on those Secrets and on the signing Secrets.
 
-Exit code 2 when any subscription has pending steps (as terraform plan -detailed-exitcode), 1
-when one could not be planned.`,
+The manager's settings a plan depends on (its --cluster-name and --receiver-base-url) are
+read from the subscriptions' status (status.manager, which the manager writes): the
+subscription's own, or for a new one those the cluster's subscriptions publish. The flags
+override them (with a warning when they differ).
+
+Exit code 2 when any subscription has pending steps (as terraform plan -detailed-exitcode); 5
+when one cannot go on as it is (a conflict or a stall, which the manager would not resolve
+alone); 1 when one could not be planned.`,
 		Example: `  hookwarden plan -f subscriptions.yaml
   hookwarden plan -n shop -l team=payments -o yaml`,
 		Args: cobra.NoArgs,
@@ -53,8 +59,8 @@ when one could not be planned.`,
 	}
 	cmd.Flags().StringSliceVarP(&f.files, "filename", "f", nil, "manifest file with WebhookSubscriptions (- for stdin); repeatable")
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector of the subscriptions in the cluster to plan")
-	cmd.Flags().StringVar(&f.clusterName, "cluster-name", "", "the manager's --cluster-name (default: as the manager's, the UID of kube-system)")
-	cmd.Flags().StringVar(&f.receiverBase, "receiver-base-url", "", "the manager's --receiver-base-url, for subscriptions with spec.endpoint.receiver")
+	cmd.Flags().StringVar(&f.clusterName, "cluster-name", "", "override the manager's --cluster-name (default: what the manager publishes in the subscriptions' status.manager; before it has, its default, the UID of kube-system)")
+	cmd.Flags().StringVar(&f.receiverBase, "receiver-base-url", "", "override the manager's --receiver-base-url (default: what the manager publishes in status.manager)")
 	return cmd
 }
 
@@ -83,30 +89,34 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 	if err != nil {
 		return err
 	}
-	name, err := clusterName(ctx, c, f.clusterName)
+	all, err := g.clusterSubscriptions(ctx, c)
 	if err != nil {
 		return err
 	}
-	r := &controllers.Reconciler{
-		APIReader:       readOnly{newWithSecrets(c.client, secrets)},
-		Accounts:        controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now}),
-		ClusterName:     name,
-		ReceiverBaseURL: f.receiverBase,
-	}
+	planners := &planners{g: g, ctx: ctx, c: c, flags: f, all: all, published: publishedSettings(all),
+		reader: readOnly{newWithSecrets(c.client, secrets)}, accounts: controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now})}
 	results := make([]planResult, 0, len(subs))
-	pending, failed := false, 0
+	pending, failed, blocked := false, 0, 0
 	for i := range subs {
 		sub := &subs[i]
 		res := planResult{Subscription: key(sub), InCluster: inCluster[i]}
+		r, err := planners.forSubscription(cmd, sub)
+		if err != nil {
+			return err
+		}
 		g.progress(cmd.ErrOrStderr(), "planning %s (%d/%d): listing the %s account", key(sub), i+1, len(subs), sub.Spec.Provider.Type)
 		p, err := g.preview(ctx, cmd, r, sub)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			res.Error = oneLine(err)
 			failed++
-		} else {
+		case p.Conflict != "" || p.Stall != "":
+			res.Plan = &p
+			blocked++
+		default:
 			res.Plan = &p
 			pending = pending || p.Changes()
 		}
@@ -118,10 +128,99 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 	switch {
 	case failed > 0:
 		return &exitError{code: ExitError, err: fmt.Errorf("%d of %d subscriptions could not be planned", failed, len(subs))}
+	case blocked > 0:
+		return &exitError{code: ExitBlocked, err: fmt.Errorf("%d of %d subscriptions cannot go on as they are (a conflict or a stall: see DETAIL)", blocked, len(subs))}
 	case pending:
 		return pendingChanges
 	}
 	return nil
+}
+
+// clusterSubscriptions are the subscriptions of every namespace (those of the namespace alone
+// when the caller may not list them all): what they record is theirs (a plan never adopts it),
+// and their status publishes the manager's settings.
+func (g *globals) clusterSubscriptions(ctx context.Context, c *cluster) ([]hookv1.WebhookSubscription, error) {
+	var list hookv1.WebhookSubscriptionList
+	err := c.client.List(ctx, &list)
+	if apierrors.IsForbidden(err) {
+		err = c.client.List(ctx, &list, client.InNamespace(c.namespace))
+	}
+	if err != nil && !isCRDMissing(err) {
+		return nil, kubeError("listing WebhookSubscriptions", err)
+	}
+	return list.Items, nil
+}
+
+// publishedSettings are the manager's settings most subscriptions publish (status.manager;
+// nil when none does).
+func publishedSettings(subs []hookv1.WebhookSubscription) *hookv1.ManagerSettings {
+	count := map[hookv1.ManagerSettings]int{}
+	var best *hookv1.ManagerSettings
+	for i := range subs {
+		s := subs[i].Status.Manager
+		if s == nil {
+			continue
+		}
+		count[*s]++
+		if best == nil || count[*s] > count[*best] {
+			best = s
+		}
+	}
+	return best
+}
+
+// planners make the reconciler each subscription is planned with: with the settings of the
+// manager that reconciles it (its status's, else those the cluster's subscriptions publish),
+// or the flags where given.
+type planners struct {
+	g         *globals
+	ctx       context.Context
+	c         *cluster
+	flags     planFlags
+	all       []hookv1.WebhookSubscription
+	published *hookv1.ManagerSettings
+	reader    client.Reader
+	accounts  *controllers.Accounts
+	made      map[hookv1.ManagerSettings]*controllers.Reconciler
+	warned    bool
+}
+
+func (p *planners) forSubscription(cmd *cobra.Command, sub *hookv1.WebhookSubscription) (*controllers.Reconciler, error) {
+	var s hookv1.ManagerSettings
+	switch {
+	case sub.Status.Manager != nil:
+		s = *sub.Status.Manager
+	case p.published != nil:
+		s = *p.published
+	}
+	learned := s
+	if p.flags.clusterName != "" {
+		s.ClusterName = p.flags.clusterName
+	}
+	if p.flags.receiverBase != "" {
+		s.ReceiverBaseURL = p.flags.receiverBase
+	}
+	if learned.ClusterName != "" && s != learned && !p.warned {
+		p.warned = true
+		p.g.progress(cmd.ErrOrStderr(), "warning: planning with --cluster-name %q and --receiver-base-url %q; the manager publishes %q and %q (status.manager)", s.ClusterName, s.ReceiverBaseURL, learned.ClusterName, learned.ReceiverBaseURL)
+	}
+	if s.ClusterName == "" {
+		// No manager has published its settings yet: its default, as the manager's.
+		name, err := clusterName(p.ctx, p.c, "")
+		if err != nil {
+			return nil, err
+		}
+		s.ClusterName = name
+	}
+	if r, ok := p.made[s]; ok {
+		return r, nil
+	}
+	r := &controllers.Reconciler{APIReader: p.reader, Accounts: p.accounts, ClusterName: s.ClusterName, ReceiverBaseURL: s.ReceiverBaseURL, Subscriptions: p.all}
+	if p.made == nil {
+		p.made = map[hookv1.ManagerSettings]*controllers.Reconciler{}
+	}
+	p.made[s] = r
+	return r, nil
 }
 
 // preview plans one subscription, waiting out provider rate limits as the manager would.

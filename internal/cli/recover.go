@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,7 +22,7 @@ const AnnotationRecoverRequestedAt = "hookwarden.io/recover-requested-at"
 func newRecoverCommand(g *globals) *cobra.Command {
 	var f followFlags
 	cmd := &cobra.Command{
-		Use:   "recover [NAME] [-l selector]",
+		Use:   "recover NAME... | -l selector | --all",
 		Short: "Ask for a recovery run of missed events and follow it to its end",
 		Long: `recover sets the annotation hookwarden.io/recover-requested-at on each subscription and
 follows status.recovery until status.recovery.lastHandledRequestedAt equals the request, then
@@ -32,14 +31,21 @@ recovered, skipped (already received) and beyond the provider's window (no longe
 retrievable). A request the manager refused (recovery Off, or not available on the provider)
 prints its reason.
 
-Exit code 1 when any run ended Partial or Failed, or was refused; 0 when every run succeeded.
+Name the subscriptions (NAME..., or -l); --all asks every one of the namespace (with -A: of
+the cluster). --dry-run prints what would be asked of which, and asks nothing. A suspended or
+stalled subscription runs nothing without a human: it is reported at once (NotRun), not waited
+on; the others are followed to their end.
+
+Exit code 1 when any run ended Partial or Failed, was refused or not run; 0 when every run
+succeeded.
 
 Resumable as rotate: a request still pending is followed, not made again, and a subscription
 that handled the batch's request (--requested-at, or the value of a request still pending on
 another) is not asked again.`,
-		Example: `  hookwarden recover -n shop -l team=payments --timeout 30m`,
-		Args:    cobra.MaximumNArgs(1),
-		RunE:    func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
+		Example: `  hookwarden recover -n shop -l team=payments --timeout 30m
+  hookwarden recover orders refunds -n shop`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
 	}
 	f.add(cmd)
 	return cmd
@@ -60,8 +66,13 @@ type recoveryRun struct {
 	Resumed      bool   `json:"resumed,omitempty"`
 }
 
-// resultRefused is the result of a request the manager handled without a run.
-const resultRefused = "Refused"
+// Results of a request that has no run to show: handled without one (refused), not handled
+// because the subscription is suspended or stalled (not run), not handled yet (pending).
+const (
+	resultRefused = "Refused"
+	resultNotRun  = "NotRun"
+	resultPending = "Pending"
+)
 
 // failed reports whether the run did not recover everything it was asked to.
 func (r recoveryRun) failed() bool { return r.Result != string(hookv1.RecoverySucceeded) }
@@ -106,11 +117,10 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 	if err != nil {
 		return err
 	}
-	subs, err := g.selectSubscriptions(ctx, c, args, f.selector)
+	subs, err := g.selectSubscriptions(ctx, c, args, f)
 	if err != nil {
 		return err
 	}
-	runs := make([]recoveryRun, len(subs))
 	requested, handled := make([]string, len(subs)), make([]string, len(subs))
 	for i := range subs {
 		u, err := getUnstructured(ctx, c, types.NamespacedName{Namespace: subs[i].Namespace, Name: subs[i].Name})
@@ -120,52 +130,38 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 		handled[i], _ = recoveryOf(u)
 		requested[i] = u.GetAnnotations()[AnnotationRecoverRequestedAt]
 	}
-	batch := batchValue(f.requestedAt, g.opts.Now().UTC().Format(time.RFC3339Nano), requested, handled)
-	for i := range subs {
-		s := &subs[i]
-		runs[i] = recoveryRun{Subscription: key(s), RequestedAt: batch, Resumed: true}
-		switch actionFor(batch, requested[i], handled[i]) {
-		case requestFollow:
-			runs[i].RequestedAt = requested[i]
-			g.progress(cmd.ErrOrStderr(), "%s: a recovery requested at %s is still running: following it", key(s), requested[i])
-			continue
-		case requestHandled:
-			g.progress(cmd.ErrOrStderr(), "%s: recovered before in this batch (%s): not asked again", key(s), batch)
-			continue
-		}
-		patch := client.MergeFrom(s.DeepCopy())
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
-		}
-		s.Annotations[AnnotationRecoverRequestedAt] = batch
-		if err := c.client.Patch(ctx, s, patch); err != nil {
-			return kubeError("requesting a recovery of "+key(s), err)
-		}
-		runs[i].Resumed = false
-		g.progress(cmd.ErrOrStderr(), "%s: recovery requested", key(s))
+	batch, items := g.planBatch(subs, requested, handled, f.requestedAt)
+	if err := g.ask(ctx, cmd, c, items, AnnotationRecoverRequestedAt, "recovery", f.dryRun); err != nil || f.dryRun {
+		return err
 	}
-	tick := time.NewTicker(f.interval)
-	defer tick.Stop()
-	for i := range runs {
-		for {
-			u, err := getUnstructured(ctx, c, types.NamespacedName{Namespace: subs[i].Namespace, Name: subs[i].Name})
-			if err == nil {
-				if handled, run := recoveryOf(u); handled == runs[i].RequestedAt {
-					run.Subscription, run.RequestedAt, run.Resumed = runs[i].Subscription, runs[i].RequestedAt, runs[i].Resumed
-					runs[i] = run
-					g.progress(cmd.ErrOrStderr(), "recovery %d/%d ended: %s: %s", i+1, len(runs), run.Subscription, run.summary())
-					break
-				}
-			} else if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s: %w (%d of %d recoveries ended; this batch is --requested-at %s)", runs[i].Subscription, ctx.Err(), i, len(runs), batch)
-			case <-tick.C:
+	runs := make([]recoveryRun, len(items))
+	for i, it := range items {
+		runs[i] = recoveryRun{Subscription: key(it.sub), RequestedAt: it.value, Resumed: it.action != requestAsk, Result: resultPending}
+	}
+	ended := 0
+	ferr := g.followAll(ctx, items, f.interval, func(ctx context.Context, it batchItem) (verdict, error) {
+		u, err := getUnstructured(ctx, c, client.ObjectKeyFromObject(it.sub))
+		if err != nil {
+			return verdict{}, err
+		}
+		r := &runs[it.index]
+		if handled, run := recoveryOf(u); handled == it.value {
+			ended++
+			run.Subscription, run.RequestedAt, run.Resumed = r.Subscription, r.RequestedAt, r.Resumed
+			*r = run
+			g.progress(cmd.ErrOrStderr(), "recovery %d/%d ended: %s: %s", ended, len(items), run.Subscription, run.summary())
+			return verdict{done: true}, nil
+		}
+		live := &hookv1.WebhookSubscription{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, live); err == nil {
+			if why := stuckOn(live); why != "" {
+				r.Result, r.Message = resultNotRun, why
+				g.progress(cmd.ErrOrStderr(), "%s: %s: not waited on", r.Subscription, why)
+				return verdict{stuck: why}, nil
 			}
 		}
-	}
+		return verdict{}, nil
+	})
 	if err := g.print(cmd.OutOrStdout(), runs, func(t *table) {
 		t.header("SUBSCRIPTION", "RESULT", "RECOVERED", "SKIPPED", "BEYOND-WINDOW", "REQUESTED-AT", "MESSAGE")
 		for _, r := range runs {
@@ -173,6 +169,9 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 		}
 	}); err != nil {
 		return err
+	}
+	if ferr != nil {
+		return fmt.Errorf("%w (%d of %d recoveries ended; this batch is --requested-at %s)", ferr, ended, len(items), batch)
 	}
 	var failed []string
 	for _, r := range runs {
@@ -189,8 +188,8 @@ func (g *globals) runRecover(cmd *cobra.Command, args []string, f followFlags) e
 // summary is one line on what the run did.
 func (r recoveryRun) summary() string {
 	s := fmt.Sprintf("%s: %d recovered, %d skipped, %d beyond the window", r.Result, r.Recovered, r.Skipped, r.BeyondWindow)
-	if r.Result == resultRefused {
-		s = resultRefused
+	if r.Result == resultRefused || r.Result == resultNotRun {
+		s = r.Result
 	}
 	if r.Message != "" {
 		s += ": " + r.Message

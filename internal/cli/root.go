@@ -33,6 +33,9 @@ const (
 	ExitUsage = 3
 	// ExitTimeout: --timeout passed or the command was interrupted; running it again resumes.
 	ExitTimeout = 4
+	// ExitBlocked: plan found a subscription that cannot go on as it is (a conflict or a
+	// stall): a human must act.
+	ExitBlocked = 5
 )
 
 // exitError carries an exit code with the one line printed for it.
@@ -135,7 +138,7 @@ func NewCommand(o Options) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hookwarden",
 		Short:         "Plan, import, rotate and inspect Hookwarden webhook subscriptions",
-		Long:          "hookwarden works with the WebhookSubscriptions of the cluster in your kubeconfig (also as the kubectl plugin: kubectl hookwarden).\n\nExit codes: 0 ok, 1 error, 2 plan has pending changes, 3 bad input or usage, 4 timed out or interrupted (run again to resume).",
+		Long:          "hookwarden works with the WebhookSubscriptions of the cluster in your kubeconfig (also as the kubectl plugin: kubectl hookwarden).\n\nExit codes: 0 ok, 1 error, 2 plan has pending changes, 3 bad input or usage, 4 timed out or interrupted (run again to resume), 5 plan found a conflict or a stall.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.Get().Version,

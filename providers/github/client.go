@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -218,6 +219,18 @@ func absent(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
+// reported is a config value as GitHub reported it, for a message: a string's text, or the JSON.
+func reported(raw json.RawMessage) string {
+	var s string
+	switch {
+	case absent(raw):
+		return "(none)"
+	case json.Unmarshal(raw, &s) == nil:
+		return s
+	}
+	return string(raw)
+}
+
 // decodeHook reads one hook object as far as it fits and returns, as problems, what does not
 // (field paths, never values): a hook of a retired GitHub Service has a config without url, a
 // tool may leave events null. null for a flag (active) reads as false; insecure_ssl may be a
@@ -278,16 +291,16 @@ func decodeHook(raw json.RawMessage) (providers.Registration, []string) {
 		}
 		var ct string
 		if json.Unmarshal(cfg.ContentType, &ct) != nil || ct != "json" {
-			r.Misconfigured = append(r.Misconfigured, "content_type")
+			r.Reconfigure("content_type", reported(cfg.ContentType), "json")
 		}
 		var ssl flexString
 		switch {
 		case absent(cfg.InsecureSSL):
-			r.Misconfigured = append(r.Misconfigured, "insecure_ssl")
+			r.Reconfigure("insecure_ssl", reported(cfg.InsecureSSL), "0")
 		case json.Unmarshal(cfg.InsecureSSL, &ssl) != nil:
 			problems = append(problems, "config.insecure_ssl is neither a string nor a number")
 		case ssl != "0":
-			r.Misconfigured = append(r.Misconfigured, "insecure_ssl")
+			r.Reconfigure("insecure_ssl", string(ssl), "0")
 		}
 	}
 	var lr *wireResponse
@@ -417,6 +430,7 @@ func (c *Client) resolve(current, ref string) (string, error) {
 func cloneRegistration(r providers.Registration) providers.Registration {
 	r.Events = slices.Clone(r.Events)
 	r.Misconfigured = slices.Clone(r.Misconfigured)
+	r.Reconfigures = maps.Clone(r.Reconfigures)
 	if r.LastDelivery != nil {
 		d := *r.LastDelivery
 		r.LastDelivery = &d

@@ -185,7 +185,8 @@ func TestListMapsHooks(t *testing.T) {
 			}
 			want := []providers.Registration{{
 				ID: fmt.Sprint(h.ID), URL: "https://example.com/hook", Events: []string{"push", "issues"},
-				Disabled: true, Created: created, Misconfigured: []string{"content_type", "insecure_ssl"}, LastDelivery: tc.want, Health: tc.health,
+				Disabled: true, Created: created, Misconfigured: []string{"content_type", "insecure_ssl"},
+				Reconfigures: map[string]providers.ValueChange{"content_type": {From: "form", To: "json"}, "insecure_ssl": {From: "1", To: "0"}}, LastDelivery: tc.want, Health: tc.health,
 			}}
 			if d := cmp.Diff(want, regs); d != "" {
 				t.Errorf("List (-want +got):\n%s", d)

@@ -385,7 +385,11 @@ func (c *Client) read(r gjson.Result, purpose readPurpose) (providers.Registrati
 		got := r.Get(k)
 		var buf bytes.Buffer
 		if !got.Exists() || json.Compact(&buf, []byte(got.Raw)) != nil || !bytes.Equal(buf.Bytes(), want) {
-			reg.Misconfigured = append(reg.Misconfigured, k)
+			from := got.Raw
+			if !got.Exists() {
+				from = "(none)"
+			}
+			reg.Reconfigure(k, from, string(want))
 		}
 	}
 	return reg, sh.problems

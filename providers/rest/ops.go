@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -491,7 +492,7 @@ func groups(regs []providers.Registration) []providers.Registration {
 		i, ok := index[gid]
 		if !ok {
 			g := r
-			g.ID, g.Events, g.CreateKey = gid, nil, ""
+			g.ID, g.Events, g.CreateKey, g.Reconfigures = gid, nil, "", maps.Clone(r.Reconfigures)
 			out = append(out, g)
 			i = len(out) - 1
 			index[gid] = i
@@ -507,6 +508,12 @@ func groups(regs []providers.Registration) []providers.Registration {
 		}
 		g.Disabled = g.Disabled || r.Disabled
 		g.Misconfigured = append(g.Misconfigured, r.Misconfigured...)
+		for k, v := range r.Reconfigures {
+			if g.Reconfigures == nil {
+				g.Reconfigures = map[string]providers.ValueChange{}
+			}
+			g.Reconfigures[k] = v
+		}
 	}
 	for i := range out {
 		out[i].Misconfigured = slices.Compact(slices.Sorted(slices.Values(out[i].Misconfigured)))
