@@ -102,6 +102,12 @@ func (o ownership) proof(r providers.Registration) string {
 }
 
 func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
+	if r.Variant != in.Caps.Variant {
+		// Another kind of registration of this provider (a Stripe v2 event destination beside
+		// v1 endpoints): it serves another subscription's spec even on the same URL, so it is
+		// never a match, a twin or stale here.
+		return foreign
+	}
 	if r.Unfit != "" {
 		// What could be read may still prove it ours (its recorded id, a held secret, a
 		// marker); nothing can be compared with the spec, and nothing is changed.

@@ -74,6 +74,11 @@ func withDescription(d string) func(*providers.Registration) {
 	return func(r *providers.Registration) { r.Description = d }
 }
 
+// withVariant makes it another kind of registration of the same provider (Registration.Variant).
+func withVariant(v string) func(*providers.Registration) {
+	return func(r *providers.Registration) { r.Variant = v }
+}
+
 func withDisabled(r *providers.Registration) { r.Disabled = true }
 func withHealthDisabled(r *providers.Registration) {
 	r.Health = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled by the provider"}
@@ -540,6 +545,22 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_2",
 			held:     []string{"we_1", "we_2"},
 			want:     keeps(reg("we_2", 1), twin(reg("we_1", 0))),
+		},
+
+		// Another kind of registration on the same account (Stripe: a v2 event destination
+		// beside v1 endpoints): never a match, never a twin, never pruned.
+		{
+			reason:   "a v2 destination of this subscription's on the same URL: a v1 plan creates its endpoint and leaves the destination alone",
+			observed: []providers.Registration{reg("ed_1", 0, withVariant("v2/thin"))},
+			held:     []string{"ed_1"},
+			want:     creates(),
+		},
+		{
+			reason:   "an unmarked v2 destination and a recorded v1 endpoint on one URL: keep the endpoint, no twin pruned",
+			observed: []providers.Registration{reg("we_1", 0), reg("ed_1", 1, withVariant("v2/snapshot"), unmarked)},
+			recorded: "we_1",
+			held:     []string{"we_1"},
+			want:     keeps(reg("we_1", 0)),
 		},
 	}
 
