@@ -37,6 +37,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups=eventing.knative.dev,resources=brokers,verbs=get
 
 // settingsIndex indexes subscriptions by the ConfigMap holding their provider settings (a REST
 // profile), so an edited profile re-triggers only the subscriptions that use it.
@@ -45,6 +47,9 @@ const settingsIndex = "spec.provider.settingsConfigMap"
 // credentialsIndex indexes subscriptions by the name of their credentials Secret, so a rotated
 // or restored credential re-triggers only the subscriptions that use it.
 const credentialsIndex = ".spec.provider.credentialsRef.name"
+
+// sinkSecretsIndex indexes subscriptions by the Secrets their sinks read.
+const sinkSecretsIndex = ".spec.delivery.sinks.secrets"
 
 // Reconciler reconciles WebhookSubscriptions.
 type Reconciler struct {
@@ -137,6 +142,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, sinkSecretsIndex, func(o client.Object) []string {
+		return sinkSecretNames(o.(*hookv1.WebhookSubscription))
+	}); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, claimIndex, func(o client.Object) []string {
 		return r.claimKeyOf(o.(*hookv1.WebhookSubscription))
 	}); err != nil {
@@ -174,6 +184,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(secrets, handler.EnqueueRequestsFromMapFunc(importedSecretFor), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		// A rotated or restored credential wakes the subscriptions naming it.
 		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(credentialsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		// ... and so does one a sink reads (its copy in the route Secret follows).
+		Watches(secrets, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(sinkSecretsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.subscriptionsUsing(settingsIndex)), builder.OnlyMetadata, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("webhooksubscription").
@@ -220,6 +232,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// What `hookwarden plan` needs to plan as this manager does (written with the status, so
 	// it costs no write of its own).
 	sub.Status.Manager = &hookv1.ManagerSettings{ClusterName: r.ClusterName, ReceiverBaseURL: r.ReceiverBaseURL}
+	// What the receiver needs for each sink, prepared before anything writes the route Secret.
+	sinks := r.gatherSinks(ctx, sub)
+	r.RouteSecrets.setSinks(req.NamespacedName, sinks.data)
+	r.reportSinks(sub, sinks)
 	var res ctrl.Result
 	var err error
 	if sub.Spec.Suspend {

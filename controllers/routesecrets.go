@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -45,9 +46,18 @@ type RouteSecrets struct {
 	Log      logr.Logger
 
 	mu sync.Mutex
-	// copied is, per subscription, the UID and signing Secret resourceVersion last copied: a
-	// reconcile that reads an unchanged signing Secret costs no request.
+	// copied is, per subscription, the UID, signing Secret resourceVersion and sink material
+	// digest last copied: a reconcile that reads an unchanged signing Secret costs no request.
 	copied map[types.NamespacedName]string
+	// sinks is the sink material each subscription's last reconcile prepared (gatherSinks).
+	sinks sinkData
+}
+
+// setSinks keeps the sink material of subscription key for its route Secret writes. Nil-safe.
+func (r *RouteSecrets) setSinks(key types.NamespacedName, data map[string][]byte) {
+	if r != nil {
+		r.sinks.set(key, data)
+	}
 }
 
 // DefaultRouteSweepInterval is how often copies of deleted subscriptions are looked for.
@@ -77,18 +87,21 @@ func (r *RouteSecrets) remember(key types.NamespacedName, v string) {
 }
 
 // ensure makes the route Secret of sub hold what signing (its signing Secret, as just read
-// or written) holds. Nil-safe: without a receiver namespace nothing is copied.
+// or written) holds, and the sink material its reconcile prepared. Nil-safe: without a receiver namespace nothing is copied.
 func (r *RouteSecrets) ensure(ctx context.Context, sub *hookv1.WebhookSubscription, signing *corev1.Secret) error {
 	if r == nil || signing == nil {
 		return nil
 	}
 	key := types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}
-	v := copiedVersion(sub, signing)
+	sinks := r.sinks.get(key)
+	v := copiedVersion(sub, signing) + "/" + digest(sinks)
 	if r.seen(key) == v {
 		return nil
 	}
 	src := routesecret.Source{Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID)}
-	if err := r.write(ctx, src, signing.Data); err != nil {
+	data := routesecret.Data(signing.Data)
+	maps.Copy(data, sinks)
+	if err := r.write(ctx, src, data); err != nil {
 		return err
 	}
 	r.remember(key, v)

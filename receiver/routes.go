@@ -366,18 +366,7 @@ func (r refusing) Verify(providers.Delivery, [][]byte) (providers.Verified, erro
 }
 
 // sinkMaterial is the part of a route Secret's data that belongs to sinks (routesecret.SinkKey).
-func sinkMaterial(data map[string][]byte) map[string][]byte {
-	var out map[string][]byte
-	for k, v := range data {
-		if strings.HasPrefix(k, "sink.") {
-			if out == nil {
-				out = map[string][]byte{}
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
+func sinkMaterial(data map[string][]byte) map[string][]byte { return routesecret.SinkData(data) }
 
 // signingSecrets returns every distinct secret in a route Secret, in a stable order: the
 // current one, one per live registration, and a pending client-chosen one (the provider may

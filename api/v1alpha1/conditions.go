@@ -20,7 +20,16 @@ const (
 	// (Healthy), False (Failing, DisabledByProvider) or Unknown. It never changes what Ready,
 	// Reconciling and Stalled mean, so kstatus reads the object as before.
 	ConditionDelivering ConditionType = "Delivering"
+	// ConditionSinksReady is True when the manager has prepared what the receiver needs for
+	// every sink (credentials copied, ref sinks resolved, filters compiling), False with each
+	// misconfigured sink named (its events wait at the receiver; the other sinks go on), and
+	// absent without a spec.delivery.sinks list. Like Delivering, it never changes what Ready means.
+	ConditionSinksReady ConditionType = "SinksReady"
 )
+
+// ReasonSinkMisconfigured: a sink's Secret or key is missing, its filter does not compile, or
+// its addressable has no address.
+const ReasonSinkMisconfigured Reason = "SinkMisconfigured"
 
 // Reasons of the Delivering condition.
 const (

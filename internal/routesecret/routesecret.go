@@ -82,7 +82,24 @@ const (
 // SinkKey is the route Secret key of field of the sink named sink: "sink.<sink>.<field>". The
 // receiver reads a sink's credentials there (it reads no Secret outside its namespace), so they
 // travel to it, and follow rotation, the way signing secrets do.
-func SinkKey(sink, field string) string { return "sink." + sink + "." + field }
+func SinkKey(sink, field string) string { return SinkPrefix + sink + "." + field }
+
+// SinkPrefix begins every key of sink material in a route Secret.
+const SinkPrefix = "sink."
+
+// SinkData is the part of data that is sink material (keys under SinkPrefix); nil when none.
+func SinkData(data map[string][]byte) map[string][]byte {
+	var out map[string][]byte
+	for k, v := range data {
+		if strings.HasPrefix(k, SinkPrefix) {
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // Source is what a route Secret says it was copied from.
 type Source struct {
@@ -90,7 +107,7 @@ type Source struct {
 }
 
 // New returns the route Secret in receiverNamespace for the subscription src with data (a
-// signing Secret's full data: Data selects from it).
+// signing Secret's full data, Data selects from it, and the sinks' material under SinkPrefix).
 func New(receiverNamespace string, src Source, data map[string][]byte) *corev1.Secret {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: receiverNamespace, Name: Name(src.Namespace, src.Name)},
@@ -118,6 +135,7 @@ func Fill(sec *corev1.Secret, src Source, data map[string][]byte) {
 	sec.Annotations[AnnotationSubscription] = src.Namespace + "/" + src.Name
 	sec.Annotations[AnnotationUID] = src.UID
 	sec.Data = Data(data)
+	maps.Copy(sec.Data, SinkData(data))
 }
 
 // SourceOf reads the source subscription of a route Secret; ok is false for any other object.

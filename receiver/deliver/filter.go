@@ -7,15 +7,10 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/ext"
 
+	"github.com/hookwarden/hookwarden/internal/eventfilter"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
-
-// filterCostLimit bounds one evaluation of a filter (CEL cost units; Kubernetes allows 1,000,000
-// per call, "roughly 0.1 second"). The data variable is the event's JSON, unbounded in shape, so
-// no static estimate can bound a filter that iterates it: the runtime limit does.
-const filterCostLimit = 1_000_000
 
 // Filter is a compiled spec.delivery.sinks[].filter: a CEL expression over the event's type,
 // source, subject, id, time and data (the payload decoded as JSON) that selects the events a
@@ -25,37 +20,12 @@ type Filter struct {
 	prg  cel.Program
 }
 
-// filterEnv declares the event's attributes as the filter sees them.
-func filterEnv() (*cel.Env, error) {
-	return cel.NewEnv(
-		cel.Variable("type", cel.StringType),
-		cel.Variable("source", cel.StringType),
-		cel.Variable("subject", cel.StringType),
-		cel.Variable("id", cel.StringType),
-		cel.Variable("time", cel.TimestampType),
-		cel.Variable("data", cel.DynType),
-		ext.Strings(),
-	)
-}
-
-// CompileFilter compiles expr. Its error is the CEL issue text (position included), fit for a
-// condition or a log line: an undeclared variable, a syntax error, a result that is not a
-// bool.
+// CompileFilter compiles expr (eventfilter.Compile: the manager checks spec filters with the
+// same compiler). Its error is the CEL issue text, fit for a condition or a log line.
 func CompileFilter(expr string) (*Filter, error) {
-	env, err := filterEnv()
+	prg, err := eventfilter.Compile(expr)
 	if err != nil {
 		return nil, err
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, fmt.Errorf("filter does not compile: %w", iss.Err())
-	}
-	if !ast.OutputType().IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("filter does not compile: its result is %s, not a bool", ast.OutputType())
-	}
-	prg, err := env.Program(ast, cel.CostLimit(filterCostLimit), cel.InterruptCheckFrequency(100))
-	if err != nil {
-		return nil, fmt.Errorf("filter does not compile: %w", err)
 	}
 	return &Filter{expr: expr, prg: prg}, nil
 }
