@@ -60,7 +60,11 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 			}
 			s.HTTP = t
 		case spec.Kafka != nil:
-			problems = append(problems, "kafka sinks are not delivered by this receiver version yet")
+			p, err := kafka(spec.Name, spec.Kafka, data)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.Publisher = p
 		case spec.NATS != nil:
 			p, err := jetStream(spec.Name, spec.NATS, data)
 			if err != nil {
@@ -112,6 +116,42 @@ func rabbitMQ(name string, spec *hookv1.AMQPSink, data map[string][]byte) (deliv
 		return nil, err
 	}
 	p, err := deliver.NewAMQP(string(url), spec.Exchange, spec.RoutingKey, m)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// kafka builds a Kafka sink's producer, with the SASL credentials and TLS material the route
+// Secret holds for it.
+func kafka(name string, spec *hookv1.KafkaSink, data map[string][]byte) (deliver.Publisher, error) {
+	var key deliver.KafkaKey
+	if spec.Key != nil {
+		switch spec.Key.Source {
+		case hookv1.KafkaKeyNone:
+			key.None = true
+		case hookv1.KafkaKeyPath:
+			key.Path = spec.Key.Path
+		}
+	}
+	var c deliver.KafkaConfig
+	if spec.TLS != nil {
+		m, err := brokerTLS(name, spec.TLS, data)
+		if err != nil {
+			return nil, err
+		}
+		c.TLS, c.TLSMaterial = true, m
+	}
+	if spec.SASL != nil {
+		c.SASLMechanism = string(spec.SASL.Mechanism)
+		c.Username = string(data[routesecret.SinkKey(name, routesecret.SinkFieldUsername)])
+		c.Password = string(data[routesecret.SinkKey(name, routesecret.SinkFieldPassword)])
+		if c.Username == "" || c.Password == "" {
+			return nil, fmt.Errorf("the route Secret holds no %s and %s yet (the manager copies the sink's credentials there)",
+				routesecret.SinkKey(name, routesecret.SinkFieldUsername), routesecret.SinkKey(name, routesecret.SinkFieldPassword))
+		}
+	}
+	p, err := deliver.NewKafka(spec.BootstrapServers, spec.Topic, key, c)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", name, err)
 	}

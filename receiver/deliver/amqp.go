@@ -74,7 +74,10 @@ func NewAMQP(rawURL, exchange, routingKey string, tls TLSMaterial) (*AMQP, error
 			return nil, err
 		}
 	}
-	where := (&url.URL{Scheme: u.Scheme, Host: fmt.Sprintf("%s:%d", u.Host, u.Port), Path: "/" + url.PathEscape(u.Vhost)}).String()
+	where := fmt.Sprintf("%s://%s:%d/", u.Scheme, u.Host, u.Port)
+	if u.Vhost != "/" {
+		where += url.PathEscape(u.Vhost)
+	}
 	return &AMQP{url: rawURL, exchange: exchange, routingKey: routingKey, cfg: cfg, where: where}, nil
 }
 
