@@ -16,10 +16,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,9 @@ type target struct {
 	name  string
 	plain func(ctx context.Context, i int) error
 	sink  deliver.Publisher
+	// fanout, when set, makes three more publishers of this kind (to other destinations) for
+	// the fan-out row.
+	fanout func() []deliver.Publisher
 	// http, for the reference row, is an HTTP sink instead of a publisher.
 	http    *deliver.HTTPTarget
 	cleanup func()
@@ -102,6 +107,17 @@ func main() {
 	fmt.Printf("bench-sinks: %d events per run, concurrency %d; ack→broker ack (the receiver: ledger on SQLite, a job per event, reported done)\n\n", *n, *conc)
 	fmt.Printf("| sink | plain loop ev/s | receiver ev/s | rate ratio | plain CPU µs/ev | receiver CPU µs/ev | CPU ratio | goal (≥0.7× rate, ≤1.5× CPU) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	var fanouts []string
+	defer func() {
+		if len(fanouts) == 0 {
+			return
+		}
+		fmt.Printf("\nFan-out: every event to each of several sinks of one kind (goal: at most N× one sink's CPU per event)\n\n")
+		fmt.Printf("| sink | sinks | events/s (each to every sink) | one sink CPU µs/ev | fan-out CPU µs/ev | ratio | goal (≤N×) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, l := range fanouts {
+			fmt.Println(l)
+		}
+	}()
 	for i, mk := range targets {
 		t, err := mk()
 		if err != nil {
@@ -110,6 +126,18 @@ func main() {
 		}
 		plain := runPlain(t, *n, *conc)
 		recv := runReceiver(t, filepath.Join(dir, fmt.Sprintf("ledger-%d.db", i)), *n, *conc)
+		if t.fanout != nil {
+			sinks := map[string]deliver.Sink{}
+			for j, p := range t.fanout() {
+				name := fmt.Sprintf("bus%d", j+1)
+				sinks[name] = deliver.Sink{Name: name, Publisher: p}
+				defer p.Close()
+			}
+			fan := runPool(sinks, filepath.Join(dir, fmt.Sprintf("fanout-%d.db", i)), *n, *conc)
+			fr := ratio(fan.cpuPerEvent(), recv.cpuPerEvent())
+			fanouts = append(fanouts, fmt.Sprintf("| %s | %d | %.0f | %.0f | %.0f | %.2f× | %s |", t.name, len(sinks), fan.rate(), recv.cpuPerEvent(), fan.cpuPerEvent(), fr,
+				map[bool]string{true: "met", false: "not met"}[fr <= float64(len(sinks))]))
+		}
 		t.cleanup()
 		rr, cr := ratio(recv.rate(), plain.rate()), ratio(recv.cpuPerEvent(), plain.cpuPerEvent())
 		met := "met"
@@ -147,6 +175,11 @@ func runPlain(t target, n, conc int) result {
 // runReceiver claims n events for one sink into a SQLite ledger (not timed), then times the
 // receiver's delivery pool with conc workers handing them to the sink until none is left.
 func runReceiver(t target, path string, n, conc int) result {
+	return runPool(map[string]deliver.Sink{"bus": {Name: "bus", Publisher: t.sink, HTTP: t.http}}, path, n, conc)
+}
+
+// runPool is runReceiver with every event going to each of sinks (fan-out).
+func runPool(sinks map[string]deliver.Sink, path string, n, conc int) result {
 	st, err := store.OpenSQLite(path)
 	check(err, "ledger")
 	defer st.Close()
@@ -155,14 +188,13 @@ func runReceiver(t target, path string, n, conc int) result {
 		var batch []store.Event
 		for i := from; i < min(from+500, n); i++ {
 			batch = append(batch, store.Event{Subscription: "bench/orders", SubscriptionUID: "bench-uid", EventID: eventID("r", i), EventType: "invoice.paid",
-				ContentType: "application/json", Payload: payload(i), ReceivedAt: time.Now(), MaxAttempts: 10, Sinks: []string{"bus"}})
+				ContentType: "application/json", Payload: payload(i), ReceivedAt: time.Now(), MaxAttempts: 10, Sinks: slices.Sorted(maps.Keys(sinks))})
 		}
 		_, err := st.ClaimBatch(ctx, batch)
 		check(err, "claiming")
 	}
-	sink := deliver.Sink{Name: "bus", Publisher: t.sink, HTTP: t.http}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 10 * time.Second}),
-		func(string, string) (deliver.Sink, bool) { return sink, true },
+		func(_, name string) (deliver.Sink, bool) { s, ok := sinks[name]; return s, ok },
 		deliver.Options{Workers: conc, PollInterval: 5 * time.Millisecond})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -211,7 +243,14 @@ func natsTarget(dir string) (target, error) {
 			_, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(key("p", i)))
 			return err
 		},
-		sink:    deliver.NewJetStream([]string{s.ClientURL()}, "bench.orders", deliver.JetStreamAuth{}),
+		sink: deliver.NewJetStream([]string{s.ClientURL()}, "bench.orders", deliver.JetStreamAuth{}),
+		fanout: func() []deliver.Publisher {
+			var out []deliver.Publisher
+			for _, subj := range []string{"bench.a", "bench.b", "bench.c"} {
+				out = append(out, deliver.NewJetStream([]string{s.ClientURL()}, subj, deliver.JetStreamAuth{}))
+			}
+			return out
+		},
 		cleanup: func() { nc.Close(); s.Shutdown() },
 	}, nil
 }
