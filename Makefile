@@ -111,6 +111,10 @@ bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holdi
 bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
+.PHONY: bench-sinks
+bench-sinks: ## Each broker sink (NATS JetStream embedded, the machine's RabbitMQ, kfake) against a plain publish loop of its client library at the same concurrency and durability: ev/s ack→broker ack, CPU per event, ratios, met / not met (prints a table; ARGS=-events N -concurrency C -only nats,amqp,kafka).
+	go run ./hack/bench-sinks $(ARGS)
+
 .PHONY: bench-reconcile
 bench-reconcile: control-plane ## Measure how the manager's cost grows: N subscriptions over M accounts against the rate-limited fake Stripe and GitHub (prints a table; ARGS=-full for the whole grid).
 	@go build -o $(BIN)/manager ./cmd/manager

@@ -60,7 +60,11 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 			}
 			s.HTTP = t
 		case spec.Kafka != nil:
-			problems = append(problems, "kafka sinks are not delivered by this receiver version yet")
+			p, err := kafka(spec.Name, spec.Kafka, data)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.Publisher = p
 		case spec.NATS != nil:
 			p, err := jetStream(spec.Name, spec.NATS, data)
 			if err != nil {
@@ -68,7 +72,11 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 			}
 			s.Publisher = p
 		case spec.AMQP != nil:
-			problems = append(problems, "amqp sinks are not delivered by this receiver version yet")
+			p, err := rabbitMQ(spec.Name, spec.AMQP, data)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			s.Publisher = p
 		}
 		if len(problems) > 0 {
 			s.Problem = problems[0]
@@ -94,6 +102,83 @@ func jetStream(name string, spec *hookv1.NATSSink, data map[string][]byte) (deli
 			routesecret.SinkKey(name, routesecret.SinkFieldToken), routesecret.SinkKey(name, routesecret.SinkFieldUsername))
 	}
 	return deliver.NewJetStream(spec.URLs, spec.Subject, auth), nil
+}
+
+// rabbitMQ builds a RabbitMQ sink's publisher from the URL (credentials included) and TLS
+// material the route Secret holds for it.
+func rabbitMQ(name string, spec *hookv1.AMQPSink, data map[string][]byte) (deliver.Publisher, error) {
+	url := data[routesecret.SinkKey(name, routesecret.SinkFieldURL)]
+	if len(url) == 0 {
+		return nil, fmt.Errorf("the route Secret holds no %s yet (the manager copies the sink's URL there)", routesecret.SinkKey(name, routesecret.SinkFieldURL))
+	}
+	m, err := brokerTLS(name, spec.TLS, data)
+	if err != nil {
+		return nil, err
+	}
+	p, err := deliver.NewAMQP(string(url), spec.Exchange, spec.RoutingKey, m)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// kafka builds a Kafka sink's producer, with the SASL credentials and TLS material the route
+// Secret holds for it.
+func kafka(name string, spec *hookv1.KafkaSink, data map[string][]byte) (deliver.Publisher, error) {
+	var key deliver.KafkaKey
+	if spec.Key != nil {
+		switch spec.Key.Source {
+		case hookv1.KafkaKeyNone:
+			key.None = true
+		case hookv1.KafkaKeyPath:
+			key.Path = spec.Key.Path
+		}
+	}
+	var c deliver.KafkaConfig
+	if spec.TLS != nil {
+		m, err := brokerTLS(name, spec.TLS, data)
+		if err != nil {
+			return nil, err
+		}
+		c.TLS, c.TLSMaterial = true, m
+	}
+	if spec.SASL != nil {
+		c.SASLMechanism = string(spec.SASL.Mechanism)
+		c.Username = string(data[routesecret.SinkKey(name, routesecret.SinkFieldUsername)])
+		c.Password = string(data[routesecret.SinkKey(name, routesecret.SinkFieldPassword)])
+		if c.Username == "" || c.Password == "" {
+			return nil, fmt.Errorf("the route Secret holds no %s and %s yet (the manager copies the sink's credentials there)",
+				routesecret.SinkKey(name, routesecret.SinkFieldUsername), routesecret.SinkKey(name, routesecret.SinkFieldPassword))
+		}
+	}
+	p, err := deliver.NewKafka(spec.BootstrapServers, spec.Topic, key, c)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// brokerTLS is the TLS material the route Secret holds for a broker sink's TLS settings.
+func brokerTLS(name string, spec *hookv1.BrokerTLS, data map[string][]byte) (deliver.TLSMaterial, error) {
+	var m deliver.TLSMaterial
+	if spec == nil {
+		return m, nil
+	}
+	var missing []string
+	need := func(set bool, field string) []byte {
+		v := data[routesecret.SinkKey(name, field)]
+		if set && len(v) == 0 {
+			missing = append(missing, routesecret.SinkKey(name, field))
+		}
+		return v
+	}
+	m.CAPEM = need(spec.CABundle != nil, routesecret.SinkFieldCA)
+	m.CertPEM = need(spec.ClientCertificate != nil, routesecret.SinkFieldCert)
+	m.KeyPEM = need(spec.ClientCertificate != nil, routesecret.SinkFieldKey)
+	if len(missing) > 0 {
+		return m, fmt.Errorf("the route Secret holds no %v yet (the manager copies the sink's credentials there)", missing)
+	}
+	return m, nil
 }
 
 // httpTarget builds an HTTP sink's target: its URL, extra headers and the credentials the

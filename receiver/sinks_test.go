@@ -72,22 +72,50 @@ func TestBuildSinks(t *testing.T) {
 				{Name: "bus", NATS: &hookv1.NATSSink{URLs: []string{"nats://n:4222"}, Subject: "a.b"}},
 				{Name: "natsauth", NATS: &hookv1.NATSSink{URLs: []string{"nats://n:4222"}, Subject: "a.b", Credentials: &hookv1.SinkSecretRef{Name: "n"}}},
 				{Name: "kafka", Kafka: &hookv1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t"}},
+				{Name: "kafkasasl", Kafka: &hookv1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t",
+					SASL: &hookv1.KafkaSASL{Mechanism: "SCRAM-SHA-512", Credentials: hookv1.SinkSecretRef{Name: "k"}}}},
+				{Name: "kafkanosasl", Kafka: &hookv1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t",
+					SASL: &hookv1.KafkaSASL{Mechanism: "PLAIN", Credentials: hookv1.SinkSecretRef{Name: "k"}}}},
+				{Name: "kafkatls", Kafka: &hookv1.KafkaSink{BootstrapServers: []string{"k:9093"}, Topic: "t", TLS: &hookv1.BrokerTLS{}}},
+				{Name: "rabbit", AMQP: &hookv1.AMQPSink{URL: hookv1.SinkSecretKey{Name: "r", Key: "url"}, Exchange: "hooks"}},
+				{Name: "rabbitnourl", AMQP: &hookv1.AMQPSink{URL: hookv1.SinkSecretKey{Name: "r", Key: "url"}}},
+				{Name: "rabbitnoca", AMQP: &hookv1.AMQPSink{URL: hookv1.SinkSecretKey{Name: "r", Key: "url"}, TLS: &hookv1.BrokerTLS{CABundle: &hookv1.SinkSecretKey{Name: "ca", Key: "ca.crt"}}}},
+				{Name: "rabbitbadurl", AMQP: &hookv1.AMQPSink{URL: hookv1.SinkSecretKey{Name: "r", Key: "url"}}},
 			}},
-			data: map[string][]byte{key("resolved", routesecret.SinkFieldURL): []byte("http://worker.shop.svc.cluster.local")},
+			data: map[string][]byte{
+				key("resolved", routesecret.SinkFieldURL):       []byte("http://worker.shop.svc.cluster.local"),
+				key("rabbit", routesecret.SinkFieldURL):         []byte("amqp://u:p@rabbit:5672/"),
+				key("kafkasasl", routesecret.SinkFieldUsername): []byte("u"),
+				key("kafkasasl", routesecret.SinkFieldPassword): []byte("p"),
+				key("rabbitnoca", routesecret.SinkFieldURL):     []byte("amqps://u:p@rabbit:5671/"),
+				key("rabbitbadurl", routesecret.SinkFieldURL):   []byte("http://rabbit/"),
+			},
 			want: map[string]string{
-				"ok":       "",
-				"nocreds":  "the route Secret holds no [sink.nocreds.username sink.nocreds.password] yet",
-				"typo":     "filter does not compile: ERROR: <input>:1:1: undeclared reference to 'typ'",
-				"broker":   "the manager has not resolved Broker default to a URL yet",
-				"resolved": "",
-				"natsauth": "the route Secret holds no sink.natsauth.token nor sink.natsauth.username yet",
-				"kafka":    "kafka sinks are not delivered by this receiver version yet",
-				"bus":      "",
+				"ok":           "",
+				"nocreds":      "the route Secret holds no [sink.nocreds.username sink.nocreds.password] yet",
+				"typo":         "filter does not compile: ERROR: <input>:1:1: undeclared reference to 'typ'",
+				"broker":       "the manager has not resolved Broker default to a URL yet",
+				"resolved":     "",
+				"natsauth":     "the route Secret holds no sink.natsauth.token nor sink.natsauth.username yet",
+				"kafka":        "",
+				"kafkasasl":    "",
+				"kafkanosasl":  "the route Secret holds no sink.kafkanosasl.username and sink.kafkanosasl.password yet",
+				"kafkatls":     "",
+				"bus":          "",
+				"rabbit":       "",
+				"rabbitnourl":  "the route Secret holds no sink.rabbitnourl.url yet",
+				"rabbitnoca":   "the route Secret holds no [sink.rabbitnoca.ca.crt] yet",
+				"rabbitbadurl": "sink rabbitbadurl: the RabbitMQ URL: AMQP scheme must be either 'amqp://' or 'amqps://'",
 			},
 		},
 	}
 	for _, tc := range cases {
 		sinks := buildSinks(tc.delivery, tc.data)
+		for _, s := range sinks {
+			if s.Publisher != nil {
+				t.Cleanup(s.Publisher.Close)
+			}
+		}
 		got := map[string]string{}
 		for _, s := range sinks {
 			got[s.Name] = s.Problem

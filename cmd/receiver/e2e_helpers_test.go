@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -122,6 +123,13 @@ func (s subscription) source() string { return "hookwarden/" + s.Namespace + "/"
 // does, its route Secret in the receiver's namespace (here the subscription's own).
 func createSubscription(t testing.TB, ns, name, sinkURL string, maxAttempts int32) subscription {
 	t.Helper()
+	return createSubscriptionWith(t, ns, name, &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: sinkURL}, MaxAttempts: maxAttempts}, nil)
+}
+
+// createSubscriptionWith is createSubscription with any spec.delivery, and sinkData (the sinks'
+// credentials, as the manager would copy them) added to the route Secret.
+func createSubscriptionWith(t testing.TB, ns, name string, delivery *hookv1.DeliverySpec, sinkData map[string][]byte) subscription {
+	t.Helper()
 	ctx := context.Background()
 	s := subscription{Namespace: ns, Name: name, SecretName: name + "-signing", Secret: newSecret()}
 	sub := &hookv1.WebhookSubscription{
@@ -132,7 +140,7 @@ func createSubscription(t testing.TB, ns, name, sinkURL string, maxAttempts int3
 			Endpoint:      hookv1.EndpointSpec{Receiver: &hookv1.ReceiverEndpoint{}},
 			Events:        []string{"invoice.paid"},
 			SigningSecret: hookv1.SigningSecretSpec{Name: s.SecretName},
-			Delivery:      &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: sinkURL}, MaxAttempts: maxAttempts},
+			Delivery:      delivery,
 		},
 	}
 	if err := k8s.Create(ctx, sub); err != nil {
@@ -140,6 +148,9 @@ func createSubscription(t testing.TB, ns, name, sinkURL string, maxAttempts int3
 	}
 	s.UID = string(sub.UID)
 	sec := routesecret.New(ns, routesecret.Source{Namespace: ns, Name: name, UID: s.UID}, signingData(s.Secret, map[string]string{"we_test": s.Secret}))
+	// routesecret.New keeps the signing keys only: the manager does not copy sink credentials
+	// yet, so the test puts them there itself.
+	maps.Copy(sec.Data, sinkData)
 	if err := k8s.Create(ctx, sec); err != nil {
 		t.Fatalf("creating the route Secret: %v", err)
 	}

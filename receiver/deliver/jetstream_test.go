@@ -7,47 +7,24 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookwarden/hookwarden/internal/brokertest"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
-// startNATS runs an embedded nats-server with JetStream on 127.0.0.1 (port -1: a free one),
-// storing in dir, until the test ends or it is shut down.
+// startNATS runs an embedded nats-server with JetStream (see brokertest.StartNATS).
 func startNATS(t *testing.T, dir string, port int) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return brokertest.StartNATS(t, dir, port)
 }
 
-// streamOf connects to s and creates (or finds) stream name capturing subjects.
+// streamOf creates (or finds) stream name capturing subjects on s.
 func streamOf(t *testing.T, s *server.Server, name string, subjects ...string) jetstream.Stream {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: subjects})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := brokertest.Stream(t, s, name, subjects...)
 	return st
 }
 
@@ -110,12 +87,7 @@ func TestJetStreamSink(t *testing.T) {
 			t.Errorf("message %s: subject %s, headers %v", id, m.Subject, m.Header)
 		}
 	}
-	var wantInvoices []string
-	for i, id := range ids {
-		if i%2 == 0 {
-			wantInvoices = append(wantInvoices, id)
-		}
-	}
+	wantInvoices := invoiceIDs(ids)
 	if !slices.Equal(sorted(got), wantInvoices) {
 		t.Errorf("stream holds %v, want %v", got, wantInvoices)
 	}

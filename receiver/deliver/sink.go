@@ -1,8 +1,6 @@
 package deliver
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"net/http"
 )
@@ -70,23 +68,13 @@ func NewHTTPTarget(url string, headers http.Header, auth HTTPAuth, base *http.Tr
 		req.SetBasicAuth(auth.Username, auth.Password)
 		t.Header.Set("Authorization", req.Header.Get("Authorization"))
 	}
-	if len(auth.CAPEM) == 0 && len(auth.CertPEM) == 0 {
+	m := TLSMaterial{CertPEM: auth.CertPEM, KeyPEM: auth.KeyPEM, CAPEM: auth.CAPEM}
+	if m.empty() {
 		return t, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(auth.CAPEM) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(auth.CAPEM) {
-			return nil, errors.New("the CA bundle holds no PEM certificate")
-		}
-		cfg.RootCAs = pool
-	}
-	if len(auth.CertPEM) > 0 {
-		cert, err := tls.X509KeyPair(auth.CertPEM, auth.KeyPEM)
-		if err != nil {
-			return nil, errors.New("the client certificate and key do not make a key pair")
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	cfg, err := m.config()
+	if err != nil {
+		return nil, err
 	}
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport)

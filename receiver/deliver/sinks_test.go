@@ -149,6 +149,18 @@ func accepted(f *fakeSink) []string {
 	return ids
 }
 
+// invoiceIDs is every other id of ids, from the first: the invoice.paid events of a claim of
+// alternating invoice.paid and charge.succeeded.
+func invoiceIDs(ids []string) []string {
+	var out []string
+	for i, id := range ids {
+		if i%2 == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 func (r *sinkRig) depth(t *testing.T) int {

@@ -1,0 +1,182 @@
+package deliver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/hookwarden/hookwarden/receiver/store"
+)
+
+// KafkaKey says where a Kafka record's key comes from.
+type KafkaKey struct {
+	// None sends records without a key (spread over the partitions).
+	None bool
+	// Path, when set, keys a record by that value of the event (see OrderKey); otherwise the
+	// event id is the key.
+	Path string
+}
+
+// KafkaConfig is how a Kafka sink connects: TLS (with the material from the route Secret; the
+// system's roots when it holds none) and SASL.
+type KafkaConfig struct {
+	TLS         bool
+	TLSMaterial TLSMaterial
+	// SASLMechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 ("": none).
+	SASLMechanism      string
+	Username, Password string
+}
+
+// Kafka produces events to a topic with an idempotent producer and acknowledgements from all
+// in-sync replicas, each event a CloudEvents Kafka binary-mode record: the payload as the value,
+// the attributes as ce_ headers, content-type, and the Idempotency-Key as a header (and
+// ce_idempotencykey). Kafka drops a repeat only inside one producer's own retries: an event
+// produced again after a receiver crash is a second record with the same Idempotency-Key, which
+// consumers dedupe on.
+type Kafka struct {
+	topic  string
+	key    KafkaKey
+	where  string
+	client *kgo.Client
+	// conn remembers why the last connection to a broker failed (a refused dial, a SASL
+	// failure): the client retries those inside a produce until the context ends, and the
+	// context's error alone would not say why.
+	conn *connHook
+	// auth names the SASL mechanism and user in errors ("": no SASL).
+	auth string
+}
+
+// connHook records the outcome of the client's latest connection to a broker.
+type connHook struct{ last atomic.Pointer[error] }
+
+var _ kgo.HookBrokerConnect = (*connHook)(nil)
+
+func (h *connHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		h.last.Store(nil)
+		return
+	}
+	h.last.Store(&err)
+}
+
+// lastErr is why the latest connection failed (nil: it did not).
+func (h *connHook) lastErr() error {
+	if p := h.last.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+var _ Publisher = (*Kafka)(nil)
+
+// NewKafka returns the publisher of a sink producing to topic through the brokers (host:port).
+func NewKafka(brokers []string, topic string, key KafkaKey, c KafkaConfig) (*Kafka, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ClientID("hookwarden-receiver"),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // the default, said out loud
+		kgo.DialTimeout(5 * time.Second),
+	}
+	hook := &connHook{}
+	opts = append(opts, kgo.WithHooks(hook))
+	if c.TLS {
+		cfg, err := c.TLSMaterial.config()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if c.SASLMechanism != "" {
+		m, err := saslMechanism(c)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	var auth string
+	if c.SASLMechanism != "" {
+		auth = fmt.Sprintf("SASL %s as %q", c.SASLMechanism, c.Username)
+	}
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("the Kafka client: %w", err)
+	}
+	return &Kafka{topic: topic, key: key, where: strings.Join(brokers, ","), client: client, conn: hook, auth: auth}, nil
+}
+
+func saslMechanism(c KafkaConfig) (sasl.Mechanism, error) {
+	switch c.SASLMechanism {
+	case "PLAIN":
+		return plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("unknown SASL mechanism %q (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", c.SASLMechanism)
+}
+
+// Record is the Kafka record of ev: CloudEvents binary mode, keyed as key says.
+func (s *Kafka) record(ev store.Event) *kgo.Record {
+	ik := IdempotencyKey(ev)
+	rec := &kgo.Record{
+		Topic: s.topic,
+		Value: ev.Payload,
+		Headers: []kgo.RecordHeader{
+			{Key: "ce_specversion", Value: []byte("1.0")},
+			{Key: "ce_id", Value: []byte(ev.EventID)},
+			{Key: "ce_source", Value: []byte(Source(ev))},
+			{Key: "ce_type", Value: []byte(cloudEventType(ev))},
+			{Key: "ce_time", Value: []byte(ev.ReceivedAt.UTC().Format(time.RFC3339Nano))},
+			{Key: "ce_" + IdempotencyKeyAttribute, Value: []byte(ik)},
+			{Key: "content-type", Value: []byte(cmp.Or(ev.ContentType, DefaultContentType))},
+			{Key: "Idempotency-Key", Value: []byte(ik)},
+		},
+	}
+	switch {
+	case s.key.None:
+	case s.key.Path != "":
+		rec.Key = []byte(OrderKey(s.key.Path, ev))
+	default:
+		rec.Key = []byte(ev.EventID)
+	}
+	return rec
+}
+
+// Publish implements Publisher.
+func (s *Kafka) Publish(ctx context.Context, ev store.Event) (Published, error) {
+	err := s.client.ProduceSync(ctx, s.record(ev)).FirstErr()
+	switch {
+	case err == nil:
+		return Published{}, nil
+	case errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID):
+		// Nothing was stored. The user must create the topic; the events wait.
+		return Published{}, &Error{Retryable: true, Misconfigured: true,
+			Err: fmt.Errorf("Kafka at %s has no topic %q: create it (%w)", s.where, s.topic, err)}
+	default:
+		if cerr := s.conn.lastErr(); cerr != nil && ctx.Err() != nil {
+			hint := ""
+			if s.auth != "" {
+				// A broker that refuses the credentials may answer SASL_AUTHENTICATION_FAILED
+				// or just close the connection (EOF).
+				hint = "; check the " + s.auth + " credentials"
+			}
+			err = fmt.Errorf("%w (the last connection to a broker failed: %v%s)", err, cerr, hint)
+		}
+		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("producing to Kafka topic %q at %s: %w", s.topic, s.where, err)}
+	}
+}
+
+// Close implements Publisher.
+func (s *Kafka) Close() { s.client.Close() }

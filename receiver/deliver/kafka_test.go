@@ -1,0 +1,239 @@
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookwarden/hookwarden/receiver/store"
+)
+
+// startKafka runs a kfake cluster (one broker, no topic auto-creation) until the test ends.
+func startKafka(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// createTopic creates topic with partitions on the cluster at addrs.
+func createTopic(t *testing.T, addrs []string, topic string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerrOf(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
+
+func kerrOf(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	return fmt.Errorf("kafka error code %d", code)
+}
+
+// records reads topic from the start until it has read want records (or 10 s passed).
+func records(t *testing.T, addrs []string, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < want && ctx.Err() == nil {
+		f := cl.PollFetches(ctx)
+		f.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func newKafka(t *testing.T, addrs []string, topic string, key KafkaKey, c KafkaConfig) *Kafka {
+	t.Helper()
+	k, err := NewKafka(addrs, topic, key, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
+}
+
+// Issue 30: Kafka sinks produce each event their filter selects once, as a CloudEvents
+// binary-mode record (ce_ headers, content-type, Idempotency-Key), keyed by the event id, by a
+// path into the payload (one key, one partition) or not at all; a topic that does not exist
+// (kfake, like a Kafka without auto-creation, refuses it) makes the sink misconfigured: its
+// events wait, uncounted, and are produced once the topic exists.
+func TestKafkaSink(t *testing.T) {
+	kc := startKafka(t, kfake.SeedTopics(3, "invoices", "by-object", "unkeyed"))
+	addrs := kc.ListenAddrs()
+	invoices, err := CompileFilter("type.startsWith('invoice.')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newSinkRig(t, Options{Workers: 4})
+	byID := newKafka(t, addrs, "invoices", KafkaKey{}, KafkaConfig{})
+	byObject := newKafka(t, addrs, "by-object", KafkaKey{Path: "data.data.object.id"}, KafkaConfig{})
+	unkeyed := newKafka(t, addrs, "unkeyed", KafkaKey{None: true}, KafkaConfig{})
+	missing := newKafka(t, addrs, "not-yet", KafkaKey{}, KafkaConfig{})
+	r.set("invoices", func(s *Sink) { *s = Sink{Name: "invoices", Publisher: byID, Filter: invoices} })
+	r.set("by-object", func(s *Sink) { *s = Sink{Name: "by-object", Publisher: byObject} })
+	r.set("unkeyed", func(s *Sink) { *s = Sink{Name: "unkeyed", Publisher: unkeyed} })
+	r.set("missing", func(s *Sink) { *s = Sink{Name: "missing", Publisher: missing} })
+	ids := r.claim(t, []string{"invoices", "by-object", "unkeyed", "missing"}, slices.Repeat([]string{"invoice.paid", "charge.succeeded"}, 5)...)
+	r.run(t)
+
+	eventually(t, "the missing topic's events were offered and wait, the others delivered", func() bool {
+		return r.logs.contains(`has no topic \"not-yet\": create it`) && r.depth(t) == 10
+	})
+	var got []string
+	for _, rec := range records(t, addrs, "invoices", 5) {
+		id := header(rec, "ce_id")
+		got = append(got, id)
+		want := map[string]string{"ce_specversion": "1.0", "ce_type": "invoice.paid", "ce_source": "hookwarden/shop/orders",
+			"ce_idempotencykey": "uid:" + id, "Idempotency-Key": "uid:" + id, "content-type": "application/json"}
+		for k, v := range want {
+			if header(rec, k) != v {
+				t.Errorf("record %s: header %s = %q, want %q", id, k, header(rec, k), v)
+			}
+		}
+		if header(rec, "ce_time") == "" || string(rec.Key) != id {
+			t.Errorf("record %s: ce_time %q, key %q (want the event id)", id, header(rec, "ce_time"), rec.Key)
+		}
+	}
+	wantInvoices := invoiceIDs(ids)
+	if !slices.Equal(sorted(got), wantInvoices) {
+		t.Errorf("topic invoices holds %v, want %v", got, wantInvoices)
+	}
+	partitionOf := map[string]int32{}
+	byObj := records(t, addrs, "by-object", 10)
+	for _, rec := range byObj {
+		k := string(rec.Key)
+		if k != "obj_0" && k != "obj_1" {
+			t.Errorf("record %s keyed %q, want its data.object.id", header(rec, "ce_id"), k)
+		}
+		if p, ok := partitionOf[k]; ok && p != rec.Partition {
+			t.Errorf("key %s in partitions %d and %d", k, p, rec.Partition)
+		}
+		partitionOf[k] = rec.Partition
+	}
+	un := records(t, addrs, "unkeyed", 10)
+	for _, rec := range un {
+		if rec.Key != nil {
+			t.Errorf("unkeyed record %s has key %q", header(rec, "ce_id"), rec.Key)
+		}
+	}
+	if len(byObj) != 10 || len(un) != 10 {
+		t.Errorf("by-object holds %d records, unkeyed %d; want 10 each", len(byObj), len(un))
+	}
+
+	createTopic(t, addrs, "not-yet", 1)
+	eventually(t, "once the topic exists every event is produced", func() bool { return r.depth(t) == 0 })
+	if n := len(records(t, addrs, "not-yet", 10)); n != 10 {
+		t.Errorf("the new topic holds %d records, want 10", n)
+	}
+}
+
+// Issue 30: SASL (SCRAM-SHA-256 here, PLAIN and SCRAM-SHA-512 alike): the right password
+// produces; a wrong one is an error a user can read, retryable. kfake closes the connection on
+// a wrong password where Kafka answers SASL_AUTHENTICATION_FAILED, so the error names the
+// failed connection and the credentials to check.
+func TestKafkaSinkSASL(t *testing.T) {
+	kc := startKafka(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "hooks", "s3cret"), kfake.SeedTopics(1, "events"))
+	addrs := kc.ListenAddrs()
+	ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: "evt_1", Payload: []byte("{}"), ReceivedAt: time.Now()}
+
+	good := newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "SCRAM-SHA-256", Username: "hooks", Password: "s3cret"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := good.Publish(ctx, ev); err != nil {
+		t.Fatalf("producing with the right password: %v", err)
+	}
+	bad := newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "SCRAM-SHA-256", Username: "hooks", Password: "wrong-pw"})
+	short, cancelShort := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancelShort()
+	_, err := bad.Publish(short, ev)
+	var de *Error
+	if !errors.As(err, &de) || !de.Retryable {
+		t.Fatalf("producing with a wrong password = %v, want a retryable *Error", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `the last connection to a broker failed: EOF; check the SASL SCRAM-SHA-256 as "hooks" credentials`) || strings.Contains(msg, "wrong-pw") {
+		t.Errorf("error %q: want Kafka's reason, without the password", msg)
+	}
+	if _, err := NewKafka(addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "GSSAPI"}); err == nil {
+		t.Error("an unknown SASL mechanism was accepted")
+	}
+}
+
+// Issue 30: the Kafka broker down while events arrive: they are retried, and produced once each
+// when it is back on the same port; the HTTP sink beside it got every event meanwhile.
+func TestKafkaSinkDownThenCatchingUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	bus := newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{})
+
+	r := newSinkRig(t, Options{Workers: 4})
+	web := r.add(t, "web", "", reply{status: 200})
+	r.set("bus", func(s *Sink) { *s = Sink{Name: "bus", Publisher: bus, MaxAttempts: 1000} })
+	ids := r.claim(t, []string{"bus", "web"}, slices.Repeat([]string{"invoice.paid"}, 20)...)
+	r.run(t)
+	eventually(t, "the HTTP sink has every event while Kafka is down", func() bool { return len(web.received2xx()) == 20 })
+	eventually(t, "producing to the stopped broker failed", func() bool { return r.logs.contains(`producing to Kafka topic \"events\"`) })
+	eventually(t, "only the bus sink's 20 jobs wait", func() bool { return r.depth(t) == 20 })
+
+	startKafka(t, kfake.Ports(port), kfake.SeedTopics(1, "events"))
+	deadline := time.Now().Add(30 * time.Second)
+	for r.depth(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the bus sink did not catch up within 30s of the broker's return")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var got []string
+	for _, rec := range records(t, addrs, "events", 20) {
+		got = append(got, header(rec, "ce_id"))
+	}
+	if !slices.Equal(sorted(got), ids) {
+		t.Errorf("the topic holds %d records %v, want each of the %d events once", len(got), got, len(ids))
+	}
+	fmt.Printf("REPORT kafka-down: %d events, the HTTP sink got them all while Kafka was down; after its return the topic holds %d, each once\n", len(ids), len(got))
+}
