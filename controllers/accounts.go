@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -264,7 +265,7 @@ type account struct {
 	valid     bool
 	// epoch is the time of the account's first list: the origin of its resync grid.
 	epoch time.Time
-	keys  urlKeys
+	keys  decide.URLKeys
 	// unfitSeen are the unfit registrations already reported (unfitKey), among those the
 	// last list held.
 	unfitSeen map[string]bool
@@ -302,7 +303,7 @@ func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
 func (o ops) Epoch() time.Time { return o.a.epoch }
 
 // URLKeys are the parsed URLs of the account's registrations, for plans made under the lock.
-func (o ops) URLKeys() *urlKeys { return &o.a.keys }
+func (o ops) URLKeys() *decide.URLKeys { return &o.a.keys }
 
 // Invalidate makes the next List read the provider.
 func (o ops) Invalidate() { o.a.valid = false }
@@ -347,7 +348,7 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		regs[i].Secret = "" // the cache never holds secrets (readable ones are read on demand)
 	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
-	a.keys.retain(regs)
+	a.keys.Retain(regs)
 	a.retainUnfit(regs)
 	if a.epoch.IsZero() {
 		a.epoch = a.fetchedAt

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 )
@@ -27,7 +28,7 @@ func TestPlanClaimedByAnother(t *testing.T) {
 		recorded string
 		held     []string
 		claimed  map[string]string
-		want     plan
+		want     decide.Plan
 		stall    bool
 	}{
 		{
@@ -90,13 +91,13 @@ func TestPlanClaimedByAnother(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			in := planInput{
+			in := decide.PlanInput{
 				Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
 				HeldSecrets: heldSet(c.held), CurrentID: currentOf("", c.recorded, c.held), ClaimedBy: c.claimed,
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			if c.stall {
-				if got.Decision != decideStall || got.StallReason != hookv1.ReasonOwnedByAnother || !strings.Contains(got.Stall, owner) || len(got.Steps) > 0 || got.Keep != nil {
+				if got.Decision != decide.Stall || got.StallReason != hookv1.ReasonOwnedByAnother || !strings.Contains(got.Stall, owner) || len(got.Steps) > 0 || got.Keep != nil {
 					t.Fatalf("want a stall naming %s with no steps, got %+v", owner, got)
 				}
 				return
@@ -202,11 +203,11 @@ func TestOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Owned{
-		"1": {Subscription: "shop/repo", Proof: proofRecorded},
+		"1": {Subscription: "shop/repo", Proof: decide.ProofRecorded},
 		"2": {Subscription: "shop/repo", Proof: "it serves this URL", Twin: true},
-		"3": {Subscription: "shop/holder", Proof: proofHeld},
-		"4": {Subscription: "shop/recv", Proof: proofReceiver},
-		"5": {Subscription: "shop/gone", Proof: proofMarker},
+		"3": {Subscription: "shop/holder", Proof: decide.ProofHeld},
+		"4": {Subscription: "shop/recv", Proof: decide.ProofReceiver},
+		"5": {Subscription: "shop/gone", Proof: decide.ProofMarker},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Owners (-want +got):\n%s", diff)

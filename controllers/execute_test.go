@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -112,10 +113,10 @@ func (h *execHarness) secret() signingState {
 	return st
 }
 
-func (h *execHarness) run(p plan) (outcome, rounds, error) {
+func (h *execHarness) run(p decide.Plan) (outcome, decide.Rounds, error) {
 	h.t.Helper()
 	before := clonePlan(p)
-	var rs rounds
+	var rs decide.Rounds
 	out, err := h.s.execute(context.Background(), p, &rs)
 	if d := cmp.Diff(before, p); d != "" {
 		h.t.Errorf("the executor changed the plan (-before +after):\n%s", d)
@@ -123,7 +124,7 @@ func (h *execHarness) run(p plan) (outcome, rounds, error) {
 	return out, rs, err
 }
 
-func clonePlan(p plan) plan {
+func clonePlan(p decide.Plan) decide.Plan {
 	c := p
 	c.Steps = slices.Clone(p.Steps)
 	for i := range c.Steps {
@@ -137,8 +138,8 @@ func TestExecuteRunsStepsInOrder(t *testing.T) {
 	h := newExecHarness(t, stale)
 	h.hold("we_0", "we_vanished")
 	h.sub.Status.EndpointID = "we_vanished"
-	p := plan{Decision: decideCreate, Steps: []step{
-		{Kind: stepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: secretReturned},
+	p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{
+		{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: decide.SecretReturned},
 		forgetStep("we_vanished"),
 		staleAt(stale),
 	}}
@@ -191,8 +192,8 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 		h.sub.Status.EndpointID = "we_before"
 		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "url_invalid"}
 		_, _, err := h.run(creates())
-		var se *stallError
-		if !errors.As(err, &se) || se.reason != hookv1.ReasonProviderRejected {
+		var se *decide.StallError
+		if !errors.As(err, &se) || se.Reason != hookv1.ReasonProviderRejected {
 			t.Errorf("error %v; want a ProviderRejected stall", err)
 		}
 		if h.sub.Status.EndpointID != "we_before" {
@@ -205,7 +206,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 	t.Run("a create whose secret cannot be stored reports the error and records nothing as current", func(t *testing.T) {
 		h := newExecHarness(t)
 		h.failSecretWrites = true
-		p := plan{Decision: decideCreate, Steps: []step{{Kind: stepCreate, Desired: planDesired(planURL), Key: "k", Secret: secretReturned}}}
+		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "k", Secret: decide.SecretReturned}}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the secret could not be stored")
 		}
@@ -217,7 +218,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 		stale := reg("we_0", 0, withURL(planOldURL))
 		h := newExecHarness(t, stale)
 		h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Unauthorized, Message: "insufficient scope"}
-		p := plan{Decision: decideCreate, Steps: []step{{Kind: stepCreate, Desired: planDesired(planURL), Key: "k", Secret: secretReturned}, staleAt(stale)}}
+		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "k", Secret: decide.SecretReturned}, staleAt(stale)}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the prune was refused")
 		}
@@ -233,7 +234,7 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 	h := newExecHarness(t, ours)
 	h.hold("we_1")
 	h.sub.Status.EndpointID = "we_1"
-	p := keeps(ours, step{Kind: stepReplace, Registration: ours, Desired: planDesired(planURL), Key: "key-rotate", Secret: secretReturned, Drift: []string{"events"}}, markStep(ours))
+	p := keeps(ours, decide.Step{Kind: decide.StepReplace, Registration: ours, Desired: planDesired(planURL), Key: "key-rotate", Secret: decide.SecretReturned, Drift: []string{"events"}}, markStep(ours))
 	out, rs, err := h.run(p)
 	if err != nil {
 		t.Fatalf("execute: %v", err)
@@ -252,7 +253,7 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 
 func TestExecuteReplay(t *testing.T) {
 	ours := reg("we_1", 0)
-	replay := step{Kind: stepReplay, Registration: ours, Desired: originalCreate(ours), Key: ours.CreateKey}
+	replay := decide.Step{Kind: decide.StepReplay, Registration: ours, Desired: decide.OriginalCreate(ours), Key: ours.CreateKey}
 	t.Run("the provider replays: secret stored, the round goes on", func(t *testing.T) {
 		h := newExecHarness(t, ours)
 		withSecret := ours
@@ -302,9 +303,9 @@ func TestExecuteReplay(t *testing.T) {
 
 func TestExecuteConflictWaitsWithoutACall(t *testing.T) {
 	h := newExecHarness(t, reg("we_x", 0, withOwner(planOtherSub)))
-	_, _, err := h.run(plan{Decision: decideConflict, Conflict: "registration we_x belongs to shop/refunds"})
-	var we *waitError
-	if !errors.As(err, &we) || we.reason != hookv1.ReasonConflict {
+	_, _, err := h.run(decide.Plan{Decision: decide.Conflict, Conflict: "registration we_x belongs to shop/refunds"})
+	var we *decide.WaitError
+	if !errors.As(err, &we) || we.Reason != hookv1.ReasonConflict {
 		t.Errorf("error %v; want a Conflict wait", err)
 	}
 	if len(h.provider.order) != 0 {
@@ -354,8 +355,8 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	stale := reg("we_0", 0, withURL(planOldURL))
 	h := newExecHarness(t, stale)
 	h.s.ops.before, h.logSecretWrites = h.s.flush, true
-	create := step{Kind: stepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: secretReturned}
-	out, _, err := h.run(plan{Decision: decideCreate, Steps: []step{create, staleAt(stale)}})
+	create := decide.Step{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: decide.SecretReturned}
+	out, _, err := h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create, staleAt(stale)}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
@@ -368,7 +369,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 
 	h = newExecHarness(t)
 	h.s.ops.before, h.logSecretWrites = h.s.flush, true
-	out, _, err = h.run(plan{Decision: decideCreate, Steps: []step{create}})
+	out, _, err = h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}

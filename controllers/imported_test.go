@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 )
 
 // TestAwaitsImportedSecret: a subscription `hookwarden import --secret` wrote waits, a short
@@ -25,7 +26,7 @@ func TestAwaitsImportedSecret(t *testing.T) {
 	setSecret := keeps(hook("7", 0), setSecretStep(hook("7", 0)))
 	cases := []struct {
 		reason  string
-		p       plan
+		p       decide.Plan
 		sub     *hookv1.WebhookSubscription
 		exists  bool
 		age     time.Duration

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -50,7 +51,7 @@ func TestPlanWithoutMarkers(t *testing.T) {
 		pending          bool
 		adoption         hookv1.AdoptionPolicy
 		twins            hookv1.TwinsPolicy
-		want             plan
+		want             decide.Plan
 		conflictMentions []string
 	}{
 		{
@@ -96,13 +97,13 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			reason:           "the only unproven hook serving the spec, Never: conflict, no create",
 			observed:         []providers.Registration{hook("9", 0)},
 			adoption:         hookv1.AdoptionNever,
-			want:             plan{Unproven: []providers.Registration{hook("9", 0)}},
+			want:             decide.Plan{Unproven: []providers.Registration{hook("9", 0)}},
 			conflictMentions: []string{"9", "cannot be proven ours", "adoption is Never"},
 		},
 		{
 			reason:           "two unproven hooks serving the spec: adopting one would be a guess; neither created nor pruned",
 			observed:         []providers.Registration{hook("8", 0), hook("9", 1)},
-			want:             plan{Unproven: []providers.Registration{hook("8", 0), hook("9", 1)}},
+			want:             decide.Plan{Unproven: []providers.Registration{hook("8", 0), hook("9", 1)}},
 			conflictMentions: []string{"8", "9", "none can be proven ours"},
 		},
 		{
@@ -110,12 +111,12 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			observed: []providers.Registration{hook("1", 0), hook("8", 1), hook("9", 2, withEvents("push"))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     plan{Keep: keep(hook("1", 0)), Unproven: []providers.Registration{hook("9", 2, withEvents("push")), hook("8", 1)}},
+			want:     decide.Plan{Keep: keep(hook("1", 0)), Unproven: []providers.Registration{hook("9", 2, withEvents("push")), hook("8", 1)}},
 		},
 		{
 			reason:   "an unproven hook for the URL with other events is not ours to change: create, report it",
 			observed: []providers.Registration{hook("9", 0, withEvents("push"))},
-			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, Unproven: []providers.Registration{hook("9", 0, withEvents("push"))}},
+			want:     decide.Plan{Decision: decide.Create, Steps: []decide.Step{createStep()}, Unproven: []providers.Registration{hook("9", 0, withEvents("push"))}},
 		},
 		{
 			reason:   "two proven hooks (both secrets held): keep the recorded one, prune the twin",
@@ -130,7 +131,7 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			recorded: "2",
 			held:     []string{"1", "2"},
 			twins:    hookv1.TwinsKeep,
-			want:     plan{Keep: keep(hook("2", 1)), KeptTwins: []providers.Registration{hook("1", 0)}},
+			want:     decide.Plan{Keep: keep(hook("2", 1)), KeptTwins: []providers.Registration{hook("1", 0)}},
 		},
 		{
 			reason:   "ours by its held secret, for a URL the spec no longer names: stale, pruned",
@@ -166,21 +167,21 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			want:     keeps(hook("1", 0, withDisabled, misconfigured("content_type")), updateStep(hook("1", 0, withDisabled, misconfigured("content_type")), "disabled", "content_type")),
 		},
 	}
-	sharedKeys := &urlKeys{}
+	sharedKeys := &decide.URLKeys{}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			url := c.url
 			if url == "" {
 				url = planURL
 			}
-			in := planInput{
+			in := decide.PlanInput{
 				Caps: markerlessCaps, Desired: planDesired(url), Observed: c.observed, RecordedID: c.recorded,
 				HeldSecrets: heldSet(c.held), CurrentID: currentOf(c.current, c.recorded, c.held), PendingSecret: c.pending,
 				ReceiverURL: planReceiverURL, Adoption: c.adoption, Twins: c.twins,
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			in.Keys = sharedKeys
-			if d := cmp.Diff(got, computePlan(in), cmpopts.EquateEmpty()); d != "" {
+			if d := cmp.Diff(got, decide.ComputePlan(in), cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
 			}
 			for _, m := range c.conflictMentions {
@@ -193,7 +194,7 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			}
 			got.Conflict = ""
 			if len(c.conflictMentions) > 0 {
-				c.want.Decision = decideConflict
+				c.want.Decision = decide.Conflict
 			}
 			byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
 			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), byID, planStepDetail); diff != "" {
@@ -227,15 +228,15 @@ func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 				held[id] = true
 			}
 			for _, adoption := range []hookv1.AdoptionPolicy{hookv1.AdoptionAdopt, hookv1.AdoptionNever} {
-				in := planInput{Caps: markerlessCaps, Desired: planDesired(planURL), Observed: observed, RecordedID: pr.recorded, HeldSecrets: held, ReceiverURL: planReceiverURL, Adoption: adoption}
-				p := computePlan(in)
-				own := in.ownership()
+				in := decide.PlanInput{Caps: markerlessCaps, Desired: planDesired(planURL), Observed: observed, RecordedID: pr.recorded, HeldSecrets: held, ReceiverURL: planReceiverURL, Adoption: adoption}
+				p := decide.ComputePlan(in)
+				own := in.Ownership()
 				for _, a := range p.Prunes() {
-					if !own.owns(a.Registration) {
+					if !own.Owns(a.Registration) {
 						t.Errorf("mask %b %+v %s: prunes %s, which is not proven ours", mask, pr, adoption, a.Registration.ID)
 					}
 				}
-				if p.Keep != nil && !own.owns(*p.Keep) {
+				if p.Keep != nil && !own.Owns(*p.Keep) {
 					// Adoption: only under Adopt, only the sole hook serving the spec.
 					n := 0
 					for _, r := range observed {
@@ -247,11 +248,11 @@ func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 						t.Errorf("mask %b %+v %s: keeps unproven %s with %d candidates", mask, pr, adoption, p.Keep.ID, n)
 					}
 				}
-				if p.Conflict != "" && (p.Decision != decideConflict || p.Keep != nil || len(p.Steps) > 0) {
+				if p.Conflict != "" && (p.Decision != decide.Conflict || p.Keep != nil || len(p.Steps) > 0) {
 					t.Errorf("mask %b: conflict but acts", mask)
 				}
 				for _, st := range p.Steps {
-					if st.Kind != stepCreate && st.Kind != stepForget && !own.owns(st.Registration) && (p.Keep == nil || st.Registration.ID != p.Keep.ID) {
+					if st.Kind != decide.StepCreate && st.Kind != decide.StepForget && !own.Owns(st.Registration) && (p.Keep == nil || st.Registration.ID != p.Keep.ID) {
 						t.Errorf("mask %b %+v %s: step %v acts on %s, which is neither proven ours nor adopted", mask, pr, adoption, st.Kind, st.Registration.ID)
 					}
 				}

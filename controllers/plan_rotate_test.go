@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -18,7 +19,7 @@ import (
 // and the provider can update, a new registration otherwise; nothing where deliveries are
 // unsigned; never twice in one reconcile.
 func TestPlanRotation(t *testing.T) {
-	rotated := func(s step) step { s.Rotation = true; return s }
+	rotated := func(s decide.Step) decide.Step { s.Rotation = true; return s }
 	cases := []struct {
 		reason   string
 		caps     providers.Capabilities
@@ -26,8 +27,8 @@ func TestPlanRotation(t *testing.T) {
 		held     []string
 		pending  bool
 		request  bool
-		rounds   rounds
-		want     plan
+		rounds   decide.Rounds
+		want     decide.Plan
 	}{
 		{
 			reason:   "no request: nothing to do",
@@ -100,7 +101,7 @@ func TestPlanRotation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			in := planInput{
+			in := decide.PlanInput{
 				Desired: planDesired(planURL), Generation: 1, Observed: c.observed, Caps: c.caps,
 				RecordedID: "", HeldSecrets: heldSet(c.held), CurrentID: currentOf("", firstOf(c.held), c.held),
 				PendingSecret: c.pending, RotateRequested: c.request, Rounds: c.rounds,
@@ -109,12 +110,12 @@ func TestPlanRotation(t *testing.T) {
 				in.RecordedID = c.observed[0].ID
 				in.CurrentID = currentOf("", in.RecordedID, c.held)
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			if diff := cmp.Diff(c.want, got, planStepDetail); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
-			if got.rotates() != (c.request && hasRotation(c.want)) {
-				t.Errorf("rotates() = %v", got.rotates())
+			if got.Rotates() != (c.request && hasRotation(c.want)) {
+				t.Errorf("rotates() = %v", got.Rotates())
 			}
 		})
 	}
@@ -127,7 +128,7 @@ func firstOf(ids []string) string {
 	return ids[0]
 }
 
-func hasRotation(p plan) bool {
+func hasRotation(p decide.Plan) bool {
 	for _, s := range p.Steps {
 		if s.Rotation {
 			return true

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -32,11 +33,11 @@ var (
 func TestPlanSteps(t *testing.T) {
 	const gen = 3
 	ours := reg("we_1", 0)
-	createFor := func(caps providers.Capabilities, recorded string) step {
-		return step{Kind: stepCreate, Desired: planDesired(planURL), Key: createKey(planMe.UID, gen, recorded), Secret: newSecretFor(caps)}
+	createFor := func(caps providers.Capabilities, recorded string) decide.Step {
+		return decide.Step{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: decide.CreateKey(planMe.UID, gen, recorded), Secret: decide.SecretSourceFor(caps)}
 	}
-	replaceOf := func(r providers.Registration, caps providers.Capabilities, fields ...string) step {
-		return step{Kind: stepReplace, Registration: r, Desired: planDesired(planURL), Key: rotateKey(planMe.UID, gen, r.ID), Secret: newSecretFor(caps), Drift: fields}
+	replaceOf := func(r providers.Registration, caps providers.Capabilities, fields ...string) decide.Step {
+		return decide.Step{Kind: decide.StepReplace, Registration: r, Desired: planDesired(planURL), Key: decide.RotateKey(planMe.UID, gen, r.ID), Secret: decide.SecretSourceFor(caps), Drift: fields}
 	}
 	cases := []struct {
 		reason      string
@@ -49,25 +50,25 @@ func TestPlanSteps(t *testing.T) {
 		current     string
 		pending     bool
 		twins       hookv1.TwinsPolicy
-		rounds      rounds
-		want        plan
+		rounds      decide.Rounds
+		want        decide.Plan
 	}{
 		// How a new registration's secret is obtained, and the ping after it.
 		{
 			reason: "returned on create: create with the generation's key, and store what the create returns",
 			caps:   stripeCaps,
-			want:   plan{Decision: decideCreate, Steps: []step{createFor(stripeCaps, "")}},
+			want:   decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(stripeCaps, "")}},
 		},
 		{
 			reason: "client-chosen: create with a secret chosen and stored first; ping afterwards where the provider can",
 			caps:   markerlessCaps, canPing: true,
-			want: plan{Decision: decideCreate, Steps: []step{func() step { s := createFor(markerlessCaps, ""); s.Ping = true; return s }()}},
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{func() decide.Step { s := createFor(markerlessCaps, ""); s.Ping = true; return s }()}},
 		},
 		{
 			reason:   "unsigned deliveries: create with nothing to store, and no secret to make current later",
 			caps:     unsignedCaps,
 			observed: []providers.Registration{reg("we_9", 0, withURL(planOldURL))}, recorded: "we_9", held: nil,
-			want: plan{Decision: decideCreate, Steps: []step{createFor(unsignedCaps, "we_9"), staleAt(reg("we_9", 0, withURL(planOldURL)))}},
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(unsignedCaps, "we_9"), staleAt(reg("we_9", 0, withURL(planOldURL)))}},
 		},
 		{
 			reason:   "unsigned deliveries: a kept registration without a held secret needs none",
@@ -82,9 +83,9 @@ func TestPlanSteps(t *testing.T) {
 			caps:     stripeCaps,
 			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"))}, recorded: "we_1",
 			want: keeps(reg("we_1", 0, withEvents("invoice.paid")),
-				step{Kind: stepReplay, Registration: reg("we_1", 0, withEvents("invoice.paid")), Key: "hookwarden-create-" + planMe.UID + "-g1",
+				decide.Step{Kind: decide.StepReplay, Registration: reg("we_1", 0, withEvents("invoice.paid")), Key: "hookwarden-create-" + planMe.UID + "-g1",
 					Desired: providers.Desired{URL: planURL, Events: []string{"invoice.paid"}, Description: planDesc, Owner: planMe}},
-				step{Kind: stepUpdate, Registration: reg("we_1", 0, withEvents("invoice.paid")), Desired: planDesired(planURL), Drift: []string{"events"}},
+				decide.Step{Kind: decide.StepUpdate, Registration: reg("we_1", 0, withEvents("invoice.paid")), Desired: planDesired(planURL), Drift: []string{"events"}},
 				markStep(reg("we_1", 0, withEvents("invoice.paid"))),
 			),
 		},
@@ -92,7 +93,7 @@ func TestPlanSteps(t *testing.T) {
 			reason:   "the provider refused the replay in an earlier round: replace make-before-break with the rotation key",
 			caps:     stripeCaps,
 			observed: []providers.Registration{ours}, recorded: "we_1",
-			rounds: rounds{ReplayRefused: map[string]bool{"we_1": true}},
+			rounds: decide.Rounds{ReplayRefused: map[string]bool{"we_1": true}},
 			want:   keeps(ours, replaceOf(ours, stripeCaps)),
 		},
 		{
@@ -112,7 +113,7 @@ func TestPlanSteps(t *testing.T) {
 			reason:   "client-chosen: set a new secret in place; that update carries the spec, so no second update, and it makes the secret current",
 			caps:     markerlessCaps,
 			observed: []providers.Registration{hook("1", 0, withDisabled)}, recorded: "1",
-			want: keeps(hook("1", 0, withDisabled), step{Kind: stepSetSecret, Registration: hook("1", 0, withDisabled), Desired: planDesired(planURL)}),
+			want: keeps(hook("1", 0, withDisabled), decide.Step{Kind: decide.StepSetSecret, Registration: hook("1", 0, withDisabled), Desired: planDesired(planURL)}),
 		},
 		{
 			reason:   "client-chosen on a provider with no update: the secret cannot be set in place, so replace",
@@ -148,7 +149,7 @@ func TestPlanSteps(t *testing.T) {
 			reason:   "after a replacement the new one is kept and made current; the replaced one is pruned as rotated, though recorded and matching",
 			caps:     unreplayableCaps,
 			observed: []providers.Registration{ours, reg("we_new", 5)}, recorded: "we_1", held: []string{"we_new"},
-			rounds: rounds{Retired: map[string]bool{"we_1": true}},
+			rounds: decide.Rounds{Retired: map[string]bool{"we_1": true}},
 			want:   keeps(reg("we_new", 5), markStep(reg("we_new", 5)), retiredAt(ours)),
 		},
 		{
@@ -156,16 +157,16 @@ func TestPlanSteps(t *testing.T) {
 			caps:     recreateEventsCaps,
 			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid")), reg("we_new", 5), reg("we_twin", 6)},
 			recorded: "we_1", held: []string{"we_1", "we_new"}, twins: hookv1.TwinsKeep,
-			rounds: rounds{Retired: map[string]bool{"we_1": true}},
-			want: plan{Keep: keep(reg("we_new", 5)), KeptTwins: []providers.Registration{reg("we_twin", 6)},
-				Steps: []step{markStep(reg("we_new", 5)), retiredAt(reg("we_1", 0, withEvents("invoice.paid")))}},
+			rounds: decide.Rounds{Retired: map[string]bool{"we_1": true}},
+			want: decide.Plan{Keep: keep(reg("we_new", 5)), KeptTwins: []providers.Registration{reg("we_twin", 6)},
+				Steps: []decide.Step{markStep(reg("we_new", 5)), retiredAt(reg("we_1", 0, withEvents("invoice.paid")))}},
 		},
 		{
 			reason:   "the replay made a new registration (window passed): it is kept, updated to the spec, and the one it replaces goes",
 			caps:     stripeCaps,
 			observed: []providers.Registration{reg("we_1", 0, withDescription("old")), reg("we_2", 5, withDescription("old"))},
 			recorded: "we_1", held: []string{"we_2"},
-			rounds: rounds{Retired: map[string]bool{"we_1": true}},
+			rounds: decide.Rounds{Retired: map[string]bool{"we_1": true}},
 			want: keeps(reg("we_2", 5, withDescription("old")), updateStep(reg("we_2", 5, withDescription("old")), "description"),
 				markStep(reg("we_2", 5, withDescription("old"))), retiredAt(reg("we_1", 0, withDescription("old")))),
 		},
@@ -175,7 +176,7 @@ func TestPlanSteps(t *testing.T) {
 			reason:   "the recorded registration vanished: forget its secret after the create, before pruning",
 			caps:     stripeCaps,
 			observed: []providers.Registration{reg("we_0", 0, withURL(planOldURL))}, recorded: "we_1", held: []string{"we_1", "we_0"},
-			want: plan{Decision: decideCreate, Steps: []step{createFor(stripeCaps, "we_1"), forgetStep("we_1"), staleAt(reg("we_0", 0, withURL(planOldURL)))}},
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(stripeCaps, "we_1"), forgetStep("we_1"), staleAt(reg("we_0", 0, withURL(planOldURL)))}},
 		},
 
 		// Edited out of band at the provider, the spec unchanged.
@@ -206,7 +207,7 @@ func TestPlanSteps(t *testing.T) {
 			caps:     stripeCaps,
 			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL))},
 			recorded: "we_1", recordedURL: planOldURL, held: []string{"we_1"},
-			want: plan{Decision: decideCreate, Steps: []step{createFor(stripeCaps, "we_1"), staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(stripeCaps, "we_1"), staleAt(reg("we_1", 0, withURL(planOldURL)))}},
 		},
 		{
 			reason:   "an unrecorded registration of ours elsewhere is stale, not repaired: only the recorded one moved out of band",
@@ -218,13 +219,13 @@ func TestPlanSteps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			in := planInput{
+			in := decide.PlanInput{
 				Caps: c.caps, CanPing: c.canPing, Desired: planDesired(planURL), Generation: gen, Observed: c.observed,
 				RecordedID: c.recorded, RecordedURL: c.recordedURL, HeldSecrets: heldSet(c.held),
 				CurrentID: currentOf(c.current, c.recorded, c.held), PendingSecret: c.pending, ReceiverURL: planReceiverURL,
 				Adoption: hookv1.AdoptionAdopt, Twins: c.twins, Rounds: c.rounds,
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			checkStepOrder(t, c.reason, got.Steps)
 			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
@@ -244,59 +245,59 @@ func TestPlanUnfit(t *testing.T) {
 		observed []providers.Registration
 		recorded string
 		held     []string
-		want     plan
+		want     decide.Plan
 	}{
 		{
 			reason:   "a foreign unfit registration beside ours: reported, ours kept as if it were not there",
 			caps:     markerlessCaps,
 			observed: []providers.Registration{hook("1", 0), hook("9", 1, unfit)},
 			recorded: "1", held: []string{"1"},
-			want: plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("9", 1, unfit)}},
+			want: decide.Plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("9", 1, unfit)}},
 		},
 		{
 			reason:   "an unfit registration at the desired URL that is not provably ours is not adopted: create, report it",
 			caps:     markerlessCaps,
 			observed: []providers.Registration{hook("9", 1, unfit)},
-			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, Unfit: []providers.Registration{hook("9", 1, unfit)}},
+			want:     decide.Plan{Decision: decide.Create, Steps: []decide.Step{createStep()}, Unfit: []providers.Registration{hook("9", 1, unfit)}},
 		},
 		{
 			reason:   "an unfit registration whose id could not be read is nobody's, even at this subscription's receiver URL",
 			caps:     markerlessCaps,
 			observed: []providers.Registration{hook("1", 0), hook("", 1, unfit, withURL(planReceiverURL))},
 			recorded: "1", held: []string{"1"},
-			want: plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("", 1, unfit, withURL(planReceiverURL))}},
+			want: decide.Plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("", 1, unfit, withURL(planReceiverURL))}},
 		},
 		{
 			reason:   "our recorded registration no longer fits: stall, nothing created, nothing pruned",
 			caps:     markerlessCaps,
 			observed: []providers.Registration{hook("1", 0, unfit), hook("2", 1, withURL(planOldURL))},
 			recorded: "1", held: []string{"1", "2"},
-			want: plan{Decision: decideStall},
+			want: decide.Plan{Decision: decide.Stall},
 		},
 		{
 			reason:   "ours by its held secret (status wiped) and unfit: stall",
 			caps:     markerlessCaps,
 			observed: []providers.Registration{hook("1", 0, unfit)},
 			held:     []string{"1"},
-			want:     plan{Decision: decideStall},
+			want:     decide.Plan{Decision: decide.Stall},
 		},
 		{
 			reason:   "ours by the marker that could still be read: stall",
 			caps:     stripeCaps,
 			observed: []providers.Registration{reg("we_1", 0, unfit)},
-			want:     plan{Decision: decideStall},
+			want:     decide.Plan{Decision: decide.Stall},
 		},
 	}
 	for i := range cases {
-		if cases[i].want.Decision == decideStall {
+		if cases[i].want.Decision == decide.Stall {
 			cases[i].want.StallReason = hookv1.ReasonUnfitRegistration
 		}
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			got := computePlan(planInput{Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
+			got := decide.ComputePlan(decide.PlanInput{Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
 				HeldSecrets: heldSet(c.held), CurrentID: currentOf("", c.recorded, c.held), ReceiverURL: planReceiverURL, Adoption: hookv1.AdoptionAdopt})
-			if c.want.Decision == decideStall {
+			if c.want.Decision == decide.Stall {
 				if got.Stall == "" || len(got.Steps) > 0 {
 					t.Errorf("decision %v, stall %q, steps %v; want a stall naming the problem and no step", got.Decision, got.Stall, got.Steps)
 				}

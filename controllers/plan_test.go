@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 )
@@ -86,37 +87,43 @@ func keep(r providers.Registration) *providers.Registration { return &r }
 
 // Steps as plans list them. Their Desired and Key are compared only where a case says so
 // (planStepDetail); everywhere else the kind and the registration acted on tell the decision.
-func twin(r providers.Registration) step    { return pruneStep(r, pruneTwin) }
-func staleAt(r providers.Registration) step { return pruneStep(r, pruneStale) }
-func retiredAt(r providers.Registration) step {
-	return pruneStep(r, pruneRotated)
+func twin(r providers.Registration) decide.Step    { return decide.PruneStep(r, decide.PruneTwin) }
+func staleAt(r providers.Registration) decide.Step { return decide.PruneStep(r, decide.PruneStale) }
+func retiredAt(r providers.Registration) decide.Step {
+	return decide.PruneStep(r, decide.PruneRotated)
 }
-func createStep() step { return step{Kind: stepCreate} }
-func updateStep(r providers.Registration, fields ...string) step {
-	return step{Kind: stepUpdate, Registration: r, Desired: planDesired(planURL), Drift: fields}
+func createStep() decide.Step { return decide.Step{Kind: decide.StepCreate} }
+func updateStep(r providers.Registration, fields ...string) decide.Step {
+	return decide.Step{Kind: decide.StepUpdate, Registration: r, Desired: planDesired(planURL), Drift: fields}
 }
-func replayStep(r providers.Registration) step { return step{Kind: stepReplay, Registration: r} }
-func fetchStep(r providers.Registration) step  { return step{Kind: stepFetchSecret, Registration: r} }
-func setSecretStep(r providers.Registration) step {
-	return step{Kind: stepSetSecret, Registration: r, Desired: planDesired(planURL)}
+func replayStep(r providers.Registration) decide.Step {
+	return decide.Step{Kind: decide.StepReplay, Registration: r}
 }
-func replaceStep(r providers.Registration, fields ...string) step {
-	return step{Kind: stepReplace, Registration: r, Drift: fields}
+func fetchStep(r providers.Registration) decide.Step {
+	return decide.Step{Kind: decide.StepFetchSecret, Registration: r}
 }
-func markStep(r providers.Registration) step { return step{Kind: stepMarkCurrent, Registration: r} }
-func forgetStep(id string) step              { return step{Kind: stepForget, ID: id} }
+func setSecretStep(r providers.Registration) decide.Step {
+	return decide.Step{Kind: decide.StepSetSecret, Registration: r, Desired: planDesired(planURL)}
+}
+func replaceStep(r providers.Registration, fields ...string) decide.Step {
+	return decide.Step{Kind: decide.StepReplace, Registration: r, Drift: fields}
+}
+func markStep(r providers.Registration) decide.Step {
+	return decide.Step{Kind: decide.StepMarkCurrent, Registration: r}
+}
+func forgetStep(id string) decide.Step { return decide.Step{Kind: decide.StepForget, ID: id} }
 
-func keeps(r providers.Registration, steps ...step) plan {
-	return plan{Decision: decideKeep, Keep: keep(r), Steps: steps}
+func keeps(r providers.Registration, steps ...decide.Step) decide.Plan {
+	return decide.Plan{Decision: decide.Keep, Keep: keep(r), Steps: steps}
 }
 
-func creates(steps ...step) plan {
-	return plan{Decision: decideCreate, Steps: append([]step{createStep()}, steps...)}
+func creates(steps ...decide.Step) decide.Plan {
+	return decide.Plan{Decision: decide.Create, Steps: append([]decide.Step{createStep()}, steps...)}
 }
 
 // planStepDetail leaves out of a comparison what most cases do not state: the parameters and
 // keys of provider calls, and how a new secret is obtained.
-var planStepDetail = cmpopts.IgnoreFields(step{}, "Desired", "Key", "Secret")
+var planStepDetail = cmpopts.IgnoreFields(decide.Step{}, "Desired", "Key", "Secret")
 
 // heldSet turns a case's held ids into the plan's set (nil stays nil).
 func heldSet(ids []string) map[string]bool {
@@ -157,7 +164,7 @@ func TestPlanComputePlan(t *testing.T) {
 		twins    hookv1.TwinsPolicy
 		// edited: the spec changed since the last reconcile (planInput.SpecEdited).
 		edited bool
-		want   plan
+		want   decide.Plan
 		// conflictMentions must all appear in plan.Conflict (which must then be non-empty);
 		// Conflict itself is left out of the diff because it is prose.
 		conflictMentions []string
@@ -299,7 +306,7 @@ func TestPlanComputePlan(t *testing.T) {
 				withEvents("invoice.paid"), withDescription(""), withDisabled)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want: func() plan {
+			want: func() decide.Plan {
 				r := reg("we_1", 0, unmarked, withURL("https://hooks.example.com:443/hooks/shop/orders"),
 					withEvents("invoice.paid"), withDescription(""), withDisabled)
 				return keeps(r, updateStep(r, "url", "events", "description", "disabled", "ownership marker"))
@@ -366,7 +373,7 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			twins:    hookv1.TwinsKeep,
-			want: plan{Keep: keep(reg("we_1", 0)), KeptTwins: []providers.Registration{
+			want: decide.Plan{Keep: keep(reg("we_1", 0)), KeptTwins: []providers.Registration{
 				reg("we_2", 1, withURL("https://Hooks.Example.com/hooks/shop/orders"), unmarked),
 				reg("we_3", 2, withURL("https://hooks.example.com:443/hooks/shop/orders")),
 			}},
@@ -377,10 +384,10 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			twins:    hookv1.TwinsKeep,
-			want: plan{
+			want: decide.Plan{
 				Keep:      keep(reg("we_1", 0)),
 				KeptTwins: []providers.Registration{reg("we_2", 1)},
-				Steps:     []step{staleAt(reg("we_0", 0, withURL(planOldURL)))},
+				Steps:     []decide.Step{staleAt(reg("we_0", 0, withURL(planOldURL)))},
 			},
 		},
 
@@ -431,14 +438,14 @@ func TestPlanComputePlan(t *testing.T) {
 		{
 			reason:   "foreign near-twin with a trailing slash: reported only, and still a create for the exact URL",
 			observed: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)},
-			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, NearTwins: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)}},
+			want:     decide.Plan{Decision: decide.Create, Steps: []decide.Step{createStep()}, NearTwins: []providers.Registration{reg("we_f", 0, withURL(planURL+"/"), unmarked)}},
 		},
 		{
 			reason:   "foreign near-twin over http instead of https: reported only",
 			observed: []providers.Registration{reg("we_1", 0), reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders"), unmarked)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want: plan{
+			want: decide.Plan{
 				Keep:      keep(reg("we_1", 0)),
 				NearTwins: []providers.Registration{reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders"), unmarked)},
 			},
@@ -448,7 +455,7 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{reg("we_1", 0), reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders/"), withOwner(planOtherSub))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want: plan{
+			want: decide.Plan{
 				Keep:      keep(reg("we_1", 0)),
 				NearTwins: []providers.Registration{reg("we_f", 1, withURL("http://hooks.example.com/hooks/shop/orders/"), withOwner(planOtherSub))},
 			},
@@ -543,14 +550,14 @@ func TestPlanComputePlan(t *testing.T) {
 		},
 	}
 
-	sharedKeys := &urlKeys{}
+	sharedKeys := &decide.URLKeys{}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			url := c.url
 			if url == "" {
 				url = planURL
 			}
-			in := planInput{
+			in := decide.PlanInput{
 				Caps:        stripeCaps,
 				Desired:     planDesired(url),
 				Observed:    c.observed,
@@ -561,11 +568,11 @@ func TestPlanComputePlan(t *testing.T) {
 				Twins:       c.twins,
 				SpecEdited:  c.edited,
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			// The account's table of parsed URLs, shared by every case as by every subscription
 			// of an account, changes no decision.
 			in.Keys = sharedKeys
-			if d := cmp.Diff(got, computePlan(in), cmpopts.EquateEmpty()); d != "" {
+			if d := cmp.Diff(got, decide.ComputePlan(in), cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
 			}
 
@@ -583,7 +590,7 @@ func TestPlanComputePlan(t *testing.T) {
 			}
 			got.Conflict = ""
 			if len(c.conflictMentions) > 0 {
-				c.want.Decision = decideConflict
+				c.want.Decision = decide.Conflict
 			}
 			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), planStepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
@@ -622,22 +629,22 @@ func TestPlanInvariants(t *testing.T) {
 		for _, adoption := range []hookv1.AdoptionPolicy{hookv1.AdoptionAdopt, hookv1.AdoptionNever} {
 			for _, twins := range []hookv1.TwinsPolicy{hookv1.TwinsPrune, hookv1.TwinsKeep} {
 				name := fmt.Sprintf("mask=%b adoption=%s twins=%s", mask, adoption, twins)
-				p := computePlan(planInput{Caps: stripeCaps, Desired: planDesired(planURL), Observed: observed, Adoption: adoption, Twins: twins})
+				p := decide.ComputePlan(decide.PlanInput{Caps: stripeCaps, Desired: planDesired(planURL), Observed: observed, Adoption: adoption, Twins: twins})
 				for _, a := range p.Prunes() {
 					if !mayPrune[adoption][a.Registration.ID] {
 						t.Errorf("%s: prunes %s, which is not provably ours", name, a.Registration.ID)
 					}
 				}
 				switch p.Decision {
-				case decideKeep:
+				case decide.Keep:
 					if p.Keep == nil {
 						t.Errorf("%s: decides keep without a registration", name)
 					}
-				case decideCreate:
-					if p.Keep != nil || len(p.Steps) == 0 || p.Steps[0].Kind != stepCreate {
+				case decide.Create:
+					if p.Keep != nil || len(p.Steps) == 0 || p.Steps[0].Kind != decide.StepCreate {
 						t.Errorf("%s: decides create but keeps %v, steps %v", name, p.Keep, p.Steps)
 					}
-				case decideConflict:
+				case decide.Conflict:
 					if p.Conflict == "" || p.Keep != nil || len(p.Steps) > 0 {
 						t.Errorf("%s: conflict %q but keeps %v, steps %v", name, p.Conflict, p.Keep, p.Steps)
 					}
@@ -645,7 +652,7 @@ func TestPlanInvariants(t *testing.T) {
 				checkStepOrder(t, name, p.Steps)
 				if twins == hookv1.TwinsKeep {
 					for _, a := range p.Prunes() {
-						if a.Why == pruneTwin {
+						if a.Why == decide.PruneTwin {
 							t.Errorf("%s: prunes twin %s under policies.twins Keep", name, a.Registration.ID)
 						}
 					}
@@ -657,13 +664,13 @@ func TestPlanInvariants(t *testing.T) {
 
 // checkStepOrder fails t unless steps come in the order the executor relies on: kinds never go
 // backwards, and nothing follows a step that ends the round.
-func checkStepOrder(t *testing.T, name string, steps []step) {
+func checkStepOrder(t *testing.T, name string, steps []decide.Step) {
 	t.Helper()
 	for i := 1; i < len(steps); i++ {
 		if steps[i].Kind < steps[i-1].Kind {
 			t.Errorf("%s: step %d (%v) comes after %v", name, i, steps[i].Kind, steps[i-1].Kind)
 		}
-		if steps[i-1].endsRound() {
+		if steps[i-1].EndsRound() {
 			t.Errorf("%s: step %v follows %v, which ends the round", name, steps[i].Kind, steps[i-1].Kind)
 		}
 	}
@@ -689,7 +696,7 @@ func TestPlanOwns(t *testing.T) {
 		{"recorded, but another cluster's marker: the marker wins", reg("we_1", 0, withOwner(planOtherClustr)), "we_1", false},
 	}
 	for _, c := range cases {
-		if got := (ownership{me: planMe, markers: true, recordedID: c.recorded}).owns(c.r); got != c.want {
+		if got := (decide.Ownership{Me: planMe, Markers: true, RecordedID: c.recorded}).Owns(c.r); got != c.want {
 			t.Errorf("owns(%s, owner %+v, recorded %q) = %v; want %v (%s)", c.r.ID, c.r.Owner, c.recorded, got, c.want, c.reason)
 		}
 	}
@@ -702,7 +709,7 @@ type keyCase struct {
 	recorded   string
 }
 
-func (k keyCase) create() string { return createKey(k.uid, k.generation, k.recorded) }
+func (k keyCase) create() string { return decide.CreateKey(k.uid, k.generation, k.recorded) }
 
 func TestKeyCreate(t *testing.T) {
 	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
@@ -733,7 +740,7 @@ func TestKeyCreate(t *testing.T) {
 
 func TestKeyRotate(t *testing.T) {
 	const uid = "6f1c9a52-8d3e-4b7a-9f0e-2c4d5e6f7a8b"
-	base := rotateKey(uid, 3, "we_1")
+	base := decide.RotateKey(uid, 3, "we_1")
 	cases := []struct {
 		reason     string
 		uid        string
@@ -747,12 +754,12 @@ func TestKeyRotate(t *testing.T) {
 		{"another subscription: new key", "0a1b2c3d-0000-4000-8000-000000000000", 3, "we_1", false},
 	}
 	for _, c := range cases {
-		got := rotateKey(c.uid, c.generation, c.old)
+		got := decide.RotateKey(c.uid, c.generation, c.old)
 		if (got == base) != c.same {
 			t.Errorf("rotateKey = %q, base %q; same = %v, want %v (%s)", got, base, got == base, c.same, c.reason)
 		}
 	}
-	if createKey(uid, 3, "we_1") == base {
+	if decide.CreateKey(uid, 3, "we_1") == base {
 		t.Errorf("rotateKey and createKey collide: %q", base)
 	}
 }
@@ -766,7 +773,7 @@ func TestKeyLength(t *testing.T) {
 		if key := k.create(); len(key) > 255 {
 			t.Errorf("createKey(generation %d, recorded %q) has %d characters; Stripe accepts at most 255", k.generation, k.recorded, len(key))
 		}
-		if key := rotateKey(k.uid, k.generation, longID); len(key) > 255 {
+		if key := decide.RotateKey(k.uid, k.generation, longID); len(key) > 255 {
 			t.Errorf("rotateKey(%q) has %d characters; Stripe accepts at most 255", longID, len(key))
 		}
 	}

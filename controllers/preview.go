@@ -10,11 +10,12 @@ import (
 	"time"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Preview is the plan a reconcile of a subscription would start with, made as the reconciler
-// makes it (a fresh provider list, the signing Secret, computePlan) with nothing written to the
+// makes it (a fresh provider list, the signing Secret, decide.ComputePlan) with nothing written to the
 // provider or the cluster: what `hookwarden plan` prints. It is the first round only: a step
 // that ends the round (a replacement) is followed by a plan made afresh, which prunes the
 // registration replaced.
@@ -103,13 +104,13 @@ func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if r.credentials == nil {
 		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
 	}
-	desiredURL, _, err := validateSpec(&sub.Spec, r.Accounts.Registry())
+	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return Preview{}, err
 	}
 	ownReceiverURL := r.ownReceiverURL(sub)
 	if sub.Spec.Endpoint.Receiver != nil {
-		if desiredURL, err = receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
 			return Preview{}, err
 		}
 	}
@@ -132,33 +133,33 @@ func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	}}
 	if observed == nil {
 		if observed, err = o.List(ctx, 0); err != nil {
-			return Preview{}, fromList(err)
+			return Preview{}, decide.FromList(err)
 		}
 	}
-	in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rounds{}))
+	in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, decide.Rounds{}))
 	if err != nil {
 		return Preview{}, err
 	}
-	out := previewOf(in, computePlan(in))
+	out := previewOf(in, decide.ComputePlan(in))
 	out.Provider = string(sub.Spec.Provider.Type)
 	return out, nil
 }
 
 // previewOf renders a plan for the command line.
-func previewOf(in planInput, p plan) Preview {
+func previewOf(in decide.PlanInput, p decide.Plan) Preview {
 	out := Preview{URL: in.Desired.URL, Decision: p.Decision.String(), Conflict: p.Conflict, Stall: p.Stall, Observed: len(in.Observed)}
 	if p.Keep != nil {
 		k := previewRegistration(*p.Keep)
 		out.Keep = &k
-		own := in.ownership()
-		out.Adopt = p.Keep.ID != in.RecordedID && !marked(*p.Keep, in.Desired.Owner) && !own.held[p.Keep.ID]
+		own := in.Ownership()
+		out.Adopt = p.Keep.ID != in.RecordedID && !decide.Marked(*p.Keep, in.Desired.Owner) && !own.Held[p.Keep.ID]
 	}
 	for _, s := range p.Steps {
 		ps := PreviewStep{Action: s.Kind.String(), Registration: s.Registration.ID, Description: s.String(), Why: string(s.Why)}
 		switch s.Kind {
-		case stepCreate, stepReplace:
-			ps.Secret = map[newSecret]string{secretReturned: "returned", secretChosen: "chosen", secretNone: ""}[s.Secret]
-			if s.Kind == stepReplace && len(s.Drift) == 0 {
+		case decide.StepCreate, decide.StepReplace:
+			ps.Secret = map[decide.SecretSource]string{decide.SecretReturned: "returned", decide.SecretChosen: "chosen", decide.SecretNone: ""}[s.Secret]
+			if s.Kind == decide.StepReplace && len(s.Drift) == 0 {
 				ps.Secret = "rotation"
 			}
 			if s.Rotation {
@@ -167,23 +168,23 @@ func previewOf(in planInput, p plan) Preview {
 			for _, f := range s.Drift {
 				ps.Changes = append(ps.Changes, fieldChange(f, s.Registration, in.Desired))
 			}
-		case stepReplay:
+		case decide.StepReplay:
 			ps.Secret = "replay"
-		case stepFetchSecret:
+		case decide.StepFetchSecret:
 			ps.Secret = "fetch"
-		case stepSetSecret:
+		case decide.StepSetSecret:
 			ps.Secret = "chosen"
 			if s.Rotation {
 				ps.Secret = "requested rotation"
 			}
-			for _, f := range drift(in, s.Registration) {
+			for _, f := range decide.Drift(in, s.Registration) {
 				ps.Changes = append(ps.Changes, fieldChange(f, s.Registration, in.Desired))
 			}
-		case stepUpdate:
+		case decide.StepUpdate:
 			for _, f := range s.Drift {
 				ps.Changes = append(ps.Changes, fieldChange(f, s.Registration, in.Desired))
 			}
-		case stepForget:
+		case decide.StepForget:
 			ps.Registration = s.ID
 		}
 		out.Steps = append(out.Steps, ps)
@@ -206,15 +207,15 @@ func previewRegistration(r providers.Registration) PreviewRegistration {
 // fieldChange is what a drifted field is and would become.
 func fieldChange(field string, r providers.Registration, d providers.Desired) FieldChange {
 	switch field {
-	case driftURL:
+	case decide.DriftURL:
 		return FieldChange{Field: field, From: r.URL, To: d.URL}
-	case driftEvents:
+	case decide.DriftEvents:
 		return FieldChange{Field: field, From: strings.Join(sortedEvents(r.Events), ","), To: strings.Join(sortedEvents(d.Events), ",")}
-	case driftDescription:
+	case decide.DriftDescription:
 		return FieldChange{Field: field, From: strconv.Quote(r.Description), To: strconv.Quote(d.Description)}
-	case driftDisabled:
+	case decide.DriftDisabled:
 		return FieldChange{Field: field, From: strconv.FormatBool(r.Disabled), To: strconv.FormatBool(d.Disabled)}
-	case driftMarker:
+	case decide.DriftMarker:
 		return FieldChange{Field: field, From: ownerString(r.Owner), To: ownerString(d.Owner)}
 	}
 	// A provider-specific setting the provider reports as off.
@@ -246,9 +247,9 @@ func ownerString(o providers.Owner) string {
 // RetryAfter reports how long the manager would wait before trying again after err (a
 // provider rate limit): the command line waits as long and says so.
 func RetryAfter(err error) (time.Duration, bool) {
-	var w *waitError
+	var w *decide.WaitError
 	if errors.As(err, &w) {
-		return w.after, true
+		return w.After, true
 	}
 	return 0, false
 }
@@ -269,7 +270,7 @@ func (r *Reconciler) Observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	defer unlock()
 	regs, err := o.List(ctx, 0)
 	if err != nil {
-		return nil, o.Capabilities(), fromList(err)
+		return nil, o.Capabilities(), decide.FromList(err)
 	}
 	return regs, o.Capabilities(), nil
 }

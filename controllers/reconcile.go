@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -144,7 +145,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, settingsIndex, func(o client.Object) []string {
 		sub := o.(*hookv1.WebhookSubscription)
-		if scope, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry()); err == nil && scope.SettingsRef != nil {
+		if scope, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry()); err == nil && scope.SettingsRef != nil {
 			return []string{scope.SettingsRef.Name}
 		}
 		return nil
@@ -362,13 +363,13 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
 func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
-	desiredURL, _, err := validateSpec(&sub.Spec, r.Accounts.Registry())
+	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	ownReceiverURL := r.ownReceiverURL(sub)
 	if sub.Spec.Endpoint.Receiver != nil {
-		if desiredURL, err = receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -419,7 +420,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	}
 	maxAge := r.listAge(sub, o.Epoch(), fresh)
 	accepted := maxAge // maxAge changes between rounds; the recovery look may be as old as this
-	var rs rounds
+	var rs decide.Rounds
 	var kept providers.Registration
 	providerDisabled := false
 	refusedCreates := 0
@@ -429,16 +430,16 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		}
 		observed, err := o.List(ctx, maxAge)
 		if err != nil {
-			return ctrl.Result{}, fromList(err)
+			return ctrl.Result{}, decide.FromList(err)
 		}
 		providerDisabled = providerDisabled || disabledByProvider(observed, sub.Status.EndpointID)
 		in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rs))
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		p := computePlan(in)
+		p := decide.ComputePlan(in)
 		if after, ok := awaitsImportedSecret(p, sub, s.signing.obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
-			return ctrl.Result{}, wait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
+			return ctrl.Result{}, decide.NewWait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
 		}
 		s.reportUnfit(ctx, p)
 		out, err := s.execute(ctx, p, &rs)
@@ -451,12 +452,12 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 				maxAge = 0
 				continue
 			}
-			return ctrl.Result{}, stallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
+			return ctrl.Result{}, decide.NewStallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
 		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if p.rotates() {
+		if p.Rotates() {
 			rs.Rotated = true
 		}
 		if !out.replan {
@@ -490,9 +491,9 @@ const maxRounds = 6
 const cachedList = time.Duration(1<<63 - 1)
 
 // planInput is what this session plans from, for one round.
-func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs rounds) planInput {
+func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs decide.Rounds) decide.PlanInput {
 	sub := s.sub
-	return planInput{
+	return decide.PlanInput{
 		Desired:         s.desired,
 		Generation:      sub.Generation,
 		SpecEdited:      sub.Generation != sub.Status.ObservedGeneration,

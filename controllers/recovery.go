@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Recovery of missed deliveries, carried out: after a reconcile found the kept registration in
 // step with the spec, the provider's view of deliveries becomes the Delivering condition,
-// decideRecovery (recovery_plan.go) says whether a run starts, and the runner below does it.
+// decide.Recovery (decide/recovery_plan.go) says whether a run starts, and the runner below does it.
 // One run at a time per subscription: it runs inside the subscription's reconcile, which
 // controller-runtime never runs twice at once for one object. The watermark is persisted after
 // every page, so a manager killed mid-run loses nothing: the next run starts again from it, and
@@ -64,7 +65,7 @@ type recoveryRunner struct {
 	ro     recoveryOps
 	reg    providers.Registration
 	secret string
-	d      recoveryDecision
+	d      decide.RecoveryDecision
 	st     *hookv1.RecoveryStatus
 	run    *hookv1.RecoveryRun
 	// persisted is status.recovery as the API server holds it (what a mid-run patch diffs
@@ -79,8 +80,8 @@ type recoveryRunner struct {
 
 // quiet reports whether a redeliver listing shows nothing for a run to do or report: no missed
 // delivery, no malformed entry, no span its log cannot answer for.
-func quiet(page providers.MissedPage, d recoveryDecision, now time.Time, window time.Duration) bool {
-	gap, _ := logGap(d.ReportFrom, page.Covers, now, window)
+func quiet(page providers.MissedPage, d decide.RecoveryDecision, now time.Time, window time.Duration) bool {
+	gap, _ := decide.LogGap(d.ReportFrom, page.Covers, now, window)
 	return len(page.Missed) == 0 && page.Malformed == 0 && gap.IsZero()
 }
 
@@ -98,7 +99,7 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	st.Available = caps.Mode != providers.RecoveryNone && ro.CanRecover()
 	st.Window = ""
 	if caps.Window > 0 {
-		st.Window = formatDuration(caps.Window)
+		st.Window = decide.FormatDuration(caps.Window)
 	}
 	if t.providerDisabled && st.ProviderDisabledAt == nil {
 		at := metav1.NewTime(now)
@@ -113,7 +114,7 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, provider, health.State)
 	defer func() { r.Metrics.setWatermark(sub.Namespace, sub.Name, provider, st.Watermark, r.Now()) }()
 
-	in := recoveryInput{
+	in := decide.RecoveryInput{
 		Provider: provider, Mode: sub.Spec.Recovery.Mode, Requested: sub.Annotations[hookv1.AnnotationRecoverRequestedAt], LastHandled: st.LastHandledRequestedAt,
 		Caps: caps, CanRecover: ro.CanRecover(), CanReenable: ro.CanReenable(), Synced: t.kept.ID != "" && !sub.Spec.Disabled,
 		Health: health, Resync: resyncInterval(sub), Now: now, Created: t.kept.Created,
@@ -130,27 +131,27 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 			in.Unfinished = st.LastRun.Trigger
 		}
 	}
-	d := decideRecovery(in)
+	d := decide.Recovery(in)
 	st.LookbackClamped = d.Clamped
 	switch {
 	case !st.Available:
-		st.Message = recoveryUnavailable
-	case st.Message == recoveryUnavailable:
+		st.Message = decide.RecoveryUnavailable
+	case st.Message == decide.RecoveryUnavailable:
 		st.Message = ""
 	}
-	if d.Reenable && d.Action != recoverRun {
+	if d.Reenable && d.Action != decide.RecoverRun {
 		// Enabled again once the endpoint answers, whatever the recovery mode.
 		if err := r.probe(ctx, t.kept.URL); err == nil {
 			_ = r.reenable(ctx, sub, ro, t.kept)
 		}
 	}
 	switch d.Action {
-	case recoverRefuse:
+	case decide.RecoverRefuse:
 		// The message stays until the next run, so whoever asked can read why.
 		st.LastHandledRequestedAt, st.Message = in.Requested, d.Why
 		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s", d.Why)
 		return 0
-	case recoverNone:
+	case decide.RecoverNone:
 		return 0
 	}
 	st.Message = ""
@@ -185,7 +186,7 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 // subscription since the run's start, up to covered. A run that has more to do (re-enabling, a
 // gap to report, the time the provider disabled the registration) or a look that cannot answer
 // for certain runs as before.
-func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, d recoveryDecision, now time.Time) (covered time.Time, ok bool) {
+func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, d decide.RecoveryDecision, now time.Time) (covered time.Time, ok bool) {
 	st := sub.Status.Recovery
 	if d.Trigger != hookv1.TriggerAuto || !ro.Caps().AccountWide || d.Reenable || !d.Gap.IsZero() || st.ProviderDisabledAt != nil {
 		return time.Time{}, false
@@ -364,7 +365,7 @@ func (x *recoveryRunner) redeliver(ctx context.Context) {
 		}
 	}
 	x.run.Malformed += int64(page.Malformed)
-	if start, end := logGap(x.d.ReportFrom, page.Covers, x.run.StartTime.Time, x.ro.Caps().Window); !start.IsZero() {
+	if start, end := decide.LogGap(x.d.ReportFrom, page.Covers, x.run.StartTime.Time, x.ro.Caps().Window); !start.IsZero() {
 		x.note("%s", x.r.recordGap(x.sub, start, end, hookv1.GapBeyondWindow))
 	}
 	// Listed from the watermark (or the log's start): what the provider will not redeliver is
@@ -507,7 +508,7 @@ func (x *recoveryRunner) stopOn(err error, what string) {
 		result = hookv1.RecoveryPartial
 	}
 	if providers.KindOf(err) == providers.RateLimited {
-		x.requeue = max(providers.RetryAfter(err), defaultRateLimitWait)
+		x.requeue = max(providers.RetryAfter(err), decide.DefaultRateLimitWait)
 		x.fail(result, "%s: provider rate limit, going on in %s", what, x.requeue)
 		return
 	}

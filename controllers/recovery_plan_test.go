@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -22,8 +23,8 @@ var (
 )
 
 // recIn is a synced Auto subscription on a redeliver provider, healthy, never run.
-func recIn(opts ...func(*recoveryInput)) recoveryInput {
-	in := recoveryInput{Provider: "github", Mode: hookv1.RecoveryAuto, Caps: redeliCaps, CanRecover: true, Synced: true,
+func recIn(opts ...func(*decide.RecoveryInput)) decide.RecoveryInput {
+	in := decide.RecoveryInput{Provider: "github", Mode: hookv1.RecoveryAuto, Caps: redeliCaps, CanRecover: true, Synced: true,
 		Health: providers.DeliveryHealth{State: providers.HealthHealthy}, Resync: 10 * time.Minute, Now: recNow}
 	for _, o := range opts {
 		o(&in)
@@ -31,35 +32,37 @@ func recIn(opts ...func(*recoveryInput)) recoveryInput {
 	return in
 }
 
-func mode(m hookv1.RecoveryMode) func(*recoveryInput) { return func(in *recoveryInput) { in.Mode = m } }
-func caps(c providers.RecoveryCapabilities) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.Caps = c }
+func mode(m hookv1.RecoveryMode) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Mode = m }
 }
-func health(h providers.DeliveryHealth) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.Health = h }
+func caps(c providers.RecoveryCapabilities) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Caps = c }
 }
-func requestedAt(v, handled string) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.Requested, in.LastHandled = v, handled }
+func health(h providers.DeliveryHealth) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Health = h }
 }
-func watermarkAgo(d time.Duration) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.Watermark = recNow.Add(-d) }
+func requestedAt(v, handled string) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Requested, in.LastHandled = v, handled }
 }
-func lastRunAgo(d time.Duration) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.LastRunStart = recNow.Add(-d) }
+func watermarkAgo(d time.Duration) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Watermark = recNow.Add(-d) }
 }
-func lookback(d time.Duration) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.Lookback = d }
+func lastRunAgo(d time.Duration) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.LastRunStart = recNow.Add(-d) }
 }
-func unfinished(tr hookv1.RecoveryTrigger) func(*recoveryInput) {
-	return func(in *recoveryInput) { in.Unfinished = tr }
+func lookback(d time.Duration) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Lookback = d }
 }
-func notSynced(in *recoveryInput)     { in.Synced = false }
-func cannotRecover(in *recoveryInput) { in.CanRecover = false }
-func canReenable(in *recoveryInput)   { in.CanReenable = true }
+func unfinished(tr hookv1.RecoveryTrigger) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.Unfinished = tr }
+}
+func notSynced(in *decide.RecoveryInput)     { in.Synced = false }
+func cannotRecover(in *decide.RecoveryInput) { in.CanRecover = false }
+func canReenable(in *decide.RecoveryInput)   { in.CanReenable = true }
 
 func TestDecideRecovery(t *testing.T) {
 	type want struct {
-		Action  recoveryAction
+		Action  decide.RecoveryAction
 		Trigger hookv1.RecoveryTrigger
 		// Since and Gap as ages before now (0: zero time for Gap).
 		SinceAgo, GapAgo time.Duration
@@ -70,57 +73,57 @@ func TestDecideRecovery(t *testing.T) {
 	}
 	cases := []struct {
 		reason string
-		in     recoveryInput
+		in     decide.RecoveryInput
 		want   want
 	}{
 		{"Auto, healthy, redeliver: nothing to recover", recIn(), want{}},
-		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, healthy state but failures among recent deliveries: a run", recIn(health(providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 10})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(disabledNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(disabledNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour, Reenable: true}},
-		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(failingNow), canReenable), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(failingNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, healthy state but failures among recent deliveries: a run", recIn(health(providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 10})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(disabledNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(disabledNow), canReenable), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour, Reenable: true}},
+		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(failingNow), canReenable), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Auto, failing, an automatic run already started in this resync interval: none", recIn(health(failingNow), lastRunAgo(5*time.Minute)), want{}},
-		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(fetchCaps), health(providers.DeliveryHealth{})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(fetchCaps), health(providers.DeliveryHealth{})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, fetch provider, run within this interval: none", recIn(caps(fetchCaps), lastRunAgo(time.Minute)), want{}},
-		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(fetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(fetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"Auto, range provider, healthy: none", recIn(caps(rangeCaps)), want{}},
-		{"Auto, range provider, failing: a run", recIn(caps(rangeCaps), health(failingNow)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, range provider, failing: a run", recIn(caps(rangeCaps), health(failingNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"a request already handled: nothing", recIn(requestedAt("1", "1")), want{}},
-		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, the last run paused partway a moment ago, the provider healthy now (a redelivery arrived): it goes on", recIn(lastRunAgo(2*time.Second), unfinished(hookv1.TriggerAuto), watermarkAgo(time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour, ListAgo: time.Hour, ReportAgo: time.Hour}},
-		{"Manual, a requested run paused partway: it goes on as requested", recIn(mode(hookv1.RecoveryManual), requestedAt("1", "1"), lastRunAgo(2*time.Second), unfinished(hookv1.TriggerRequested)), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, the last run paused partway a moment ago, the provider healthy now (a redelivery arrived): it goes on", recIn(lastRunAgo(2*time.Second), unfinished(hookv1.TriggerAuto), watermarkAgo(time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour, ListAgo: time.Hour, ReportAgo: time.Hour}},
+		{"Manual, a requested run paused partway: it goes on as requested", recIn(mode(hookv1.RecoveryManual), requestedAt("1", "1"), lastRunAgo(2*time.Second), unfinished(hookv1.TriggerRequested)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Off, an unfinished run: nothing", recIn(mode(hookv1.RecoveryOff), unfinished(hookv1.TriggerAuto)), want{}},
 		{"Manual, failing: no automatic run", recIn(mode(hookv1.RecoveryManual), health(failingNow)), want{}},
-		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: recoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Off, failing: nothing", recIn(mode(hookv1.RecoveryOff), health(failingNow)), want{}},
-		{"Off, a request: refused", recIn(mode(hookv1.RecoveryOff), requestedAt("x", "")), want{Action: recoverRefuse}},
-		{"no recovery on the provider, a request: refused", recIn(caps(noneCaps), requestedAt("x", "")), want{Action: recoverRefuse}},
+		{"Off, a request: refused", recIn(mode(hookv1.RecoveryOff), requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
+		{"no recovery on the provider, a request: refused", recIn(caps(noneCaps), requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
 		{"no recovery on the provider, failing: nothing", recIn(caps(noneCaps), health(failingNow)), want{}},
-		{"the client lacks the interface its mode needs, a request: refused", recIn(cannotRecover, requestedAt("x", "")), want{Action: recoverRefuse}},
+		{"the client lacks the interface its mode needs, a request: refused", recIn(cannotRecover, requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
 		{"not synced, a request: waits (not handled)", recIn(notSynced, requestedAt("x", "")), want{}},
 		{"not synced, failing: nothing", recIn(notSynced, health(failingNow)), want{}},
-		{"a watermark inside the lookback: from the watermark", recIn(health(failingNow), watermarkAgo(5*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour, ListAgo: 5 * time.Hour, ReportAgo: 5 * time.Hour}},
-		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(failingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour, ListAgo: 48 * time.Hour, ReportAgo: 48 * time.Hour}},
-		{"a watermark older than the window: from the window's start, the span before reported", recIn(caps(rangeCaps), health(failingNow), watermarkAgo(400*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
-		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(caps(rangeCaps), health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-400 * time.Hour)})), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
-		{"redeliver, a watermark older than the window: the provider's log says what lies beyond (no gap decided beforehand)", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ListAgo: 96 * time.Hour, ReportAgo: 96 * time.Hour}},
-		{"redeliver, first run: the whole log is listed, reported from now - lookback (unclamped)", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"redeliver, first run on a registration created a day ago: reported from its creation", recIn(health(failingNow), lookback(240*time.Hour), func(in *recoveryInput) { in.Created = recNow.Add(-24 * time.Hour) }), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 24 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"Poll (GitLab: no failure reported short of disabling), healthy: a look once per resync", recIn(caps(pollCaps)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"a watermark inside the lookback: from the watermark", recIn(health(failingNow), watermarkAgo(5*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour, ListAgo: 5 * time.Hour, ReportAgo: 5 * time.Hour}},
+		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(failingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour, ListAgo: 48 * time.Hour, ReportAgo: 48 * time.Hour}},
+		{"a watermark older than the window: from the window's start, the span before reported", recIn(caps(rangeCaps), health(failingNow), watermarkAgo(400*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
+		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(caps(rangeCaps), health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-400 * time.Hour)})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
+		{"redeliver, a watermark older than the window: the provider's log says what lies beyond (no gap decided beforehand)", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ListAgo: 96 * time.Hour, ReportAgo: 96 * time.Hour}},
+		{"redeliver, first run: the whole log is listed, reported from now - lookback (unclamped)", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"redeliver, first run on a registration created a day ago: reported from its creation", recIn(health(failingNow), lookback(240*time.Hour), func(in *decide.RecoveryInput) { in.Created = recNow.Add(-24 * time.Hour) }), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 24 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"Poll (GitLab: no failure reported short of disabling), healthy: a look once per resync", recIn(caps(pollCaps)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Poll, run within this interval: none", recIn(caps(pollCaps), lastRunAgo(time.Minute)), want{}},
 		{"Manual, disabled by the provider, Reenabler: re-enabled (once the endpoint answers) without a run", recIn(mode(hookv1.RecoveryManual), health(disabledNow), canReenable), want{Reenable: true}},
 		{"Off, disabled by the provider, Reenabler: re-enabled without a run", recIn(mode(hookv1.RecoveryOff), health(disabledNow), canReenable), want{Reenable: true}},
 		{"no recovery on the provider, disabled, Reenabler: re-enabled", recIn(caps(noneCaps), health(disabledNow), canReenable), want{Reenable: true}},
 		{"not synced, disabled, Reenabler: nothing (the registration does not match the spec)", recIn(notSynced, health(disabledNow), canReenable), want{}},
-		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
 		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240 * time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: recoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
+		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
-			d := decideRecovery(tc.in)
+			d := decide.Recovery(tc.in)
 			got := want{Action: d.Action, Trigger: d.Trigger, Reenable: d.Reenable, Clamped: d.Clamped}
 			if !d.Since.IsZero() {
 				got.SinceAgo = recNow.Sub(d.Since)
@@ -164,7 +167,7 @@ func TestLogGap(t *testing.T) {
 		{"a provider that does not say what its log covers: no gap", ago(120), time.Time{}, time.Time{}, time.Time{}},
 	}
 	for _, tc := range cases {
-		start, end := logGap(tc.from, tc.covers, recNow, window)
+		start, end := decide.LogGap(tc.from, tc.covers, recNow, window)
 		if !start.Equal(tc.wantStart) || !end.Equal(tc.wantEnd) {
 			t.Errorf("%s: gap [%s, %s), want [%s, %s)", tc.reason, start, end, tc.wantStart, tc.wantEnd)
 		}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -626,7 +627,7 @@ func TestRecoveryUnavailableSaysSo(t *testing.T) {
 	h := newRecHarness(t, newFakeRecoverer(noneCaps))
 	h.recover()
 	st := h.sub.Status.Recovery
-	if st.Available || st.Message != recoveryUnavailable {
+	if st.Available || st.Message != decide.RecoveryUnavailable {
 		t.Errorf("available %v, message %q", st.Available, st.Message)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 )
 
 // TestReadyThroughTransientFaults: a registration last found good stays Ready through transient
@@ -21,7 +22,7 @@ func TestReadyThroughTransientFaults(t *testing.T) {
 	sub := &hookv1.WebhookSubscription{}
 	sub.Name, sub.Namespace, sub.Generation = "orders", "shop", 2
 	outage := errors.New("listing registrations: Transient (HTTP 502)")
-	rateLimited := wait(hookv1.ReasonRateLimited, time.Second, "listing registrations: provider rate limit, retrying in 1s")
+	rateLimited := decide.NewWait(hookv1.ReasonRateLimited, time.Second, "listing registrations: provider rate limit, retrying in 1s")
 	ready := func() *metav1.Condition {
 		return meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
 	}

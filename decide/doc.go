@@ -1,6 +1,6 @@
 // Package decide holds the pure decisions of the manager and the command line: it imports only
 // api, providers and internal/matching (no client-go, no controller-runtime, no net/http), so a
-// decision is a function of plain values, its table tests compile without envtest, and the
+// Decision is a function of plain values, its table tests compile without envtest, and the
 // manager, `hookwarden plan` and `hookwarden import` share one decision.
 //
 // What lives here, by file (moved out of controllers/):

@@ -19,6 +19,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -188,7 +189,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		for _, t := range twins {
 			held[t.ID] = secrets[t.ID] != nil
 		}
-		reg := controllers.Keeper(twins, held)
+		reg := decide.Keeper(twins, held)
 		sub := importedSubscription(tmpl, reg, uniqueName(prefix, reg.ID, used))
 		note := importNote{Registration: reg.ID, URL: reg.URL, Subscription: key(sub), Outcome: "imported", Secret: secretNote(caps, reg.ID, held[reg.ID])}
 		if held[reg.ID] {

@@ -1,4 +1,4 @@
-package controllers
+package decide
 
 import (
 	"fmt"
@@ -15,31 +15,32 @@ import (
 // DefaultRecoveryLookback applies when spec.recovery.lookback is unset.
 const DefaultRecoveryLookback = 72 * time.Hour
 
-// recoveryAction is the one thing a reconcile does about recovery.
-type recoveryAction int
+// RecoveryAction is the one thing a reconcile does about recovery.
+type RecoveryAction int
 
 const (
-	// recoverNone: no run now.
-	recoverNone recoveryAction = iota
-	// recoverRun: a run, from Since.
-	recoverRun
-	// recoverRefuse: a requested run that is not done (mode Off, or no way to recover on this
+	// RecoverNone: no run now.
+	RecoverNone RecoveryAction = iota
+	// RecoverRun: a run, from Since.
+	RecoverRun
+	// RecoverRefuse: a requested run that is not done (mode Off, or no way to recover on this
 	// provider): the request is handled with Message.
-	recoverRefuse
+	RecoverRefuse
 )
 
-func (a recoveryAction) String() string {
+// String names the action for logs.
+func (a RecoveryAction) String() string {
 	switch a {
-	case recoverRun:
+	case RecoverRun:
 		return "run"
-	case recoverRefuse:
+	case RecoverRefuse:
 		return "refuse"
 	}
 	return "none"
 }
 
-// recoveryInput is what the decision reads.
-type recoveryInput struct {
+// RecoveryInput is what the decision reads.
+type RecoveryInput struct {
 	// Provider is the provider type, for messages.
 	Provider string
 	Mode     hookv1.RecoveryMode
@@ -73,9 +74,9 @@ type recoveryInput struct {
 	Now    time.Time
 }
 
-// recoveryDecision is the one decision, with everything the run needs to know beforehand.
-type recoveryDecision struct {
-	Action  recoveryAction
+// RecoveryDecision is the one decision, with everything the run needs to know beforehand.
+type RecoveryDecision struct {
+	Action  RecoveryAction
 	Trigger hookv1.RecoveryTrigger
 	// Why explains the decision (logs, tests, a refusal's message).
 	Why string
@@ -101,17 +102,17 @@ type recoveryDecision struct {
 }
 
 // requested reports whether the annotation asks for a run not handled yet.
-func (in recoveryInput) requested() bool { return in.Requested != "" && in.Requested != in.LastHandled }
+func (in RecoveryInput) requested() bool { return in.Requested != "" && in.Requested != in.LastHandled }
 
-// decideRecovery decides whether a recovery run starts now.
-func decideRecovery(in recoveryInput) recoveryDecision {
-	d := recoveryDecision{}
+// Recovery decides whether a recovery run starts now.
+func Recovery(in RecoveryInput) RecoveryDecision {
+	d := RecoveryDecision{}
 	lookback := in.Lookback
 	if lookback <= 0 {
 		lookback = DefaultRecoveryLookback
 	}
 	if in.Caps.Window > 0 && lookback > in.Caps.Window {
-		d.Clamped = fmt.Sprintf("lookback %s is longer than the %s %s keeps; clamped to %s", formatDuration(lookback), formatDuration(in.Caps.Window), in.Provider, formatDuration(in.Caps.Window))
+		d.Clamped = fmt.Sprintf("lookback %s is longer than the %s %s keeps; clamped to %s", FormatDuration(lookback), FormatDuration(in.Caps.Window), in.Provider, FormatDuration(in.Caps.Window))
 		lookback = in.Caps.Window
 	}
 	requested := in.requested()
@@ -120,15 +121,15 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	d.Reenable = in.Synced && in.Health.State == providers.HealthDisabled && in.CanReenable
 	switch {
 	case in.Caps.Mode == providers.RecoveryNone || !in.CanRecover:
-		d.Why = recoveryUnavailable
+		d.Why = RecoveryUnavailable
 		if requested {
-			d.Action = recoverRefuse
+			d.Action = RecoverRefuse
 		}
 		return d
 	case in.Mode == hookv1.RecoveryOff:
 		d.Why = "recovery is off (spec.recovery.mode: Off)"
 		if requested {
-			d.Action, d.Why = recoverRefuse, "recovery was requested but spec.recovery.mode is Off: nothing was run"
+			d.Action, d.Why = RecoverRefuse, "recovery was requested but spec.recovery.mode is Off: nothing was run"
 		}
 		return d
 	case !in.Synced:
@@ -142,25 +143,25 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	due := in.LastRunStart.IsZero() || in.Now.Sub(in.LastRunStart) >= in.Resync-in.Resync/10
 	switch {
 	case requested:
-		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerRequested, "requested through "+hookv1.AnnotationRecoverRequestedAt
+		d.Action, d.Trigger, d.Why = RecoverRun, hookv1.TriggerRequested, "requested through "+hookv1.AnnotationRecoverRequestedAt
 	case in.Unfinished != "":
-		d.Action, d.Trigger, d.Why = recoverRun, in.Unfinished, "the last run stopped partway: it goes on from the watermark"
+		d.Action, d.Trigger, d.Why = RecoverRun, in.Unfinished, "the last run stopped partway: it goes on from the watermark"
 	case in.Mode == hookv1.RecoveryManual:
 		d.Why = "mode Manual: runs only on request"
 	case !due:
 		d.Why = "an automatic run already started in this resync interval"
 	case failing:
-		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider reports failed deliveries ("+in.Health.State.String()+")"
+		d.Action, d.Trigger, d.Why = RecoverRun, hookv1.TriggerAuto, "the provider reports failed deliveries ("+in.Health.State.String()+")"
 	case in.Caps.Mode == providers.RecoveryFetch:
 		// The provider keeps no per-registration health (Stripe): look once per resync.
-		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider keeps the events themselves: one look per resync"
+		d.Action, d.Trigger, d.Why = RecoverRun, hookv1.TriggerAuto, "the provider keeps the events themselves: one look per resync"
 	case in.Caps.Poll:
 		// The provider says nothing of failures short of disabling (GitLab): look once per resync.
-		d.Action, d.Trigger, d.Why = recoverRun, hookv1.TriggerAuto, "the provider reports no failure short of disabling: one look per resync"
+		d.Action, d.Trigger, d.Why = RecoverRun, hookv1.TriggerAuto, "the provider reports no failure short of disabling: one look per resync"
 	default:
 		d.Why = "the provider reports no failed deliveries"
 	}
-	if d.Action != recoverRun {
+	if d.Action != RecoverRun {
 		return d
 	}
 	// since = max(watermark, now − lookback, now − window); the lookback is at most the window.
@@ -196,11 +197,11 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	return d
 }
 
-// logGap is the span a redeliver run cannot answer for: from where it reports (from) to the
+// LogGap is the span a redeliver run cannot answer for: from where it reports (from) to the
 // earliest time the provider's log covers (covers) or the start of the provider's window,
 // whichever is earlier (inside its window a provider keeps every delivery, so a log that
 // reaches back less far there only had nothing older). Zero when there is none.
-func logGap(from, covers, now time.Time, window time.Duration) (start, end time.Time) {
+func LogGap(from, covers, now time.Time, window time.Duration) (start, end time.Time) {
 	if covers.IsZero() || window <= 0 {
 		return time.Time{}, time.Time{}
 	}
@@ -214,11 +215,11 @@ func logGap(from, covers, now time.Time, window time.Duration) (start, end time.
 	return from, end
 }
 
-// recoveryUnavailable is the status message of a provider without a way to recover.
-const recoveryUnavailable = "recovery is not available on this provider profile (no recover section)"
+// RecoveryUnavailable is the status message of a provider without a way to recover.
+const RecoveryUnavailable = "recovery is not available on this provider profile (no recover section)"
 
-// formatDuration prints whole hours as "72h" and anything else as time.Duration does.
-func formatDuration(d time.Duration) string {
+// FormatDuration prints whole hours as "72h" and anything else as time.Duration does.
+func FormatDuration(d time.Duration) string {
 	if d%time.Hour == 0 {
 		return fmt.Sprintf("%dh", d/time.Hour)
 	}
