@@ -11,6 +11,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 )
@@ -33,15 +34,15 @@ func TestPlanClaimedByAnother(t *testing.T) {
 	}{
 		{
 			reason:   "the only unproven hook serving the spec is another's: stall, no adoption, no new secret, no create",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 0)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 0)},
 			claimed:  map[string]string{"9": owner},
 			stall:    true,
 		},
 		{
 			reason:   "recorded here too, but the other claimed it first: stall, and nothing is pruned",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 0), hook("4", 1, withURL(planOldURL))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 0), decidetest.Hook("4", 1, decidetest.WithURL(decidetest.OldURL))},
 			recorded: "9",
 			held:     []string{"9", "4"},
 			claimed:  map[string]string{"9": owner},
@@ -49,51 +50,51 @@ func TestPlanClaimedByAnother(t *testing.T) {
 		},
 		{
 			reason:   "another's hook beside an unproven look-alike: the look-alike is not adopted either",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 0), hook("8", 1)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 0), decidetest.Hook("8", 1)},
 			claimed:  map[string]string{"9": owner},
 			stall:    true,
 		},
 		{
 			reason:   "our own hook beside another's for the same URL: keep ours; the other's is neither pruned nor reported as a twin",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("9", 1)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("9", 1)},
 			recorded: "1",
 			held:     []string{"1"},
 			claimed:  map[string]string{"9": owner},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 		{
 			reason:   "a secret held for another's hook at an old URL: foreign, not pruned as stale",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("9", 1, withURL(planOldURL))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("9", 1, decidetest.WithURL(decidetest.OldURL))},
 			recorded: "1",
 			held:     []string{"1", "9"},
 			claimed:  map[string]string{"9": owner},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 		{
 			reason:   "Stripe: an unmarked endpoint another subscription records (adopted before its marker was written): stall, no adoption",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_9", 0, unmarked)},
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_9", 0, decidetest.Unmarked)},
 			claimed:  map[string]string{"we_9": owner},
 			stall:    true,
 		},
 		{
 			reason:   "claims on registrations the plan does not touch change nothing",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("7", 1, withURL(planElse))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("7", 1, decidetest.WithURL(decidetest.ElseURL))},
 			recorded: "1",
 			held:     []string{"1"},
 			claimed:  map[string]string{"7": owner},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			in := decide.PlanInput{
-				Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
-				HeldSecrets: heldSet(c.held), CurrentID: currentOf("", c.recorded, c.held), ClaimedBy: c.claimed,
+				Caps: c.caps, Desired: decidetest.Desired(decidetest.URL), Observed: c.observed, RecordedID: c.recorded,
+				HeldSecrets: decidetest.HeldSet(c.held), CurrentID: decidetest.CurrentOf("", c.recorded, c.held), ClaimedBy: c.claimed,
 			}
 			got := decide.ComputePlan(in)
 			if c.stall {
@@ -102,7 +103,7 @@ func TestPlanClaimedByAnother(t *testing.T) {
 				}
 				return
 			}
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), planStepDetail); diff != "" {
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), decidetest.StepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got):\n%s", diff)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -50,10 +51,10 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 	}
 	h := &execHarness{t: t, provider: newFakeAccountClient(regs...)}
 	h.sub = &hookv1.WebhookSubscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: planMe.Namespace, Name: planMe.Name, UID: "uid-orders-2", Generation: 3},
+		ObjectMeta: metav1.ObjectMeta{Namespace: decidetest.Me.Namespace, Name: decidetest.Me.Name, UID: "uid-orders-2", Generation: 3},
 		Spec: hookv1.WebhookSubscriptionSpec{
 			Provider:      hookv1.ProviderSpec{Type: hookv1.ProviderStripe, CredentialsRef: hookv1.SecretKeySelector{Name: "stripe-api"}},
-			Events:        planEvents,
+			Events:        decidetest.Events,
 			SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"},
 		},
 	}
@@ -84,7 +85,7 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 	}).Build()
 	r := &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: events.NewFakeRecorder(100), Metrics: unregisteredMetrics()}
 	o, _ := newTestAccount(t, h.provider)
-	h.s = &session{r: r, sub: h.sub, ops: o, caps: h.provider.Capabilities(), desired: planDesired(planURL), signing: signingState{secrets: map[string][]byte{}}}
+	h.s = &session{r: r, sub: h.sub, ops: o, caps: h.provider.Capabilities(), desired: decidetest.Desired(decidetest.URL), signing: signingState{secrets: map[string][]byte{}}}
 	return h
 }
 
@@ -134,14 +135,14 @@ func clonePlan(p decide.Plan) decide.Plan {
 }
 
 func TestExecuteRunsStepsInOrder(t *testing.T) {
-	stale := reg("we_0", 0, withURL(planOldURL))
+	stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 	h := newExecHarness(t, stale)
 	h.hold("we_0", "we_vanished")
 	h.sub.Status.EndpointID = "we_vanished"
 	p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{
-		{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: decide.SecretReturned},
-		forgetStep("we_vanished"),
-		staleAt(stale),
+		{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "key-create", Secret: decide.SecretReturned},
+		decidetest.ForgetStep("we_vanished"),
+		decidetest.Stale(stale),
 	}}
 	out, _, err := h.run(p)
 	if err != nil {
@@ -165,12 +166,12 @@ func TestExecuteRunsStepsInOrder(t *testing.T) {
 }
 
 func TestExecuteStopsAtTheFirstError(t *testing.T) {
-	ours := reg("we_1", 0, withEvents("invoice.paid"))
-	a, b := reg("we_2", 1), reg("we_3", 2)
+	ours := decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))
+	a, b := decidetest.Reg("we_2", 1), decidetest.Reg("we_3", 2)
 	h := newExecHarness(t, ours, a, b)
 	h.hold("we_1")
 	h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Transient, Message: "502"}
-	p := keeps(ours, updateStep(ours, "events"), twin(a), twin(b))
+	p := decidetest.Keeps(ours, decidetest.UpdateStep(ours, "events"), decidetest.Twin(a), decidetest.Twin(b))
 	_, _, err := h.run(p)
 	if err == nil {
 		t.Fatal("execute succeeded although the first prune failed")
@@ -191,7 +192,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 		h := newExecHarness(t)
 		h.sub.Status.EndpointID = "we_before"
 		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "url_invalid"}
-		_, _, err := h.run(creates())
+		_, _, err := h.run(decidetest.Creates())
 		var se *decide.StallError
 		if !errors.As(err, &se) || se.Reason != hookv1.ReasonProviderRejected {
 			t.Errorf("error %v; want a ProviderRejected stall", err)
@@ -206,7 +207,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 	t.Run("a create whose secret cannot be stored reports the error and records nothing as current", func(t *testing.T) {
 		h := newExecHarness(t)
 		h.failSecretWrites = true
-		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "k", Secret: decide.SecretReturned}}}
+		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "k", Secret: decide.SecretReturned}}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the secret could not be stored")
 		}
@@ -215,10 +216,10 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 		}
 	})
 	t.Run("a create followed by a failed prune records the new registration, secret and current", func(t *testing.T) {
-		stale := reg("we_0", 0, withURL(planOldURL))
+		stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 		h := newExecHarness(t, stale)
 		h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Unauthorized, Message: "insufficient scope"}
-		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "k", Secret: decide.SecretReturned}, staleAt(stale)}}
+		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "k", Secret: decide.SecretReturned}, decidetest.Stale(stale)}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the prune was refused")
 		}
@@ -230,11 +231,11 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 }
 
 func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
-	ours := reg("we_1", 0, withEvents("invoice.paid"))
+	ours := decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))
 	h := newExecHarness(t, ours)
 	h.hold("we_1")
 	h.sub.Status.EndpointID = "we_1"
-	p := keeps(ours, decide.Step{Kind: decide.StepReplace, Registration: ours, Desired: planDesired(planURL), Key: "key-rotate", Secret: decide.SecretReturned, Drift: []string{"events"}}, markStep(ours))
+	p := decidetest.Keeps(ours, decide.Step{Kind: decide.StepReplace, Registration: ours, Desired: decidetest.Desired(decidetest.URL), Key: "key-rotate", Secret: decide.SecretReturned, Drift: []string{"events"}}, decidetest.MarkStep(ours))
 	out, rs, err := h.run(p)
 	if err != nil {
 		t.Fatalf("execute: %v", err)
@@ -252,14 +253,14 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 }
 
 func TestExecuteReplay(t *testing.T) {
-	ours := reg("we_1", 0)
+	ours := decidetest.Reg("we_1", 0)
 	replay := decide.Step{Kind: decide.StepReplay, Registration: ours, Desired: decide.OriginalCreate(ours), Key: ours.CreateKey}
 	t.Run("the provider replays: secret stored, the round goes on", func(t *testing.T) {
 		h := newExecHarness(t, ours)
 		withSecret := ours
 		withSecret.Secret = "whsec_original"
 		h.provider.replays = map[string]providers.Registration{ours.CreateKey: withSecret}
-		out, rs, err := h.run(keeps(ours, replay, markStep(ours)))
+		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.MarkStep(ours)))
 		if err != nil || out.replan || len(rs.Retired)+len(rs.ReplayRefused) > 0 {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want the round to finish", out, rs, err)
 		}
@@ -269,7 +270,7 @@ func TestExecuteReplay(t *testing.T) {
 	})
 	t.Run("the window passed, the replay made a new registration: it replaces keep from the next round", func(t *testing.T) {
 		h := newExecHarness(t, ours)
-		out, rs, err := h.run(keeps(ours, replay, markStep(ours)))
+		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.MarkStep(ours)))
 		if err != nil || !out.replan || !rs.Retired["we_1"] {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want a new round with we_1 retired", out, rs, err)
 		}
@@ -283,7 +284,7 @@ func TestExecuteReplay(t *testing.T) {
 	t.Run("the provider refuses the replay: the next round decides, nothing else is sent", func(t *testing.T) {
 		h := newExecHarness(t, ours)
 		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "Keys for idempotent requests can only be used with the same parameters"}
-		out, rs, err := h.run(keeps(ours, replay, updateStep(ours, "events"), markStep(ours)))
+		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.UpdateStep(ours, "events"), decidetest.MarkStep(ours)))
 		if err != nil || !out.replan || !rs.ReplayRefused["we_1"] {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want a new round knowing the replay was refused", out, rs, err)
 		}
@@ -294,7 +295,7 @@ func TestExecuteReplay(t *testing.T) {
 	t.Run("the provider fails transiently: an error, and no round decided on it", func(t *testing.T) {
 		h := newExecHarness(t, ours)
 		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Transient, Message: "503"}
-		_, rs, err := h.run(keeps(ours, replay))
+		_, rs, err := h.run(decidetest.Keeps(ours, replay))
 		if err == nil || len(rs.ReplayRefused) > 0 {
 			t.Errorf("err %v, rounds %+v; want the error and no refusal recorded", err, rs)
 		}
@@ -302,7 +303,7 @@ func TestExecuteReplay(t *testing.T) {
 }
 
 func TestExecuteConflictWaitsWithoutACall(t *testing.T) {
-	h := newExecHarness(t, reg("we_x", 0, withOwner(planOtherSub)))
+	h := newExecHarness(t, decidetest.Reg("we_x", 0, decidetest.WithOwner(decidetest.OtherSub)))
 	_, _, err := h.run(decide.Plan{Decision: decide.Conflict, Conflict: "registration we_x belongs to shop/refunds"})
 	var we *decide.WaitError
 	if !errors.As(err, &we) || we.Reason != hookv1.ReasonConflict {
@@ -314,7 +315,7 @@ func TestExecuteConflictWaitsWithoutACall(t *testing.T) {
 }
 
 func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
-	ours := hook("1", 0)
+	ours := decidetest.Hook("1", 0)
 	h := newExecHarness(t, ours)
 	var pendingAtUpdate []byte
 	// The pending secret must be in the Secret when the update is sent: read it from inside
@@ -322,7 +323,7 @@ func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
 	wrapped := &pendingProbe{fakeAccountClient: h.provider, read: func() { pendingAtUpdate = h.secret().pending }}
 	o, _ := newTestAccount(t, wrapped)
 	h.s.ops = o
-	out, _, err := h.run(keeps(ours, setSecretStep(ours)))
+	out, _, err := h.run(decidetest.Keeps(ours, decidetest.SetSecretStep(ours)))
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
@@ -352,11 +353,11 @@ func (p *pendingProbe) Update(ctx context.Context, id string, d providers.Desire
 // flush, all in one write, and a failed flush leaves the view at what the API server holds.
 func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	ctx := context.Background()
-	stale := reg("we_0", 0, withURL(planOldURL))
+	stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 	h := newExecHarness(t, stale)
 	h.s.ops.before, h.logSecretWrites = h.s.flush, true
-	create := decide.Step{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: decide.SecretReturned}
-	out, _, err := h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create, staleAt(stale)}})
+	create := decide.Step{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "key-create", Secret: decide.SecretReturned}
+	out, _, err := h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create, decidetest.Stale(stale)}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}

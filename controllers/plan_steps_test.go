@@ -8,6 +8,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -32,12 +33,12 @@ var (
 // edit) is a row here, with the whole step, keys and parameters included.
 func TestPlanSteps(t *testing.T) {
 	const gen = 3
-	ours := reg("we_1", 0)
+	ours := decidetest.Reg("we_1", 0)
 	createFor := func(caps providers.Capabilities, recorded string) decide.Step {
-		return decide.Step{Kind: decide.StepCreate, Desired: planDesired(planURL), Key: decide.CreateKey(planMe.UID, gen, recorded), Secret: decide.SecretSourceFor(caps)}
+		return decide.Step{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: decide.CreateKey(decidetest.Me.UID, gen, recorded), Secret: decide.SecretSourceFor(caps)}
 	}
 	replaceOf := func(r providers.Registration, caps providers.Capabilities, fields ...string) decide.Step {
-		return decide.Step{Kind: decide.StepReplace, Registration: r, Desired: planDesired(planURL), Key: decide.RotateKey(planMe.UID, gen, r.ID), Secret: decide.SecretSourceFor(caps), Drift: fields}
+		return decide.Step{Kind: decide.StepReplace, Registration: r, Desired: decidetest.Desired(decidetest.URL), Key: decide.RotateKey(decidetest.Me.UID, gen, r.ID), Secret: decide.SecretSourceFor(caps), Drift: fields}
 	}
 	cases := []struct {
 		reason      string
@@ -56,173 +57,173 @@ func TestPlanSteps(t *testing.T) {
 		// How a new registration's secret is obtained, and the ping after it.
 		{
 			reason: "returned on create: create with the generation's key, and store what the create returns",
-			caps:   stripeCaps,
-			want:   decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(stripeCaps, "")}},
+			caps:   decidetest.StripeCaps,
+			want:   decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(decidetest.StripeCaps, "")}},
 		},
 		{
 			reason: "client-chosen: create with a secret chosen and stored first; ping afterwards where the provider can",
-			caps:   markerlessCaps, canPing: true,
-			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{func() decide.Step { s := createFor(markerlessCaps, ""); s.Ping = true; return s }()}},
+			caps:   decidetest.MarkerlessCaps, canPing: true,
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{func() decide.Step { s := createFor(decidetest.MarkerlessCaps, ""); s.Ping = true; return s }()}},
 		},
 		{
 			reason:   "unsigned deliveries: create with nothing to store, and no secret to make current later",
 			caps:     unsignedCaps,
-			observed: []providers.Registration{reg("we_9", 0, withURL(planOldURL))}, recorded: "we_9", held: nil,
-			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(unsignedCaps, "we_9"), staleAt(reg("we_9", 0, withURL(planOldURL)))}},
+			observed: []providers.Registration{decidetest.Reg("we_9", 0, decidetest.WithURL(decidetest.OldURL))}, recorded: "we_9", held: nil,
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(unsignedCaps, "we_9"), decidetest.Stale(decidetest.Reg("we_9", 0, decidetest.WithURL(decidetest.OldURL)))}},
 		},
 		{
 			reason:   "unsigned deliveries: a kept registration without a held secret needs none",
 			caps:     unsignedCaps,
 			observed: []providers.Registration{ours}, recorded: "we_1",
-			want: keeps(ours),
+			want: decidetest.Keeps(ours),
 		},
 
 		// A lost secret, per secret mode.
 		{
 			reason:   "returned on create, replayable, our key and our marker: replay the original create with its own key and parameters",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"))}, recorded: "we_1",
-			want: keeps(reg("we_1", 0, withEvents("invoice.paid")),
-				decide.Step{Kind: decide.StepReplay, Registration: reg("we_1", 0, withEvents("invoice.paid")), Key: "hookwarden-create-" + planMe.UID + "-g1",
-					Desired: providers.Desired{URL: planURL, Events: []string{"invoice.paid"}, Description: planDesc, Owner: planMe}},
-				decide.Step{Kind: decide.StepUpdate, Registration: reg("we_1", 0, withEvents("invoice.paid")), Desired: planDesired(planURL), Drift: []string{"events"}},
-				markStep(reg("we_1", 0, withEvents("invoice.paid"))),
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))}, recorded: "we_1",
+			want: decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")),
+				decide.Step{Kind: decide.StepReplay, Registration: decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), Key: "hookwarden-create-" + decidetest.Me.UID + "-g1",
+					Desired: providers.Desired{URL: decidetest.URL, Events: []string{"invoice.paid"}, Description: decidetest.Description, Owner: decidetest.Me}},
+				decide.Step{Kind: decide.StepUpdate, Registration: decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), Desired: decidetest.Desired(decidetest.URL), Drift: []string{"events"}},
+				decidetest.MarkStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))),
 			),
 		},
 		{
 			reason:   "the provider refused the replay in an earlier round: replace make-before-break with the rotation key",
-			caps:     stripeCaps,
+			caps:     decidetest.StripeCaps,
 			observed: []providers.Registration{ours}, recorded: "we_1",
 			rounds: decide.Rounds{ReplayRefused: map[string]bool{"we_1": true}},
-			want:   keeps(ours, replaceOf(ours, stripeCaps)),
+			want:   decidetest.Keeps(ours, replaceOf(ours, decidetest.StripeCaps)),
 		},
 		{
 			reason:   "returned on create, not replayable: replace, and nothing after it this round",
 			caps:     unreplayableCaps,
-			observed: []providers.Registration{ours, reg("we_2", 1)}, recorded: "we_1",
-			want: keeps(ours, replaceOf(ours, unreplayableCaps)),
+			observed: []providers.Registration{ours, decidetest.Reg("we_2", 1)}, recorded: "we_1",
+			want: decidetest.Keeps(ours, replaceOf(ours, unreplayableCaps)),
 		},
 		{
 			reason:   "readable or fetched: read the secret back, then repair drift and make it current",
 			caps:     fetchedCaps,
-			observed: []providers.Registration{reg("we_1", 0, withDescription("edited"))}, recorded: "we_1",
-			want: keeps(reg("we_1", 0, withDescription("edited")), fetchStep(reg("we_1", 0, withDescription("edited"))),
-				updateStep(reg("we_1", 0, withDescription("edited")), "description"), markStep(reg("we_1", 0, withDescription("edited")))),
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDescription("edited"))}, recorded: "we_1",
+			want: decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), decidetest.FetchStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited"))),
+				decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), "description"), decidetest.MarkStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")))),
 		},
 		{
 			reason:   "client-chosen: set a new secret in place; that update carries the spec, so no second update, and it makes the secret current",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0, withDisabled)}, recorded: "1",
-			want: keeps(hook("1", 0, withDisabled), decide.Step{Kind: decide.StepSetSecret, Registration: hook("1", 0, withDisabled), Desired: planDesired(planURL)}),
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithDisabled)}, recorded: "1",
+			want: decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithDisabled), decide.Step{Kind: decide.StepSetSecret, Registration: decidetest.Hook("1", 0, decidetest.WithDisabled), Desired: decidetest.Desired(decidetest.URL)}),
 		},
 		{
 			reason:   "client-chosen on a provider with no update: the secret cannot be set in place, so replace",
 			caps:     noUpdateCaps,
-			observed: []providers.Registration{hook("1", 0)}, recorded: "1",
-			want: keeps(hook("1", 0), replaceOf(hook("1", 0), noUpdateCaps)),
+			observed: []providers.Registration{decidetest.Hook("1", 0)}, recorded: "1",
+			want: decidetest.Keeps(decidetest.Hook("1", 0), replaceOf(decidetest.Hook("1", 0), noUpdateCaps)),
 		},
 
 		// Drift the provider cannot change in place.
 		{
 			reason:   "events drifted where events cannot change in place: replace (make-before-break) instead of updating",
 			caps:     recreateEventsCaps,
-			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid"), withDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
-			want: keeps(reg("we_1", 0, withEvents("invoice.paid"), withDescription("edited")),
-				replaceOf(reg("we_1", 0, withEvents("invoice.paid"), withDescription("edited")), recreateEventsCaps, "events")),
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"), decidetest.WithDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
+			want: decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"), decidetest.WithDescription("edited")),
+				replaceOf(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"), decidetest.WithDescription("edited")), recreateEventsCaps, "events")),
 		},
 		{
 			reason:   "only fields that can change in place drifted: update, no replacement",
 			caps:     recreateEventsCaps,
-			observed: []providers.Registration{reg("we_1", 0, withDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
-			want: keeps(reg("we_1", 0, withDescription("edited")), updateStep(reg("we_1", 0, withDescription("edited")), "description")),
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
+			want: decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), "description")),
 		},
 		{
 			reason:   "no update at all and the URL spelled differently: replace",
 			caps:     noUpdateCaps,
-			observed: []providers.Registration{hook("1", 0, withURL("https://HOOKS.example.com/hooks/shop/orders"))}, recorded: "1", held: []string{"1"},
-			want: keeps(hook("1", 0, withURL("https://HOOKS.example.com/hooks/shop/orders")),
-				replaceOf(hook("1", 0, withURL("https://HOOKS.example.com/hooks/shop/orders")), noUpdateCaps, "url")),
+			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithURL("https://HOOKS.example.com/hooks/shop/orders"))}, recorded: "1", held: []string{"1"},
+			want: decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithURL("https://HOOKS.example.com/hooks/shop/orders")),
+				replaceOf(decidetest.Hook("1", 0, decidetest.WithURL("https://HOOKS.example.com/hooks/shop/orders")), noUpdateCaps, "url")),
 		},
 
 		// The round after a replacement.
 		{
 			reason:   "after a replacement the new one is kept and made current; the replaced one is pruned as rotated, though recorded and matching",
 			caps:     unreplayableCaps,
-			observed: []providers.Registration{ours, reg("we_new", 5)}, recorded: "we_1", held: []string{"we_new"},
+			observed: []providers.Registration{ours, decidetest.Reg("we_new", 5)}, recorded: "we_1", held: []string{"we_new"},
 			rounds: decide.Rounds{Retired: map[string]bool{"we_1": true}},
-			want:   keeps(reg("we_new", 5), markStep(reg("we_new", 5)), retiredAt(ours)),
+			want:   decidetest.Keeps(decidetest.Reg("we_new", 5), decidetest.MarkStep(decidetest.Reg("we_new", 5)), decidetest.Retired(ours)),
 		},
 		{
 			reason:   "a replaced registration is pruned even under policies.twins Keep: a rotation always finishes",
 			caps:     recreateEventsCaps,
-			observed: []providers.Registration{reg("we_1", 0, withEvents("invoice.paid")), reg("we_new", 5), reg("we_twin", 6)},
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), decidetest.Reg("we_new", 5), decidetest.Reg("we_twin", 6)},
 			recorded: "we_1", held: []string{"we_1", "we_new"}, twins: hookv1.TwinsKeep,
 			rounds: decide.Rounds{Retired: map[string]bool{"we_1": true}},
-			want: decide.Plan{Keep: keep(reg("we_new", 5)), KeptTwins: []providers.Registration{reg("we_twin", 6)},
-				Steps: []decide.Step{markStep(reg("we_new", 5)), retiredAt(reg("we_1", 0, withEvents("invoice.paid")))}},
+			want: decide.Plan{Keep: decidetest.Kept(decidetest.Reg("we_new", 5)), KeptTwins: []providers.Registration{decidetest.Reg("we_twin", 6)},
+				Steps: []decide.Step{decidetest.MarkStep(decidetest.Reg("we_new", 5)), decidetest.Retired(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")))}},
 		},
 		{
 			reason:   "the replay made a new registration (window passed): it is kept, updated to the spec, and the one it replaces goes",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_1", 0, withDescription("old")), reg("we_2", 5, withDescription("old"))},
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDescription("old")), decidetest.Reg("we_2", 5, decidetest.WithDescription("old"))},
 			recorded: "we_1", held: []string{"we_2"},
 			rounds: decide.Rounds{Retired: map[string]bool{"we_1": true}},
-			want: keeps(reg("we_2", 5, withDescription("old")), updateStep(reg("we_2", 5, withDescription("old")), "description"),
-				markStep(reg("we_2", 5, withDescription("old"))), retiredAt(reg("we_1", 0, withDescription("old")))),
+			want: decidetest.Keeps(decidetest.Reg("we_2", 5, decidetest.WithDescription("old")), decidetest.UpdateStep(decidetest.Reg("we_2", 5, decidetest.WithDescription("old")), "description"),
+				decidetest.MarkStep(decidetest.Reg("we_2", 5, decidetest.WithDescription("old"))), decidetest.Retired(decidetest.Reg("we_1", 0, decidetest.WithDescription("old")))),
 		},
 
 		// A vanished registration's secret.
 		{
 			reason:   "the recorded registration vanished: forget its secret after the create, before pruning",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_0", 0, withURL(planOldURL))}, recorded: "we_1", held: []string{"we_1", "we_0"},
-			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(stripeCaps, "we_1"), forgetStep("we_1"), staleAt(reg("we_0", 0, withURL(planOldURL)))}},
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))}, recorded: "we_1", held: []string{"we_1", "we_0"},
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(decidetest.StripeCaps, "we_1"), decidetest.ForgetStep("we_1"), decidetest.Stale(decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL)))}},
 		},
 
 		// Edited out of band at the provider, the spec unchanged.
 		{
 			reason:   "the recorded registration's URL and events were changed at the provider while status.url is the spec's: repair in place, keep its id",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_1", 0, withURL(planElse), withEvents("charge.refunded"))},
-			recorded: "we_1", recordedURL: planURL, held: []string{"we_1"},
-			want: keeps(reg("we_1", 0, withURL(planElse), withEvents("charge.refunded")),
-				updateStep(reg("we_1", 0, withURL(planElse), withEvents("charge.refunded")), "url", "events")),
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("charge.refunded"))},
+			recorded: "we_1", recordedURL: decidetest.URL, held: []string{"we_1"},
+			want: decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("charge.refunded")),
+				decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("charge.refunded")), "url", "events")),
 		},
 		{
 			reason:   "the same on a provider without markers (GitLab, GitHub): repaired in place",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0, withURL(planElse), withEvents("push"))},
-			recorded: "1", recordedURL: planURL, held: []string{"1"},
-			want: keeps(hook("1", 0, withURL(planElse), withEvents("push")), updateStep(hook("1", 0, withURL(planElse), withEvents("push")), "url", "events")),
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push"))},
+			recorded: "1", recordedURL: decidetest.URL, held: []string{"1"},
+			want: decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push")), decidetest.UpdateStep(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push")), "url", "events")),
 		},
 		{
 			reason:   "moved out of band where the URL cannot change in place: replaced, make-before-break",
 			caps:     noUpdateCaps,
-			observed: []providers.Registration{hook("1", 0, withURL(planElse))},
-			recorded: "1", recordedURL: planURL, held: []string{"1"},
-			want: keeps(hook("1", 0, withURL(planElse)), replaceOf(hook("1", 0, withURL(planElse)), noUpdateCaps, "url")),
+			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL))},
+			recorded: "1", recordedURL: decidetest.URL, held: []string{"1"},
+			want: decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL)), replaceOf(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL)), noUpdateCaps, "url")),
 		},
 		{
 			reason:   "the spec's URL changed (status.url is the old one): make-before-break, create at the new URL and prune the old one",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_1", 0, withURL(planOldURL))},
-			recorded: "we_1", recordedURL: planOldURL, held: []string{"we_1"},
-			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(stripeCaps, "we_1"), staleAt(reg("we_1", 0, withURL(planOldURL)))}},
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithURL(decidetest.OldURL))},
+			recorded: "we_1", recordedURL: decidetest.OldURL, held: []string{"we_1"},
+			want: decide.Plan{Decision: decide.Create, Steps: []decide.Step{createFor(decidetest.StripeCaps, "we_1"), decidetest.Stale(decidetest.Reg("we_1", 0, decidetest.WithURL(decidetest.OldURL)))}},
 		},
 		{
 			reason:   "an unrecorded registration of ours elsewhere is stale, not repaired: only the recorded one moved out of band",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_1", 0), reg("we_2", 1, withURL(planElse))},
-			recorded: "we_1", recordedURL: planURL, held: []string{"we_1"},
-			want: keeps(ours, staleAt(reg("we_2", 1, withURL(planElse)))),
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_1", 0), decidetest.Reg("we_2", 1, decidetest.WithURL(decidetest.ElseURL))},
+			recorded: "we_1", recordedURL: decidetest.URL, held: []string{"we_1"},
+			want: decidetest.Keeps(ours, decidetest.Stale(decidetest.Reg("we_2", 1, decidetest.WithURL(decidetest.ElseURL)))),
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			in := decide.PlanInput{
-				Caps: c.caps, CanPing: c.canPing, Desired: planDesired(planURL), Generation: gen, Observed: c.observed,
-				RecordedID: c.recorded, RecordedURL: c.recordedURL, HeldSecrets: heldSet(c.held),
-				CurrentID: currentOf(c.current, c.recorded, c.held), PendingSecret: c.pending, ReceiverURL: planReceiverURL,
+				Caps: c.caps, CanPing: c.canPing, Desired: decidetest.Desired(decidetest.URL), Generation: gen, Observed: c.observed,
+				RecordedID: c.recorded, RecordedURL: c.recordedURL, HeldSecrets: decidetest.HeldSet(c.held),
+				CurrentID: decidetest.CurrentOf(c.current, c.recorded, c.held), PendingSecret: c.pending, ReceiverURL: decidetest.ReceiverURL,
 				Adoption: hookv1.AdoptionAdopt, Twins: c.twins, Rounds: c.rounds,
 			}
 			got := decide.ComputePlan(in)
@@ -249,42 +250,42 @@ func TestPlanUnfit(t *testing.T) {
 	}{
 		{
 			reason:   "a foreign unfit registration beside ours: reported, ours kept as if it were not there",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("9", 1, unfit)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("9", 1, unfit)},
 			recorded: "1", held: []string{"1"},
-			want: decide.Plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("9", 1, unfit)}},
+			want: decide.Plan{Keep: decidetest.Kept(decidetest.Hook("1", 0)), Unfit: []providers.Registration{decidetest.Hook("9", 1, unfit)}},
 		},
 		{
 			reason:   "an unfit registration at the desired URL that is not provably ours is not adopted: create, report it",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 1, unfit)},
-			want:     decide.Plan{Decision: decide.Create, Steps: []decide.Step{createStep()}, Unfit: []providers.Registration{hook("9", 1, unfit)}},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 1, unfit)},
+			want:     decide.Plan{Decision: decide.Create, Steps: []decide.Step{decidetest.CreateStep()}, Unfit: []providers.Registration{decidetest.Hook("9", 1, unfit)}},
 		},
 		{
 			reason:   "an unfit registration whose id could not be read is nobody's, even at this subscription's receiver URL",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("", 1, unfit, withURL(planReceiverURL))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("", 1, unfit, decidetest.WithURL(decidetest.ReceiverURL))},
 			recorded: "1", held: []string{"1"},
-			want: decide.Plan{Keep: keep(hook("1", 0)), Unfit: []providers.Registration{hook("", 1, unfit, withURL(planReceiverURL))}},
+			want: decide.Plan{Keep: decidetest.Kept(decidetest.Hook("1", 0)), Unfit: []providers.Registration{decidetest.Hook("", 1, unfit, decidetest.WithURL(decidetest.ReceiverURL))}},
 		},
 		{
 			reason:   "our recorded registration no longer fits: stall, nothing created, nothing pruned",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0, unfit), hook("2", 1, withURL(planOldURL))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0, unfit), decidetest.Hook("2", 1, decidetest.WithURL(decidetest.OldURL))},
 			recorded: "1", held: []string{"1", "2"},
 			want: decide.Plan{Decision: decide.Stall},
 		},
 		{
 			reason:   "ours by its held secret (status wiped) and unfit: stall",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0, unfit)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0, unfit)},
 			held:     []string{"1"},
 			want:     decide.Plan{Decision: decide.Stall},
 		},
 		{
 			reason:   "ours by the marker that could still be read: stall",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_1", 0, unfit)},
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_1", 0, unfit)},
 			want:     decide.Plan{Decision: decide.Stall},
 		},
 	}
@@ -295,15 +296,15 @@ func TestPlanUnfit(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			got := decide.ComputePlan(decide.PlanInput{Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
-				HeldSecrets: heldSet(c.held), CurrentID: currentOf("", c.recorded, c.held), ReceiverURL: planReceiverURL, Adoption: hookv1.AdoptionAdopt})
+			got := decide.ComputePlan(decide.PlanInput{Caps: c.caps, Desired: decidetest.Desired(decidetest.URL), Observed: c.observed, RecordedID: c.recorded,
+				HeldSecrets: decidetest.HeldSet(c.held), CurrentID: decidetest.CurrentOf("", c.recorded, c.held), ReceiverURL: decidetest.ReceiverURL, Adoption: hookv1.AdoptionAdopt})
 			if c.want.Decision == decide.Stall {
 				if got.Stall == "" || len(got.Steps) > 0 {
 					t.Errorf("decision %v, stall %q, steps %v; want a stall naming the problem and no step", got.Decision, got.Stall, got.Steps)
 				}
 				got.Stall = ""
 			}
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), planStepDetail); diff != "" {
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), decidetest.StepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
 			}
 		})

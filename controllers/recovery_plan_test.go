@@ -8,24 +8,14 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
-)
-
-var (
-	recNow      = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	fetchCaps   = providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: 30 * 24 * time.Hour}
-	redeliCaps  = providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: 72 * time.Hour}
-	pollCaps    = providers.RecoveryCapabilities{Mode: providers.RecoveryRedeliver, Window: 7 * 24 * time.Hour, Poll: true}
-	rangeCaps   = providers.RecoveryCapabilities{Mode: providers.RecoveryRange, Window: 14 * 24 * time.Hour}
-	noneCaps    = providers.RecoveryCapabilities{}
-	failingNow  = providers.DeliveryHealth{State: providers.HealthFailing, Failed: 3, Total: 3, Since: recNow.Add(-2 * time.Hour)}
-	disabledNow = providers.DeliveryHealth{State: providers.HealthDisabled}
 )
 
 // recIn is a synced Auto subscription on a redeliver provider, healthy, never run.
 func recIn(opts ...func(*decide.RecoveryInput)) decide.RecoveryInput {
-	in := decide.RecoveryInput{Provider: "github", Mode: hookv1.RecoveryAuto, Caps: redeliCaps, CanRecover: true, Synced: true,
-		Health: providers.DeliveryHealth{State: providers.HealthHealthy}, Resync: 10 * time.Minute, Now: recNow}
+	in := decide.RecoveryInput{Provider: "github", Mode: hookv1.RecoveryAuto, Caps: decidetest.RedeliverCaps, CanRecover: true, Synced: true,
+		Health: providers.DeliveryHealth{State: providers.HealthHealthy}, Resync: 10 * time.Minute, Now: decidetest.RecNow}
 	for _, o := range opts {
 		o(&in)
 	}
@@ -45,10 +35,10 @@ func requestedAt(v, handled string) func(*decide.RecoveryInput) {
 	return func(in *decide.RecoveryInput) { in.Requested, in.LastHandled = v, handled }
 }
 func watermarkAgo(d time.Duration) func(*decide.RecoveryInput) {
-	return func(in *decide.RecoveryInput) { in.Watermark = recNow.Add(-d) }
+	return func(in *decide.RecoveryInput) { in.Watermark = decidetest.RecNow.Add(-d) }
 }
 func lastRunAgo(d time.Duration) func(*decide.RecoveryInput) {
-	return func(in *decide.RecoveryInput) { in.LastRunStart = recNow.Add(-d) }
+	return func(in *decide.RecoveryInput) { in.LastRunStart = decidetest.RecNow.Add(-d) }
 }
 func lookback(d time.Duration) func(*decide.RecoveryInput) {
 	return func(in *decide.RecoveryInput) { in.Lookback = d }
@@ -77,66 +67,66 @@ func TestDecideRecovery(t *testing.T) {
 		want   want
 	}{
 		{"Auto, healthy, redeliver: nothing to recover", recIn(), want{}},
-		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(failingNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, failing: a run from now - lookback (72h default)", recIn(health(decidetest.FailingNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Auto, healthy state but failures among recent deliveries: a run", recIn(health(providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 10})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(disabledNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(disabledNow), canReenable), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour, Reenable: true}},
-		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(failingNow), canReenable), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, failing, an automatic run already started in this resync interval: none", recIn(health(failingNow), lastRunAgo(5*time.Minute)), want{}},
-		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(failingNow), lastRunAgo(10*time.Minute)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(fetchCaps), health(providers.DeliveryHealth{})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"Auto, fetch provider, run within this interval: none", recIn(caps(fetchCaps), lastRunAgo(time.Minute)), want{}},
-		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(fetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
-		{"Auto, range provider, healthy: none", recIn(caps(rangeCaps)), want{}},
-		{"Auto, range provider, failing: a run", recIn(caps(rangeCaps), health(failingNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, no Reenabler: a run, no re-enable", recIn(health(decidetest.DisabledNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, disabled by the provider, Reenabler: re-enable, then a run", recIn(health(decidetest.DisabledNow), canReenable), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour, Reenable: true}},
+		{"Auto, failing but re-enable is not asked for a Failing (not disabled) registration", recIn(health(decidetest.FailingNow), canReenable), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, failing, an automatic run already started in this resync interval: none", recIn(health(decidetest.FailingNow), lastRunAgo(5*time.Minute)), want{}},
+		{"Auto, failing, the last run a resync interval ago: a run", recIn(health(decidetest.FailingNow), lastRunAgo(10*time.Minute)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Auto, fetch provider (no per-endpoint health): a run once per resync", recIn(caps(decidetest.FetchCaps), health(providers.DeliveryHealth{})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, fetch provider, run within this interval: none", recIn(caps(decidetest.FetchCaps), lastRunAgo(time.Minute)), want{}},
+		{"Auto, fetch provider, the next wave woke a little early (jitter): a run", recIn(caps(decidetest.FetchCaps), lastRunAgo(9*time.Minute+40*time.Second)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
+		{"Auto, range provider, healthy: none", recIn(caps(decidetest.RangeCaps)), want{}},
+		{"Auto, range provider, failing: a run", recIn(caps(decidetest.RangeCaps), health(decidetest.FailingNow)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour}},
 		{"a request, healthy: a run", recIn(requestedAt("1", "")), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"a request already handled: nothing", recIn(requestedAt("1", "1")), want{}},
 		{"a request runs even right after an automatic run", recIn(requestedAt("2", "1"), lastRunAgo(time.Second)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Auto, the last run paused partway a moment ago, the provider healthy now (a redelivery arrived): it goes on", recIn(lastRunAgo(2*time.Second), unfinished(hookv1.TriggerAuto), watermarkAgo(time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: time.Hour, ListAgo: time.Hour, ReportAgo: time.Hour}},
 		{"Manual, a requested run paused partway: it goes on as requested", recIn(mode(hookv1.RecoveryManual), requestedAt("1", "1"), lastRunAgo(2*time.Second), unfinished(hookv1.TriggerRequested)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
 		{"Off, an unfinished run: nothing", recIn(mode(hookv1.RecoveryOff), unfinished(hookv1.TriggerAuto)), want{}},
-		{"Manual, failing: no automatic run", recIn(mode(hookv1.RecoveryManual), health(failingNow)), want{}},
+		{"Manual, failing: no automatic run", recIn(mode(hookv1.RecoveryManual), health(decidetest.FailingNow)), want{}},
 		{"Manual, a request: a run", recIn(mode(hookv1.RecoveryManual), requestedAt("x", "")), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerRequested, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Off, failing: nothing", recIn(mode(hookv1.RecoveryOff), health(failingNow)), want{}},
+		{"Off, failing: nothing", recIn(mode(hookv1.RecoveryOff), health(decidetest.FailingNow)), want{}},
 		{"Off, a request: refused", recIn(mode(hookv1.RecoveryOff), requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
-		{"no recovery on the provider, a request: refused", recIn(caps(noneCaps), requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
-		{"no recovery on the provider, failing: nothing", recIn(caps(noneCaps), health(failingNow)), want{}},
+		{"no recovery on the provider, a request: refused", recIn(caps(decidetest.NoneCaps), requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
+		{"no recovery on the provider, failing: nothing", recIn(caps(decidetest.NoneCaps), health(decidetest.FailingNow)), want{}},
 		{"the client lacks the interface its mode needs, a request: refused", recIn(cannotRecover, requestedAt("x", "")), want{Action: decide.RecoverRefuse}},
 		{"not synced, a request: waits (not handled)", recIn(notSynced, requestedAt("x", "")), want{}},
-		{"not synced, failing: nothing", recIn(notSynced, health(failingNow)), want{}},
-		{"a watermark inside the lookback: from the watermark", recIn(health(failingNow), watermarkAgo(5*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour, ListAgo: 5 * time.Hour, ReportAgo: 5 * time.Hour}},
-		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(failingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour, ListAgo: 48 * time.Hour, ReportAgo: 48 * time.Hour}},
-		{"a watermark older than the window: from the window's start, the span before reported", recIn(caps(rangeCaps), health(failingNow), watermarkAgo(400*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
-		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(caps(rangeCaps), health(providers.DeliveryHealth{State: providers.HealthFailing, Since: recNow.Add(-400 * time.Hour)})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
-		{"redeliver, a watermark older than the window: the provider's log says what lies beyond (no gap decided beforehand)", recIn(health(failingNow), watermarkAgo(96*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ListAgo: 96 * time.Hour, ReportAgo: 96 * time.Hour}},
-		{"redeliver, first run: the whole log is listed, reported from now - lookback (unclamped)", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"redeliver, first run on a registration created a day ago: reported from its creation", recIn(health(failingNow), lookback(240*time.Hour), func(in *decide.RecoveryInput) { in.Created = recNow.Add(-24 * time.Hour) }), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 24 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"Poll (GitLab: no failure reported short of disabling), healthy: a look once per resync", recIn(caps(pollCaps)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
-		{"Poll, run within this interval: none", recIn(caps(pollCaps), lastRunAgo(time.Minute)), want{}},
-		{"Manual, disabled by the provider, Reenabler: re-enabled (once the endpoint answers) without a run", recIn(mode(hookv1.RecoveryManual), health(disabledNow), canReenable), want{Reenable: true}},
-		{"Off, disabled by the provider, Reenabler: re-enabled without a run", recIn(mode(hookv1.RecoveryOff), health(disabledNow), canReenable), want{Reenable: true}},
-		{"no recovery on the provider, disabled, Reenabler: re-enabled", recIn(caps(noneCaps), health(disabledNow), canReenable), want{Reenable: true}},
-		{"not synced, disabled, Reenabler: nothing (the registration does not match the spec)", recIn(notSynced, health(disabledNow), canReenable), want{}},
-		{"a lookback longer than the window: clamped, with a message", recIn(health(failingNow), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"not synced, failing: nothing", recIn(notSynced, health(decidetest.FailingNow)), want{}},
+		{"a watermark inside the lookback: from the watermark", recIn(health(decidetest.FailingNow), watermarkAgo(5*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 5 * time.Hour, ListAgo: 5 * time.Hour, ReportAgo: 5 * time.Hour}},
+		{"a watermark older than the lookback, inside the window: from now - lookback", recIn(health(decidetest.FailingNow), lookback(24*time.Hour), watermarkAgo(48*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 24 * time.Hour, ListAgo: 48 * time.Hour, ReportAgo: 48 * time.Hour}},
+		{"a watermark older than the window: from the window's start, the span before reported", recIn(caps(decidetest.RangeCaps), health(decidetest.FailingNow), watermarkAgo(400*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
+		{"no watermark, the provider's first failure older than the window: the span before reported", recIn(caps(decidetest.RangeCaps), health(providers.DeliveryHealth{State: providers.HealthFailing, Since: decidetest.RecNow.Add(-400 * time.Hour)})), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, GapAgo: 400 * time.Hour}},
+		{"redeliver, a watermark older than the window: the provider's log says what lies beyond (no gap decided beforehand)", recIn(health(decidetest.FailingNow), watermarkAgo(96*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ListAgo: 96 * time.Hour, ReportAgo: 96 * time.Hour}},
+		{"redeliver, first run: the whole log is listed, reported from now - lookback (unclamped)", recIn(health(decidetest.FailingNow), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"redeliver, first run on a registration created a day ago: reported from its creation", recIn(health(decidetest.FailingNow), lookback(240*time.Hour), func(in *decide.RecoveryInput) { in.Created = decidetest.RecNow.Add(-24 * time.Hour) }), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 24 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
+		{"Poll (GitLab: no failure reported short of disabling), healthy: a look once per resync", recIn(caps(decidetest.PollCaps)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 72 * time.Hour}},
+		{"Poll, run within this interval: none", recIn(caps(decidetest.PollCaps), lastRunAgo(time.Minute)), want{}},
+		{"Manual, disabled by the provider, Reenabler: re-enabled (once the endpoint answers) without a run", recIn(mode(hookv1.RecoveryManual), health(decidetest.DisabledNow), canReenable), want{Reenable: true}},
+		{"Off, disabled by the provider, Reenabler: re-enabled without a run", recIn(mode(hookv1.RecoveryOff), health(decidetest.DisabledNow), canReenable), want{Reenable: true}},
+		{"no recovery on the provider, disabled, Reenabler: re-enabled", recIn(caps(decidetest.NoneCaps), health(decidetest.DisabledNow), canReenable), want{Reenable: true}},
+		{"not synced, disabled, Reenabler: nothing (the registration does not match the spec)", recIn(notSynced, health(decidetest.DisabledNow), canReenable), want{}},
+		{"a lookback longer than the window: clamped, with a message", recIn(health(decidetest.FailingNow), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 72 * time.Hour, ReportAgo: 240 * time.Hour, Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
 		{"a clamped lookback is reported even when nothing runs", recIn(lookback(240 * time.Hour)), want{Clamped: "lookback 240h is longer than the 72h github keeps; clamped to 72h"}},
-		{"a lookback inside a 30-day window is not clamped", recIn(caps(fetchCaps), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
+		{"a lookback inside a 30-day window is not clamped", recIn(caps(decidetest.FetchCaps), lookback(240*time.Hour)), want{Action: decide.RecoverRun, Trigger: hookv1.TriggerAuto, SinceAgo: 240 * time.Hour}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
 			d := decide.Recovery(tc.in)
 			got := want{Action: d.Action, Trigger: d.Trigger, Reenable: d.Reenable, Clamped: d.Clamped}
 			if !d.Since.IsZero() {
-				got.SinceAgo = recNow.Sub(d.Since)
+				got.SinceAgo = decidetest.RecNow.Sub(d.Since)
 			}
 			if !d.ListFrom.IsZero() {
-				got.ListAgo = recNow.Sub(d.ListFrom)
+				got.ListAgo = decidetest.RecNow.Sub(d.ListFrom)
 			}
 			if !d.ReportFrom.IsZero() {
-				got.ReportAgo = recNow.Sub(d.ReportFrom)
+				got.ReportAgo = decidetest.RecNow.Sub(d.ReportFrom)
 			}
 			if !d.Gap.IsZero() {
-				got.GapAgo = recNow.Sub(d.Gap)
-				if want := recNow.Add(-tc.in.Caps.Window); !d.GapEnd.Equal(want) {
+				got.GapAgo = decidetest.RecNow.Sub(d.Gap)
+				if want := decidetest.RecNow.Add(-tc.in.Caps.Window); !d.GapEnd.Equal(want) {
 					t.Errorf("gap ends %s, want the window's start %s", d.GapEnd, want)
 				}
 			}
@@ -154,7 +144,7 @@ func TestDecideRecovery(t *testing.T) {
 // what the provider's log covers, never inside the provider's window (where the log is whole).
 func TestLogGap(t *testing.T) {
 	const window = 72 * time.Hour
-	ago := func(h int) time.Time { return recNow.Add(-time.Duration(h) * time.Hour) }
+	ago := func(h int) time.Time { return decidetest.RecNow.Add(-time.Duration(h) * time.Hour) }
 	cases := []struct {
 		reason             string
 		from, covers       time.Time
@@ -167,7 +157,7 @@ func TestLogGap(t *testing.T) {
 		{"a provider that does not say what its log covers: no gap", ago(120), time.Time{}, time.Time{}, time.Time{}},
 	}
 	for _, tc := range cases {
-		start, end := decide.LogGap(tc.from, tc.covers, recNow, window)
+		start, end := decide.LogGap(tc.from, tc.covers, decidetest.RecNow, window)
 		if !start.Equal(tc.wantStart) || !end.Equal(tc.wantEnd) {
 			t.Errorf("%s: gap [%s, %s), want [%s, %s)", tc.reason, start, end, tc.wantStart, tc.wantEnd)
 		}

@@ -29,6 +29,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -310,7 +311,7 @@ func runCounts(run *hookv1.RecoveryRun) [4]int64 {
 func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
 	e1, e2, e3, e4 := missedAt("evt_1", 40, "invoice.paid"), missedAt("evt_2", 30, "invoice.paid"), missedAt("evt_3", 20, "invoice.paid"), missedAt("evt_4", 10, "invoice.paid")
 	other := missedAt("evt_other", 25, "charge.refunded") // failed at another endpoint of the account
-	f := newFakeRecoverer(fetchCaps, e1, e2, other, e3, e4)
+	f := newFakeRecoverer(decidetest.FetchCaps, e1, e2, other, e3, e4)
 	f.pageCap = 2
 	h := newRecHarness(t, f)
 	h.receiver.ledger["evt_2"] = true // arrived after all: the receiver answers a duplicate
@@ -389,7 +390,7 @@ func TestRecoveryFetchCrowdedSecond(t *testing.T) {
 		log = append(log, missedAt(fmt.Sprintf("evt_l%02d", i), 20-i, "invoice.paid"))
 	}
 	want = slices.Clone(log)
-	f := newFakeRecoverer(fetchCaps, log...)
+	f := newFakeRecoverer(decidetest.FetchCaps, log...)
 	f.pageCap = 100
 	h := newRecHarness(t, f)
 	h.receiver.fail["evt_c080"] = http.StatusServiceUnavailable // as if the manager died at the 81st
@@ -423,7 +424,7 @@ func TestRecoveryFetchCrowdedSecond(t *testing.T) {
 func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *testing.T) {
 	before := missedAt("evt_before", 40, "invoice.paid")                                                        // failed before the disable: listed as undelivered
 	during1, during2 := missedAt("evt_during1", 20, "invoice.paid"), missedAt("evt_during2", 5, "invoice.paid") // never sent: not listed as undelivered
-	f := newFakeRecoverer(fetchCaps, before)
+	f := newFakeRecoverer(decidetest.FetchCaps, before)
 	f.unlisted = []providers.Missed{during1, during2}
 	h := newRecHarness(t, f)
 	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled}
@@ -457,7 +458,7 @@ func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *t
 func TestRecoveryFetchCountsExpiredAndMalformed(t *testing.T) {
 	old := missedAt("evt_old", 50, "invoice.paid")
 	old.Expired = true
-	f := newFakeRecoverer(fetchCaps, old, missedAt("evt_1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.FetchCaps, old, missedAt("evt_1", 10, "invoice.paid"))
 	f.malformed = 2
 	h := newRecHarness(t, f)
 	h.recover()
@@ -477,7 +478,7 @@ func TestRecoveryFetchCountsExpiredAndMalformed(t *testing.T) {
 }
 
 func TestRecoveryReceiverUnreachableSendsNothing(t *testing.T) {
-	f := newFakeRecoverer(fetchCaps, missedAt("evt_1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.FetchCaps, missedAt("evt_1", 10, "invoice.paid"))
 	h := newRecHarness(t, f)
 	h.receiver.probe = http.StatusBadGateway
 	mark := metav1.NewTime(time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC))
@@ -497,7 +498,7 @@ func TestRecoveryReceiverUnreachableSendsNothing(t *testing.T) {
 
 func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 	e1, e2, e3 := missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"), missedAt("d3", 10, "invoice.paid")
-	f := newFakeRecoverer(redeliCaps, e1, e2, e3)
+	f := newFakeRecoverer(decidetest.RedeliverCaps, e1, e2, e3)
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 3, Total: 3}
 	f.redeliverErr["d2"] = &providers.Error{Kind: providers.RateLimited, StatusCode: 429, RetryAfter: 40 * time.Second}
 	h := newRecHarness(t, f)
@@ -545,7 +546,7 @@ func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 }
 
 func TestRecoveryRedeliverKeepsTheProvidersRedeliveryRate(t *testing.T) {
-	rc := redeliCaps
+	rc := decidetest.RedeliverCaps
 	rc.RedeliverRate = providers.Rate{PerSecond: 5.0 / 60, Burst: 2}
 	f := newFakeRecoverer(rc, missedAt("d1", 40, "invoice.paid"), missedAt("d2", 30, "invoice.paid"), missedAt("d3", 20, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
@@ -565,7 +566,7 @@ func TestRecoveryRedeliverKeepsTheProvidersRedeliveryRate(t *testing.T) {
 func TestRecoveryRedeliverReportsWhatCannotComeBack(t *testing.T) {
 	gone := missedAt("d0", 60, "invoice.paid")
 	gone.Expired = true
-	f := newFakeRecoverer(redeliCaps, gone, missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, gone, missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	f.redeliverErr["d1"] = &providers.Error{Kind: providers.NotFound, StatusCode: 404}
 	h := newRecHarness(t, f)
@@ -583,7 +584,7 @@ func TestRecoveryRedeliverReportsWhatCannotComeBack(t *testing.T) {
 }
 
 func TestRecoveryRangeAndReenable(t *testing.T) {
-	f := newFakeRecoverer(rangeCaps)
+	f := newFakeRecoverer(decidetest.RangeCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled after 40 failures"}
 	h := newRecHarness(t, f)
 	mark := metav1.NewTime(h.clock.now().Add(-3 * time.Hour))
@@ -609,7 +610,7 @@ func TestRecoveryRangeAndReenable(t *testing.T) {
 }
 
 func TestRecoveryOffRefusesARequest(t *testing.T) {
-	f := newFakeRecoverer(fetchCaps, missedAt("evt_1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.FetchCaps, missedAt("evt_1", 10, "invoice.paid"))
 	h := newRecHarness(t, f)
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
 	h.sub.Annotations = map[string]string{hookv1.AnnotationRecoverRequestedAt: "1"}
@@ -624,7 +625,7 @@ func TestRecoveryOffRefusesARequest(t *testing.T) {
 }
 
 func TestRecoveryUnavailableSaysSo(t *testing.T) {
-	h := newRecHarness(t, newFakeRecoverer(noneCaps))
+	h := newRecHarness(t, newFakeRecoverer(decidetest.NoneCaps))
 	h.recover()
 	st := h.sub.Status.Recovery
 	if st.Available || st.Message != decide.RecoveryUnavailable {
@@ -633,7 +634,7 @@ func TestRecoveryUnavailableSaysSo(t *testing.T) {
 }
 
 func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps, missedAt("guid-1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, missedAt("guid-1", 10, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 1, Total: 1}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -654,7 +655,7 @@ func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
 }
 
 func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps)
+	f := newFakeRecoverer(decidetest.RedeliverCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 0, Total: 5}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -689,7 +690,7 @@ func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 // behind the watermark are not handed over again and finish never added them.
 func TestRecoveryAfterAKilledRunKeepsItsCounts(t *testing.T) {
 	e1, e2 := missedAt("evt_1", 40, "invoice.paid"), missedAt("evt_2", 10, "invoice.paid")
-	f := newFakeRecoverer(fetchCaps, e1, e2)
+	f := newFakeRecoverer(decidetest.FetchCaps, e1, e2)
 	h := newRecHarness(t, f)
 	mark := metav1.NewTime(e1.At)
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark, Recovered: 7,
@@ -712,7 +713,7 @@ func (h *recHarness) ledgerHas(id string) { h.receiver.ledger[id] = true }
 // provider's report of recent deliveries is asked only where the list says failing, says nothing
 // at all, or says healthy again after failures (how many failed decides whether a run is due).
 func TestDeliveryHealthFromTheListAlone(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps)
+	f := newFakeRecoverer(decidetest.RedeliverCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 2, Total: 9}
 	h := newRecHarness(t, f)
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
@@ -750,7 +751,7 @@ func TestDeliveryHealthFromTheListAlone(t *testing.T) {
 // missed starts no run and writes nothing but its watermark; one the listing shows something
 // for runs as before; a listing cut short answers nothing for certain.
 func TestRecoverySharedLook(t *testing.T) {
-	wide := fetchCaps
+	wide := decidetest.FetchCaps
 	wide.AccountWide = true
 	elsewhere := missedAt("evt_other", 5, "charge.refunded") // failed at another endpoint of the account
 	f := newFakeRecoverer(wide, elsewhere)
@@ -833,7 +834,7 @@ func (h *recHarness) gapCounter(reason string) float64 {
 func TestRecoveryRedeliverFirstRunReportsWhatLiesBeyondTheWindow(t *testing.T) {
 	old1, old2 := missedAt("d-old1", 90*60, "invoice.paid"), missedAt("d-old2", 80*60, "invoice.paid")
 	old1.Expired, old2.Expired = true, true
-	f := newFakeRecoverer(redeliCaps, old1, old2, missedAt("d1", 10*60, "invoice.paid"), missedAt("d2", 5*60, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, old1, old2, missedAt("d1", 10*60, "invoice.paid"), missedAt("d2", 5*60, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -858,7 +859,7 @@ func TestRecoveryRedeliverFirstRunReportsWhatLiesBeyondTheWindow(t *testing.T) {
 // Issue 27: a watermark older than what the provider's log still holds: the span between them
 // is a gap (status.recovery.gaps, Event, hookwarden_recovery_gaps_total{reason=beyond_window}).
 func TestRecoveryRedeliverReportsTheSpanBeforeTheLog(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps, missedAt("d1", 10*60, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, missedAt("d1", 10*60, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	h := newRecHarness(t, f)
 	now := h.clock.now()
@@ -883,7 +884,7 @@ func TestRecoveryRedeliverReportsTheSpanBeforeTheLog(t *testing.T) {
 // whatever the recovery mode (Manual here: no run), with the Reenabled Event, and Delivering goes
 // DisabledByProvider → Unknown; while the endpoint does not answer it stays disabled.
 func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
-	f := newFakeRecoverer(fetchCaps)
+	f := newFakeRecoverer(decidetest.FetchCaps)
 	h := newRecHarness(t, f)
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryManual
 	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "the endpoint's status is disabled"}
@@ -920,7 +921,7 @@ func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
 // Issue 27: on a provider that cannot list what it never sent (GitLab), the span it had the
 // registration disabled becomes a gap once it delivers again: status, Event, metric.
 func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps)
+	f := newFakeRecoverer(decidetest.RedeliverCaps)
 	f.caps.Recovery.Poll = true
 	h := newRecHarness(t, f)
 	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
@@ -944,7 +945,7 @@ func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
 // is looked at once per resync in Auto: a failed delivery comes back although the registration
 // looks healthy; a look that finds nothing moves the watermark without a run.
 func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
-	f := newFakeRecoverer(pollCaps)
+	f := newFakeRecoverer(decidetest.PollCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -967,7 +968,7 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 // (GitLab's temporary disable: its disabled_until stays, in the past, until a delivery succeeds)
 // has its span recorded once from that record, though it was never seen disabled.
 func TestRecoveryDisabledBetweenTwoLooksIsAGapOnce(t *testing.T) {
-	f := newFakeRecoverer(pollCaps)
+	f := newFakeRecoverer(decidetest.PollCaps)
 	h := newRecHarness(t, f)
 	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
 	until := h.clock.now().Add(-2 * time.Minute).Truncate(time.Second)
