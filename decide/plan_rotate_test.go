@@ -1,4 +1,4 @@
-package controllers
+package decide_test
 
 import (
 	"testing"
