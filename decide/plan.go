@@ -291,7 +291,7 @@ func ComputePlan(in PlanInput) Plan {
 // nor let us set a new one, or a field drifted that the provider cannot change in place.
 func replacement(in PlanInput, keep providers.Registration) (Step, bool) {
 	replace := Step{Kind: StepReplace, Registration: keep, Desired: in.Desired, Key: RotateKey(in.Desired.Owner.UID, in.Generation, keep.ID), Secret: SecretSourceFor(in.Caps)}
-	if fields := recreateFields(Drift(in, keep), in.Caps); len(fields) > 0 {
+	if fields := recreateFields(in, keep); len(fields) > 0 {
 		replace.Drift = fields
 		return replace, true
 	}
@@ -457,7 +457,7 @@ func pickKeeper(in PlanInput, cs []providers.Registration) providers.Registratio
 	return best
 }
 
-// Drift names, as drift lists them.
+// Drift names, as Drift lists them.
 const (
 	DriftURL         = "url"
 	DriftEvents      = "events"
@@ -466,30 +466,59 @@ const (
 	DriftMarker      = "ownership marker"
 )
 
-// Drift lists the fields of r that differ from d, among those the provider has: a field it
-// does not have (a GitHub hook's description or marker) is never "changed", which would be
-// perpetual drift. The URL compares as a string: a registration that is only canonically equal
-// is rewritten to the canonical spelling. Provider-specific settings the provider reports as
-// off (Misconfigured) are drift too.
-func Drift(in PlanInput, r providers.Registration) []string {
-	d, caps := in.Desired, in.Caps
+// driftFields is the one mapping between a registration's fields (providers.Field bits) and
+// their names in steps, logs and the command line, in the order Drift lists them.
+var driftFields = []struct {
+	field providers.Field
+	name  string
+}{
+	{providers.FieldURL, DriftURL},
+	{providers.FieldEvents, DriftEvents},
+	{providers.FieldDescription, DriftDescription},
+	{providers.FieldDisabled, DriftDisabled},
+	{providers.FieldMarker, DriftMarker},
+}
+
+// FieldNames names the fields set in f, in Drift's order (nil for none).
+func FieldNames(f providers.Field) []string {
 	var out []string
+	for _, d := range driftFields {
+		if f&d.field != 0 {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// Drift lists the fields of r that differ from the spec (DriftedFields, by name), then the
+// provider-specific settings the provider reports as off (Misconfigured).
+func Drift(in PlanInput, r providers.Registration) []string {
+	return append(FieldNames(DriftedFields(in, r)), r.Misconfigured...)
+}
+
+// DriftedFields are the fields of r that differ from the spec, among those the provider has: a
+// field it does not have (a GitHub hook's description or marker) is never "changed", which
+// would be perpetual drift. The URL compares as a string: a registration that is only
+// canonically equal is rewritten to the canonical spelling.
+func DriftedFields(in PlanInput, r providers.Registration) providers.Field {
+	d, caps := in.Desired, in.Caps
+	var out providers.Field
 	if r.URL != d.URL {
-		out = append(out, DriftURL)
+		out |= providers.FieldURL
 	}
 	if !matching.SameEvents(r.Events, d.Events) {
-		out = append(out, DriftEvents)
+		out |= providers.FieldEvents
 	}
 	if caps.Has(providers.FieldDescription) && r.Description != d.Description {
-		out = append(out, DriftDescription)
+		out |= providers.FieldDescription
 	}
 	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled && (in.SpecEdited || !pausedByProvider(d, r)) {
-		out = append(out, DriftDisabled)
+		out |= providers.FieldDisabled
 	}
 	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {
-		out = append(out, DriftMarker)
+		out |= providers.FieldMarker
 	}
-	return append(out, r.Misconfigured...)
+	return out
 }
 
 // pausedByProvider reports whether r is disabled although the spec wants it enabled because the
@@ -500,15 +529,8 @@ func pausedByProvider(d providers.Desired, r providers.Registration) bool {
 	return !d.Disabled && r.Disabled && r.Health != nil && r.Health.State == providers.HealthDisabled
 }
 
-// recreateFields are the drifted fields the provider can only change by a new registration.
-func recreateFields(drift []string, caps providers.Capabilities) []string {
-	byName := map[string]providers.Field{DriftURL: providers.FieldURL, DriftEvents: providers.FieldEvents, DriftDescription: providers.FieldDescription,
-		DriftDisabled: providers.FieldDisabled, DriftMarker: providers.FieldMarker}
-	var out []string
-	for _, d := range drift {
-		if f, ok := byName[d]; ok && caps.Recreate&f != 0 {
-			out = append(out, d)
-		}
-	}
-	return out
+// recreateFields are the drifted fields of keep the provider can only change by a new
+// registration.
+func recreateFields(in PlanInput, keep providers.Registration) []string {
+	return FieldNames(DriftedFields(in, keep) & in.Caps.Recreate)
 }
