@@ -347,7 +347,7 @@ func importedSigningSecret(sub *hookv1.WebhookSubscription, id string, secret []
 // adoptionChanges are the fields of a registration the plan of its manifest changes at the
 // provider ("content_type: form -> json"): what adopting it does beyond what import's note on
 // the secret says.
-func adoptionChanges(p controllers.Preview) []string {
+func adoptionChanges(p decide.Preview) []string {
 	var out []string
 	for _, st := range p.Steps {
 		for _, ch := range st.Changes {
