@@ -63,6 +63,11 @@ type RecoveryInput struct {
 	// Created is when the provider created the kept registration (zero when it does not say):
 	// nothing was missed before it.
 	Created time.Time
+	// DisabledAt is when the registration was found disabled by the provider
+	// (status.recovery.providerDisabledAt; zero when it was not).
+	DisabledAt time.Time
+	// CanListEvents: the client lists every event, delivered or not (providers.EventLister).
+	CanListEvents bool
 	// Unfinished is the trigger of the last run when it ended Partial (stopped partway: a rate
 	// limit's pause, an answer that stopped it), "" otherwise: the run goes on, whatever the
 	// provider's health says now (a redelivery that succeeded makes it look healthy) and in
@@ -99,14 +104,34 @@ type RecoveryDecision struct {
 	Gap, GapEnd time.Time
 	// Clamped is the lookback-clamped message ("" when the lookback fits the window).
 	Clamped string
+	// Available: the provider has a way to recover and its client implements it.
+	Available bool
+	// Mode is how the run recovers (the provider's way); Window how long it keeps deliveries
+	// (0: it does not say).
+	Mode   providers.RecoveryMode
+	Window time.Duration
+	// SharedLook: an automatic run on a provider whose listing of missed events is
+	// account-wide (Stripe) first asks the account's shared look, from LookFrom on; when it
+	// shows nothing missed since Since, the watermark moves without a run.
+	SharedLook bool
+	LookFrom   time.Time
+	// ListFirst: an automatic run on a provider that reports no failures (GitLab) lists once
+	// first; a listing that shows nothing missed moves the watermark without a run.
+	ListFirst bool
+	// ListEvents (fetch): the provider had the endpoint disabled and lists every event, so the
+	// run lists them all (EventsSince), not only those it reports undelivered; DisabledFrom is
+	// a resync before it was found disabled.
+	ListEvents   bool
+	DisabledFrom time.Time
 }
 
 // requested reports whether the annotation asks for a run not handled yet.
 func (in RecoveryInput) requested() bool { return in.Requested != "" && in.Requested != in.LastHandled }
 
-// Recovery decides whether a recovery run starts now.
+// Recovery decides whether a recovery run starts now, and how the runner carries it out.
 func Recovery(in RecoveryInput) RecoveryDecision {
-	d := RecoveryDecision{}
+	d := RecoveryDecision{Mode: in.Caps.Mode}
+	d.Available, d.Window = Availability(in.Caps, in.CanRecover)
 	lookback := in.Lookback
 	if lookback <= 0 {
 		lookback = DefaultRecoveryLookback
@@ -115,34 +140,61 @@ func Recovery(in RecoveryInput) RecoveryDecision {
 		d.Clamped = fmt.Sprintf("lookback %s is longer than the %s %s keeps; clamped to %s", FormatDuration(lookback), FormatDuration(in.Caps.Window), in.Provider, FormatDuration(in.Caps.Window))
 		lookback = in.Caps.Window
 	}
-	requested := in.requested()
 	// Not drift (the plan leaves a registration the provider disabled alone): enabled here once
 	// the endpoint answers, in every mode.
 	d.Reenable = in.Synced && in.Health.State == providers.HealthDisabled && in.CanReenable
+	if !startable(in, &d) {
+		return d
+	}
+	failing := in.Health.State == providers.HealthFailing || in.Health.State == providers.HealthDisabled || in.Health.Failed > 0
+	trigger(in, failing, &d)
+	if d.Action != RecoverRun {
+		return d
+	}
+	span(in, lookback, failing, &d)
+	howToRun(in, &d)
+	return d
+}
+
+// Availability is what status.recovery says of the provider before any decision: whether it
+// has a way to recover that its client implements, and how long it keeps deliveries (0: it
+// does not say).
+func Availability(caps providers.RecoveryCapabilities, canRecover bool) (available bool, window time.Duration) {
+	return caps.Mode != providers.RecoveryNone && canRecover, caps.Window
+}
+
+// startable sets the decision of a subscription whose recovery cannot run at all (unavailable,
+// off, not in step with the spec) and reports whether a run could start.
+func startable(in RecoveryInput, d *RecoveryDecision) bool {
+	requested := in.requested()
 	switch {
-	case in.Caps.Mode == providers.RecoveryNone || !in.CanRecover:
+	case !d.Available:
 		d.Why = RecoveryUnavailable
 		if requested {
 			d.Action = RecoverRefuse
 		}
-		return d
+		return false
 	case in.Mode == hookv1.RecoveryOff:
 		d.Why = "recovery is off (spec.recovery.mode: Off)"
 		if requested {
 			d.Action, d.Why = RecoverRefuse, "recovery was requested but spec.recovery.mode is Off: nothing was run"
 		}
-		return d
+		return false
 	case !in.Synced:
 		// A request waits (it stays unhandled) until the registration is in step again.
 		d.Why = "the registration does not match the spec yet (or the spec disables it)"
-		return d
+		return false
 	}
-	failing := in.Health.State == providers.HealthFailing || in.Health.State == providers.HealthDisabled || in.Health.Failed > 0
+	return true
+}
+
+// trigger decides whether a run starts now, and why.
+func trigger(in RecoveryInput, failing bool, d *RecoveryDecision) {
 	// Once per resync wave: a wave's jitter (up to 5% of the interval) may wake the next one a
 	// little less than an interval after this one.
 	due := in.LastRunStart.IsZero() || in.Now.Sub(in.LastRunStart) >= in.Resync-in.Resync/10
 	switch {
-	case requested:
+	case in.requested():
 		d.Action, d.Trigger, d.Why = RecoverRun, hookv1.TriggerRequested, "requested through "+hookv1.AnnotationRecoverRequestedAt
 	case in.Unfinished != "":
 		d.Action, d.Trigger, d.Why = RecoverRun, in.Unfinished, "the last run stopped partway: it goes on from the watermark"
@@ -161,9 +213,10 @@ func Recovery(in RecoveryInput) RecoveryDecision {
 	default:
 		d.Why = "the provider reports no failed deliveries"
 	}
-	if d.Action != RecoverRun {
-		return d
-	}
+}
+
+// span decides where a run starts, what it answers for and what lies beyond the window.
+func span(in RecoveryInput, lookback time.Duration, failing bool, d *RecoveryDecision) {
 	// since = max(watermark, now − lookback, now − window); the lookback is at most the window.
 	d.Since = in.Now.Add(-lookback)
 	if !in.Watermark.IsZero() && in.Watermark.After(d.Since) {
@@ -171,7 +224,7 @@ func Recovery(in RecoveryInput) RecoveryDecision {
 	}
 	if in.Caps.Mode == providers.RecoveryRedeliver {
 		// The provider's log says itself what lies beyond its window (entries it lists as
-		// expired, and how far back it reaches: logGap), also on a first run.
+		// expired, and how far back it reaches: LogGap), also on a first run.
 		d.ListFrom, d.ReportFrom = in.Watermark, in.Watermark
 		if in.Watermark.IsZero() {
 			unclamped := in.Lookback
@@ -183,7 +236,7 @@ func Recovery(in RecoveryInput) RecoveryDecision {
 				d.ReportFrom = in.Created
 			}
 		}
-		return d
+		return
 	}
 	// What was missed before the window cannot come back: from the watermark, or where the
 	// provider's own report of failures begins.
@@ -194,7 +247,43 @@ func Recovery(in RecoveryInput) RecoveryDecision {
 	if in.Caps.Window > 0 && !oldest.IsZero() && oldest.Before(in.Now.Add(-in.Caps.Window)) {
 		d.Gap, d.GapEnd = oldest, in.Now.Add(-in.Caps.Window)
 	}
-	return d
+}
+
+// howToRun makes the choices the runner carries out before and during a run: whether an
+// automatic run first asks the account's shared look (and from where) or lists once to see
+// whether there is anything to do, and whether it lists every event of the span the provider
+// had the endpoint disabled.
+func howToRun(in RecoveryInput, d *RecoveryDecision) {
+	routine := d.Trigger == hookv1.TriggerAuto && !d.Reenable && in.DisabledAt.IsZero()
+	if routine && in.Caps.AccountWide && d.Gap.IsZero() {
+		// One listing serves watermarks up to three intervals old: the whole wave's, including
+		// a subscription that missed the last wave (first synced just before its grid point)
+		// and watermarks stored in whole seconds.
+		d.SharedLook = true
+		d.LookFrom = in.Now.Add(-3 * in.Resync).Truncate(time.Second)
+		if w := in.Caps.Window; w > 0 && d.LookFrom.Before(in.Now.Add(-w)) {
+			d.LookFrom = in.Now.Add(-w) // nothing older is kept
+		}
+	}
+	d.ListFirst = routine && in.Caps.Poll
+	if !in.DisabledAt.IsZero() && in.CanListEvents {
+		// The provider sent nothing while it had the endpoint disabled and does not list those
+		// events as undelivered: list them all, from a resync before it was found disabled.
+		d.ListEvents, d.DisabledFrom = true, in.DisabledAt.Add(-in.Resync)
+	}
+}
+
+// EventsSince is where a run that lists every event (ListEvents) starts at now: the earlier
+// of Since and DisabledFrom, but never before the provider's window.
+func (d RecoveryDecision) EventsSince(now time.Time) time.Time {
+	since, floor := d.Since, now.Add(-d.Window)
+	if d.DisabledFrom.Before(since) {
+		since = d.DisabledFrom
+	}
+	if since.Before(floor) {
+		since = floor
+	}
+	return since
 }
 
 // LogGap is the span a redeliver run cannot answer for: from where it reports (from) to the
