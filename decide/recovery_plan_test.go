@@ -163,3 +163,66 @@ func TestLogGap(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryHowToRun: the choices the runner carries out without reading a capability: an
+// automatic run on an account-wide provider asks the shared look first (from three resyncs
+// back, never before the window), one on a provider that reports no failures lists first, and a
+// span the provider had the endpoint disabled is listed event by event where the client lists
+// every event.
+func TestRecoveryHowToRun(t *testing.T) {
+	accountWide := decidetest.FetchCaps
+	accountWide.AccountWide = true
+	narrow := accountWide
+	narrow.Window = 10 * time.Minute
+	disabledAt := decidetest.RecNow.Add(-time.Hour)
+	type want struct {
+		Mode                           providers.RecoveryMode
+		SharedLook, ListFirst, ListAll bool
+		LookFromAgo, EventsSinceAgo    time.Duration
+	}
+	cases := []struct {
+		name string
+		in   decide.RecoveryInput
+		want want
+	}{
+		{"account-wide, automatic: the shared look from three resyncs back", recIn(caps(accountWide)),
+			want{Mode: providers.RecoveryFetch, SharedLook: true, LookFromAgo: 30 * time.Minute}},
+		{"account-wide, a window shorter than three resyncs: the look starts at the window", recIn(caps(narrow)),
+			want{Mode: providers.RecoveryFetch, SharedLook: true, LookFromAgo: 10 * time.Minute}},
+		{"account-wide, requested: no shared look", recIn(caps(accountWide), requestedAt("1", "")),
+			want{Mode: providers.RecoveryFetch}},
+		{"account-wide, found disabled, every event listed: no shared look, every event from a resync before it was found so (before the watermark)", recIn(caps(accountWide), disabledSince(disabledAt), listsEvents, watermarkAgo(30*time.Minute)),
+			want{Mode: providers.RecoveryFetch, ListAll: true, EventsSinceAgo: 70 * time.Minute}},
+		{"found disabled, the client lists no events: only what the provider reports missed", recIn(caps(accountWide), disabledSince(disabledAt)),
+			want{Mode: providers.RecoveryFetch}},
+		{"poll provider, automatic: list first", recIn(caps(decidetest.PollCaps)),
+			want{Mode: providers.RecoveryRedeliver, ListFirst: true}},
+		{"poll provider, re-enabling: no list first", recIn(caps(decidetest.PollCaps), health(decidetest.DisabledNow), canReenable),
+			want{Mode: providers.RecoveryRedeliver}},
+		{"range provider, failing: its mode, nothing first", recIn(caps(decidetest.RangeCaps), health(decidetest.FailingNow)),
+			want{Mode: providers.RecoveryRange}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := decide.Recovery(c.in)
+			if d.Action != decide.RecoverRun {
+				t.Fatalf("action %s (%s), want a run", d.Action, d.Why)
+			}
+			got := want{Mode: d.Mode, SharedLook: d.SharedLook, ListFirst: d.ListFirst, ListAll: d.ListEvents}
+			if d.SharedLook {
+				got.LookFromAgo = decidetest.RecNow.Sub(d.LookFrom)
+			}
+			if d.ListEvents {
+				got.EventsSinceAgo = decidetest.RecNow.Sub(d.EventsSince(decidetest.RecNow))
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func disabledSince(at time.Time) func(*decide.RecoveryInput) {
+	return func(in *decide.RecoveryInput) { in.DisabledAt = at }
+}
+func listsEvents(in *decide.RecoveryInput) { in.CanListEvents = true }
