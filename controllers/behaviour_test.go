@@ -263,7 +263,7 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 // the next round. It returns the plan of the last round.
 func settle(t *testing.T, a behaviourAccount, in decide.PlanInput) decide.Plan {
 	t.Helper()
-	for range maxRounds {
+	for range decide.MaxRounds {
 		p := decide.ComputePlan(in)
 		if len(p.Steps) == 0 || !p.Steps[len(p.Steps)-1].EndsRound() {
 			return p
@@ -281,7 +281,7 @@ func settle(t *testing.T, a behaviourAccount, in decide.PlanInput) decide.Plan {
 			t.Fatal(err)
 		}
 	}
-	t.Fatalf("the plan did not settle in %d rounds", maxRounds)
+	t.Fatalf("the plan did not settle in %d rounds", decide.MaxRounds)
 	return decide.Plan{}
 }
 

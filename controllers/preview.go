@@ -67,7 +67,7 @@ func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return decide.Preview{}, err
 	}
-	out := decide.NewPreview(in, decide.ComputePlan(in))
+	out := decide.PreviewRounds(in)
 	out.Provider = string(sub.Spec.Provider.Type)
 	return out, nil
 }

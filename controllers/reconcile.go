@@ -425,8 +425,8 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	providerDisabled := false
 	refusedCreates := 0
 	for round := 1; ; round++ {
-		if round > maxRounds {
-			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", maxRounds, rs)
+		if round > decide.MaxRounds {
+			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", decide.MaxRounds, rs)
 		}
 		observed, err := o.List(ctx, maxAge)
 		if err != nil {
@@ -480,11 +480,6 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil
 }
-
-// maxRounds bounds the rounds of one reconcile: a replacement and the round after it, a replay
-// that turned into a new registration, one AlreadyExists refusal; more means the plan does not
-// settle, which is a bug to report, not to loop on.
-const maxRounds = 6
 
 // cachedList is the list age that accepts the account's cached list whatever its age (unless a
 // failed write invalidated it).

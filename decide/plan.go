@@ -2,7 +2,10 @@ package decide
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"time"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/matching"
@@ -284,6 +287,64 @@ func ComputePlan(in PlanInput) Plan {
 	p.Steps = append(p.Steps, keepSteps(in, keep)...)
 	p.Steps = append(p.Steps, tail(in, keep.ID, prunes)...)
 	return p
+}
+
+// MaxRounds bounds the rounds of one reconcile: a replacement and the round after it, a replay
+// that turned into a new registration, one AlreadyExists refusal; more means the plan does not
+// settle, which is a bug to report, not to loop on.
+const MaxRounds = 6
+
+// NewRegistrationID stands for the id of a registration a foreseen round creates.
+const NewRegistrationID = "<new>"
+
+// PlanRounds plans in round by round, as a reconcile does, as far as the rounds can be foreseen
+// without the provider: after a round that ends with a replacement, the replacement joins the
+// observed list (as NewRegistrationID, its secret held) and the replaced registration is retired,
+// and the next round is planned; a round without such a step is the last. It returns each
+// round's input and plan. (A replay the provider answers with a new registration cannot be
+// foreseen: the rounds end at the plan that holds it.)
+func PlanRounds(in PlanInput) ([]PlanInput, []Plan) {
+	var ins []PlanInput
+	var plans []Plan
+	for len(plans) < MaxRounds {
+		p := ComputePlan(in)
+		ins, plans = append(ins, in), append(plans, p)
+		if len(p.Steps) == 0 || !p.Steps[len(p.Steps)-1].EndsRound() {
+			break
+		}
+		in = afterReplacement(in, p.Steps[len(p.Steps)-1])
+	}
+	return ins, plans
+}
+
+// afterReplacement is in once the replacement st made exists, as the executor leaves it: the
+// new registration on the account with its secret stored, the replaced one retired.
+func afterReplacement(in PlanInput, st Step) PlanInput {
+	next := in
+	made := providers.Registration{ID: NewRegistrationID, URL: st.Desired.URL, Events: st.Desired.Events, Description: st.Desired.Description, Disabled: st.Desired.Disabled}
+	if in.Caps.Markers {
+		made.Owner, made.CreateKey = st.Desired.Owner, st.Key
+	}
+	for _, r := range in.Observed {
+		if r.Created.After(made.Created) {
+			made.Created = r.Created.Add(time.Second)
+		}
+	}
+	next.Observed = append(slices.Clone(in.Observed), made)
+	next.Rounds = Rounds{Retired: maps.Clone(in.Rounds.Retired), ReplayRefused: maps.Clone(in.Rounds.ReplayRefused), Rotated: in.Rounds.Rotated || st.Rotation}
+	next.Rounds.Retire(st.Registration.ID)
+	next.RotateRequested = in.RotateRequested && !next.Rounds.Rotated
+	if st.Secret != SecretNone {
+		next.HeldSecrets = maps.Clone(in.HeldSecrets)
+		if next.HeldSecrets == nil {
+			next.HeldSecrets = map[string]bool{}
+		}
+		next.HeldSecrets[NewRegistrationID] = true
+	}
+	if st.Secret == SecretChosen {
+		next.PendingSecret = false // confirmed under the new id
+	}
+	return next
 }
 
 // replacement returns the step that replaces keep by a new registration, make-before-break,

@@ -13,9 +13,9 @@ import (
 
 // Preview is the plan a reconcile of a subscription would start with, made as the reconciler
 // makes it (a fresh provider list, the signing Secret, ComputePlan) with nothing written to the
-// provider or the cluster: what `hookwarden plan` prints. It is the first round only: a step
-// that ends the round (a replacement) is followed by a plan made afresh, which prunes the
-// registration replaced.
+// provider or the cluster: what `hookwarden plan` prints. Its steps are the first round's: a
+// step that ends the round (a replacement) is followed by a plan made afresh, which prunes the
+// registration replaced; Later holds those rounds (PreviewRounds).
 type Preview struct {
 	Provider string `json:"provider"`
 	// URL is the canonical URL the spec asks for.
@@ -40,6 +40,16 @@ type Preview struct {
 	Unfit     []PreviewRegistration `json:"unfit,omitempty"`
 	// Observed is how many registrations the account's list held.
 	Observed int `json:"observed"`
+	// Later are the rounds after the first, as the manager would plan them once the first
+	// round's replacement exists (PlanRounds).
+	Later []PreviewRound `json:"later,omitempty"`
+}
+
+// PreviewRound is a round after the first.
+type PreviewRound struct {
+	// Decision: keep, create, conflict or stall.
+	Decision string        `json:"decision"`
+	Steps    []PreviewStep `json:"steps,omitempty"`
 }
 
 // Changes reports whether the plan writes anything at the provider or to the signing Secret.
@@ -78,7 +88,19 @@ type FieldChange struct {
 	To    string `json:"to"`
 }
 
-// NewPreview renders a plan for the command line.
+// PreviewRounds renders every round PlanRounds foresees from in: the first as the Preview, the
+// rest as its Later rounds.
+func PreviewRounds(in PlanInput) Preview {
+	ins, plans := PlanRounds(in)
+	out := NewPreview(ins[0], plans[0])
+	for i := 1; i < len(plans); i++ {
+		later := NewPreview(ins[i], plans[i])
+		out.Later = append(out.Later, PreviewRound{Decision: later.Decision, Steps: later.Steps})
+	}
+	return out
+}
+
+// NewPreview renders one round's plan for the command line.
 func NewPreview(in PlanInput, p Plan) Preview {
 	out := Preview{URL: in.Desired.URL, Decision: p.Decision.String(), Conflict: p.Conflict, Stall: p.Stall, Observed: len(in.Observed)}
 	if p.Keep != nil {
