@@ -28,7 +28,7 @@ import (
 type Accounts struct {
 	registry providers.Registry
 	opts     AccountOptions
-	metrics  *Metrics
+	metrics  *providerMetrics
 
 	mu       sync.Mutex
 	m        map[string]*account
@@ -78,16 +78,17 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.Jitter == nil {
 		o.Jitter = rand.Float64
 	}
-	if o.Metrics == nil {
-		o.Metrics = unregisteredMetrics()
+	metrics := unregisteredProviderMetrics()
+	if o.Metrics != nil {
+		metrics = o.Metrics.provider
 	}
 	types := make([]string, 0, len(registry))
 	for t := range registry {
 		types = append(types, t)
 	}
-	o.Metrics.knowProviders(types)
+	metrics.knowProviders(types)
 	return &Accounts{
-		registry: registry, opts: o, metrics: o.Metrics,
+		registry: registry, opts: o, metrics: metrics,
 		m: map[string]*account{}, limiters: map[string]*limiter{},
 		users: map[string]map[string]bool{}, owner: map[string]string{},
 	}
@@ -257,7 +258,7 @@ type account struct {
 	caps    providers.Capabilities
 	limiter *limiter
 	now     func() time.Time
-	metrics *Metrics
+	metrics *providerMetrics
 
 	mu        sync.Mutex
 	regs      []providers.Registration
@@ -498,4 +499,11 @@ func (a *account) remove(id string) {
 			return
 		}
 	}
+}
+
+// scopeKey names what one provider list covers, without the credential: the provider type, its
+// API and the target (a GitHub repository, a REST profile's parameters). Registration ids are
+// unique within it.
+func scopeKey(provider, apiURL, target string) string {
+	return provider + "\x00" + apiURL + "\x00" + target
 }

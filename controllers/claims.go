@@ -48,13 +48,6 @@ func (c claimant) before(o claimant) bool {
 	return c.key < o.key
 }
 
-// scopeKey names what one provider list covers, without the credential: the provider type, its
-// API and the target (a GitHub repository, a REST profile's parameters). Registration ids are
-// unique within it.
-func scopeKey(provider, apiURL, target string) string {
-	return provider + "\x00" + apiURL + "\x00" + target
-}
-
 func claimKey(scope, id string) string { return scope + "\x00" + id }
 
 // claimKeyOf is the index value of sub: its recorded registration on its scope (none when it
