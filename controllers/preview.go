@@ -28,42 +28,19 @@ func (r *Reconciler) PreviewListed(ctx context.Context, sub *hookv1.WebhookSubsc
 
 // preview is Preview from observed, or from a fresh list when observed is nil.
 func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscription, observed []providers.Registration) (decide.Preview, error) {
-	if r.credentials == nil {
-		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
-	}
-	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
+	r.readFromAPI()
+	ob, err := r.observe(ctx, sub)
 	if err != nil {
 		return decide.Preview{}, err
 	}
-	ownReceiverURL := r.ownReceiverURL(sub)
-	if sub.Spec.Endpoint.Receiver != nil {
-		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+	defer ob.unlock()
+	s, o := ob.s, ob.s.ops
+	if observed == nil {
+		if observed, err = observeList(ctx, o, 0); err != nil {
 			return decide.Preview{}, err
 		}
 	}
-	acct, err := r.account(ctx, sub)
-	if err != nil {
-		return decide.Preview{}, err
-	}
-	signing, err := r.readSigningState(ctx, sub)
-	if err != nil {
-		return decide.Preview{}, err
-	}
-	o, unlock := acct.Lock()
-	defer unlock()
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotateRequest(sub) != "", desired: providers.Desired{
-		URL:         desiredURL,
-		Events:      sub.Spec.Events,
-		Description: sub.Spec.Description,
-		Disabled:    sub.Spec.Disabled,
-		Owner:       r.owner(sub),
-	}}
-	if observed == nil {
-		if observed, err = o.List(ctx, 0); err != nil {
-			return decide.Preview{}, decide.FromList(err)
-		}
-	}
-	in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, decide.Rounds{}))
+	in, err := s.claimedInput(ctx, s.planInput(observed, ob.ownReceiverURL, decide.Rounds{}))
 	if err != nil {
 		return decide.Preview{}, err
 	}
@@ -77,18 +54,24 @@ func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscriptio
 // client and pacing), with the provider's capabilities: what `hookwarden import` reads. Only
 // sub's namespace, provider block and events are used.
 func (r *Reconciler) Observe(ctx context.Context, sub *hookv1.WebhookSubscription) ([]providers.Registration, providers.Capabilities, error) {
-	if r.credentials == nil {
-		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
-	}
+	r.readFromAPI()
 	acct, err := r.account(ctx, sub)
 	if err != nil {
 		return nil, providers.Capabilities{}, err
 	}
 	o, unlock := acct.Lock()
 	defer unlock()
-	regs, err := o.List(ctx, 0)
+	regs, err := observeList(ctx, o, 0)
 	if err != nil {
-		return nil, o.Capabilities(), decide.FromList(err)
+		return nil, o.Capabilities(), err
 	}
 	return regs, o.Capabilities(), nil
+}
+
+// readFromAPI makes a Reconciler the command line built (no manager, no watches) read
+// credentials from the API server.
+func (r *Reconciler) readFromAPI() {
+	if r.credentials == nil {
+		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+	}
 }

@@ -338,7 +338,9 @@ func rotateRequest(sub *hookv1.WebhookSubscription) string {
 // replace a registration that was just made (a new Stripe endpoint, twice).
 func (r *Reconciler) pendingRotation(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
 	rotate := rotateRequest(sub)
-	if rotate == "" || r.APIReader == nil {
+	if rotate == "" || r.APIReader == nil || sub.UID == "" {
+		// Nothing to confirm, or a subscription not created yet (a preview of a manifest):
+		// no status of it can have recorded the request handled.
 		return rotate, nil
 	}
 	live := &hookv1.WebhookSubscription{}
@@ -363,36 +365,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
 func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
-	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
+	ob, err := r.observe(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ownReceiverURL := r.ownReceiverURL(sub)
-	if sub.Spec.Endpoint.Receiver != nil {
-		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	acct, err := r.account(ctx, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	signing, err := r.readSigningState(ctx, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	rotate, err := r.pendingRotation(ctx, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	o, unlock := acct.Lock()
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
-		URL:         desiredURL,
-		Events:      sub.Spec.Events,
-		Description: sub.Spec.Description,
-		Disabled:    sub.Spec.Disabled,
-		Owner:       r.owner(sub),
-	}}
+	desiredURL, ownReceiverURL, acct, rotate, s, o, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.s.ops, ob.unlock
 	s.ops.before = s.flush
 	o = s.ops
 	recorded := sub.Status.EndpointID
@@ -428,9 +405,9 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if round > decide.MaxRounds {
 			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", decide.MaxRounds, rs)
 		}
-		observed, err := o.List(ctx, maxAge)
+		observed, err := observeList(ctx, o, maxAge)
 		if err != nil {
-			return ctrl.Result{}, decide.FromList(err)
+			return ctrl.Result{}, err
 		}
 		providerDisabled = providerDisabled || disabledByProvider(observed, sub.Status.EndpointID)
 		in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rs))
@@ -479,6 +456,64 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil
+}
+
+// observation is what a reconcile, or a preview of one, plans from: the spec checked, the
+// account reached, the signing Secret read and the rotation request confirmed, in a session
+// that holds the account's lock until unlock.
+type observation struct {
+	desiredURL, ownReceiverURL string
+	acct                       *account
+	// rotate is the rotation request not yet handled ("" for none).
+	rotate string
+	s      *session
+	unlock func()
+}
+
+// observe is the one prologue of sync and Preview: a preview plans from what the reconcile
+// would plan from.
+func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription) (observation, error) {
+	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
+	if err != nil {
+		return observation{}, err
+	}
+	ownReceiverURL := r.ownReceiverURL(sub)
+	if sub.Spec.Endpoint.Receiver != nil {
+		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+			return observation{}, err
+		}
+	}
+	acct, err := r.account(ctx, sub)
+	if err != nil {
+		return observation{}, err
+	}
+	signing, err := r.readSigningState(ctx, sub)
+	if err != nil {
+		return observation{}, err
+	}
+	rotate, err := r.pendingRotation(ctx, sub)
+	if err != nil {
+		return observation{}, err
+	}
+	o, unlock := acct.Lock()
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
+		URL:         desiredURL,
+		Events:      sub.Spec.Events,
+		Description: sub.Spec.Description,
+		Disabled:    sub.Spec.Disabled,
+		Owner:       r.owner(sub),
+	}}
+	return observation{desiredURL: desiredURL, ownReceiverURL: ownReceiverURL, acct: acct, rotate: rotate, s: s, unlock: unlock}, nil
+}
+
+// observeList lists the account's registrations (a cached list up to maxAge old), a failure
+// classified: the one list of sync's rounds, the preview and Observe.
+func observeList(ctx context.Context, o ops, maxAge time.Duration) ([]providers.Registration, error) {
+	regs, err := o.List(ctx, maxAge)
+	if err != nil {
+		return nil, decide.FromList(err)
+	}
+	return regs, nil
 }
 
 // cachedList is the list age that accepts the account's cached list whatever its age (unless a
