@@ -198,34 +198,7 @@ func (p Plan) stepsOf(k StepKind) []Step {
 // ComputePlan is the plan of one round: a pure function of in.
 func ComputePlan(in PlanInput) Plan {
 	var p Plan
-	var prunes []Step
-	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
-	own := in.Ownership()
-	var candidates, adoptables, taken []providers.Registration
-	for _, r := range in.Observed {
-		switch classify(in, own, r, desiredLoose) {
-		case candidate:
-			candidates = append(candidates, r)
-		case stale:
-			prunes = append(prunes, PruneStep(r, PruneStale))
-		case retired:
-			prunes = append(prunes, PruneStep(r, PruneRotated))
-		case nearTwin:
-			p.NearTwins = append(p.NearTwins, r)
-		case conflicting:
-			p.Conflict = conflictMessage(in, r)
-		case unproven:
-			adoptables = append(adoptables, r)
-		case lookalike:
-			p.Unproven = append(p.Unproven, r)
-		case unfitOurs:
-			p.Stall, p.StallReason = unfitMessage(r), hookv1.ReasonUnfitRegistration
-		case claimed:
-			taken = append(taken, r)
-		case unfitForeign:
-			p.Unfit = append(p.Unfit, r)
-		}
-	}
+	candidates, adoptables, taken, prunes := sortObserved(in, &p)
 	if p.Stall != "" {
 		// This subscription's own registration cannot be read: acting on the rest (creating
 		// another, pruning one) would be a guess.
@@ -345,6 +318,39 @@ func afterReplacement(in PlanInput, st Step) PlanInput {
 		next.PendingSecret = false // confirmed under the new id
 	}
 	return next
+}
+
+// sortObserved puts each observed registration where its relation to the spec says: the
+// candidates to keep, the unproven ones that may be adopted, those another subscription
+// claimed, the prunes; what is only reported, and a conflict or a stall, go to p.
+func sortObserved(in PlanInput, p *Plan) (candidates, adoptables, taken []providers.Registration, prunes []Step) {
+	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
+	own := in.Ownership()
+	for _, r := range in.Observed {
+		switch classify(in, own, r, desiredLoose) {
+		case candidate:
+			candidates = append(candidates, r)
+		case stale:
+			prunes = append(prunes, PruneStep(r, PruneStale))
+		case retired:
+			prunes = append(prunes, PruneStep(r, PruneRotated))
+		case nearTwin:
+			p.NearTwins = append(p.NearTwins, r)
+		case conflicting:
+			p.Conflict = conflictMessage(in, r)
+		case unproven:
+			adoptables = append(adoptables, r)
+		case lookalike:
+			p.Unproven = append(p.Unproven, r)
+		case unfitOurs:
+			p.Stall, p.StallReason = unfitMessage(r), hookv1.ReasonUnfitRegistration
+		case claimed:
+			taken = append(taken, r)
+		case unfitForeign:
+			p.Unfit = append(p.Unfit, r)
+		}
+	}
+	return candidates, adoptables, taken, prunes
 }
 
 // replacement returns the step that replaces keep by a new registration, make-before-break,
