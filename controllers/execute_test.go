@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/decide/decidetest"
@@ -29,7 +30,7 @@ import (
 
 type execHarness struct {
 	t        *testing.T
-	provider *fakeAccountClient
+	provider *accounttest.FakeClient
 	kube     client.Client
 	sub      *hookv1.WebhookSubscription
 	s        *session
@@ -49,7 +50,7 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 	if err := hookv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	h := &execHarness{t: t, provider: newFakeAccountClient(regs...)}
+	h := &execHarness{t: t, provider: accounttest.NewFakeClient(regs...)}
 	h.sub = &hookv1.WebhookSubscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: decidetest.Me.Namespace, Name: decidetest.Me.Name, UID: "uid-orders-2", Generation: 3},
 		Spec: hookv1.WebhookSubscriptionSpec{
@@ -64,7 +65,7 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 				return errors.New("the API server is unavailable")
 			}
 			if h.logSecretWrites {
-				h.provider.order = append(h.provider.order, "write Secret")
+				h.provider.Order = append(h.provider.Order, "write Secret")
 			}
 		}
 		return nil
@@ -148,8 +149,8 @@ func TestExecuteRunsStepsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if want := []string{"Create key-create", "Delete we_0"}; !slices.Equal(h.provider.order, want) {
-		t.Errorf("provider calls %v; want %v", h.provider.order, want)
+	if want := []string{"Create key-create", "Delete we_0"}; !slices.Equal(h.provider.Order, want) {
+		t.Errorf("provider calls %v; want %v", h.provider.Order, want)
 	}
 	st := h.secret()
 	if out.kept.ID != "we_new1" || h.sub.Status.EndpointID != "we_new1" || st.current != "we_new1" {
@@ -170,14 +171,14 @@ func TestExecuteStopsAtTheFirstError(t *testing.T) {
 	a, b := decidetest.Reg("we_2", 1), decidetest.Reg("we_3", 2)
 	h := newExecHarness(t, ours, a, b)
 	h.hold("we_1")
-	h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Transient, Message: "502"}
+	h.provider.FailOn["Delete"] = &providers.Error{Kind: providers.Transient, Message: "502"}
 	p := decidetest.Keeps(ours, decidetest.UpdateStep(ours, "events"), decidetest.Twin(a), decidetest.Twin(b))
 	_, _, err := h.run(p)
 	if err == nil {
 		t.Fatal("execute succeeded although the first prune failed")
 	}
-	if want := []string{"Update we_1", "Delete we_2"}; !slices.Equal(h.provider.order, want) {
-		t.Errorf("provider calls %v; want %v (nothing after the failed delete)", h.provider.order, want)
+	if want := []string{"Update we_1", "Delete we_2"}; !slices.Equal(h.provider.Order, want) {
+		t.Errorf("provider calls %v; want %v (nothing after the failed delete)", h.provider.Order, want)
 	}
 	if h.sub.Status.EndpointID != "we_1" {
 		t.Errorf("status.endpointID %q after a partial run; want the kept we_1, whose update went through", h.sub.Status.EndpointID)
@@ -191,7 +192,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 	t.Run("a create that the provider refuses records nothing", func(t *testing.T) {
 		h := newExecHarness(t)
 		h.sub.Status.EndpointID = "we_before"
-		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "url_invalid"}
+		h.provider.FailOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "url_invalid"}
 		_, _, err := h.run(decidetest.Creates())
 		var se *decide.StallError
 		if !errors.As(err, &se) || se.Reason != hookv1.ReasonProviderRejected {
@@ -218,7 +219,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 	t.Run("a create followed by a failed prune records the new registration, secret and current", func(t *testing.T) {
 		stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 		h := newExecHarness(t, stale)
-		h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Unauthorized, Message: "insufficient scope"}
+		h.provider.FailOn["Delete"] = &providers.Error{Kind: providers.Unauthorized, Message: "insufficient scope"}
 		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "k", Secret: decide.SecretReturned}, decidetest.Stale(stale)}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the prune was refused")
@@ -243,8 +244,8 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 	if !out.replan || !rs.Retired["we_1"] {
 		t.Errorf("outcome %+v, rounds %+v; want a new round with we_1 retired", out, rs)
 	}
-	if want := []string{"Create key-rotate"}; !slices.Equal(h.provider.order, want) {
-		t.Errorf("provider calls %v; want %v (no delete before the next round)", h.provider.order, want)
+	if want := []string{"Create key-rotate"}; !slices.Equal(h.provider.Order, want) {
+		t.Errorf("provider calls %v; want %v (no delete before the next round)", h.provider.Order, want)
 	}
 	st := h.secret()
 	if st.secrets["we_new1"] == nil || st.current != "we_1" || h.sub.Status.EndpointID != "we_1" {
@@ -259,7 +260,7 @@ func TestExecuteReplay(t *testing.T) {
 		h := newExecHarness(t, ours)
 		withSecret := ours
 		withSecret.Secret = "whsec_original"
-		h.provider.replays = map[string]providers.Registration{ours.CreateKey: withSecret}
+		h.provider.Replays = map[string]providers.Registration{ours.CreateKey: withSecret}
 		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.MarkStep(ours)))
 		if err != nil || out.replan || len(rs.Retired)+len(rs.ReplayRefused) > 0 {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want the round to finish", out, rs, err)
@@ -277,24 +278,24 @@ func TestExecuteReplay(t *testing.T) {
 		if st := h.secret(); st.secrets["we_new1"] == nil {
 			t.Errorf("the new registration's secret is not held: %v", st.held())
 		}
-		if h.provider.calls["Create"] != 1 {
-			t.Errorf("%d creates; want the one replay", h.provider.calls["Create"])
+		if h.provider.Calls["Create"] != 1 {
+			t.Errorf("%d creates; want the one replay", h.provider.Calls["Create"])
 		}
 	})
 	t.Run("the provider refuses the replay: the next round decides, nothing else is sent", func(t *testing.T) {
 		h := newExecHarness(t, ours)
-		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "Keys for idempotent requests can only be used with the same parameters"}
+		h.provider.FailOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "Keys for idempotent requests can only be used with the same parameters"}
 		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.UpdateStep(ours, "events"), decidetest.MarkStep(ours)))
 		if err != nil || !out.replan || !rs.ReplayRefused["we_1"] {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want a new round knowing the replay was refused", out, rs, err)
 		}
-		if want := []string{"Create " + ours.CreateKey}; !slices.Equal(h.provider.order, want) {
-			t.Errorf("provider calls %v; want %v", h.provider.order, want)
+		if want := []string{"Create " + ours.CreateKey}; !slices.Equal(h.provider.Order, want) {
+			t.Errorf("provider calls %v; want %v", h.provider.Order, want)
 		}
 	})
 	t.Run("the provider fails transiently: an error, and no round decided on it", func(t *testing.T) {
 		h := newExecHarness(t, ours)
-		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Transient, Message: "503"}
+		h.provider.FailOn["Create"] = &providers.Error{Kind: providers.Transient, Message: "503"}
 		_, rs, err := h.run(decidetest.Keeps(ours, replay))
 		if err == nil || len(rs.ReplayRefused) > 0 {
 			t.Errorf("err %v, rounds %+v; want the error and no refusal recorded", err, rs)
@@ -309,8 +310,8 @@ func TestExecuteConflictWaitsWithoutACall(t *testing.T) {
 	if !errors.As(err, &we) || we.Reason != hookv1.ReasonConflict {
 		t.Errorf("error %v; want a Conflict wait", err)
 	}
-	if len(h.provider.order) != 0 {
-		t.Errorf("provider calls %v on a conflict", h.provider.order)
+	if len(h.provider.Order) != 0 {
+		t.Errorf("provider calls %v on a conflict", h.provider.Order)
 	}
 }
 
@@ -320,7 +321,7 @@ func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
 	var pendingAtUpdate []byte
 	// The pending secret must be in the Secret when the update is sent: read it from inside
 	// the provider call.
-	wrapped := &pendingProbe{fakeAccountClient: h.provider, read: func() { pendingAtUpdate = h.secret().pending }}
+	wrapped := &pendingProbe{FakeClient: h.provider, read: func() { pendingAtUpdate = h.secret().pending }}
 	o, _ := newTestAccount(t, wrapped)
 	h.s.ops = o
 	out, _, err := h.run(decidetest.Keeps(ours, decidetest.SetSecretStep(ours)))
@@ -338,13 +339,13 @@ func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
 
 // pendingProbe runs read before every Update.
 type pendingProbe struct {
-	*fakeAccountClient
+	*accounttest.FakeClient
 	read func()
 }
 
 func (p *pendingProbe) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
 	p.read()
-	return p.fakeAccountClient.Update(ctx, id, d)
+	return p.FakeClient.Update(ctx, id, d)
 }
 
 // TestSecretWritesWaitUnderTheLock: while writes wait (as they do under the account's lock),
@@ -361,8 +362,8 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if want := []string{"Create key-create", "write Secret", "Delete we_0"}; !slices.Equal(h.provider.order, want) {
-		t.Fatalf("calls %v; want %v: the new secret written before the provider hears the next request", h.provider.order, want)
+	if want := []string{"Create key-create", "write Secret", "Delete we_0"}; !slices.Equal(h.provider.Order, want) {
+		t.Fatalf("calls %v; want %v: the new secret written before the provider hears the next request", h.provider.Order, want)
 	}
 	if st := h.secret(); st.current != out.kept.ID {
 		t.Fatalf("the Secret's current secret is %q, want the new registration's %q", st.current, out.kept.ID)
@@ -374,8 +375,8 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if want := []string{"Create key-create"}; !slices.Equal(h.provider.order, want) {
-		t.Fatalf("calls %v; want %v: nothing written while the lock would be held", h.provider.order, want)
+	if want := []string{"Create key-create"}; !slices.Equal(h.provider.Order, want) {
+		t.Fatalf("calls %v; want %v: nothing written while the lock would be held", h.provider.Order, want)
 	}
 	if h.s.signing.current != out.kept.ID || h.s.signing.secrets[out.kept.ID] == nil {
 		t.Fatalf("the session's view %+v does not hold the new registration %s's secret", h.s.signing, out.kept.ID)
@@ -386,8 +387,8 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if err := h.s.flush(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	if want := []string{"Create key-create", "write Secret"}; !slices.Equal(h.provider.order, want) {
-		t.Fatalf("calls %v; want %v: one write for the changes waiting", h.provider.order, want)
+	if want := []string{"Create key-create", "write Secret"}; !slices.Equal(h.provider.Order, want) {
+		t.Fatalf("calls %v; want %v: one write for the changes waiting", h.provider.Order, want)
 	}
 	if st := h.secret(); st.current != out.kept.ID || string(st.secrets[out.kept.ID]) != "whsec_"+out.kept.ID {
 		t.Fatalf("after the flush the Secret holds %+v, want %s's secret, current", st, out.kept.ID)

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/decide/decidetest"
@@ -38,7 +39,7 @@ import (
 // one does: 202 accepted, 200 duplicate, an error.
 
 type fakeRecoverer struct {
-	*fakeAccountClient
+	*accounttest.FakeClient
 	mu sync.Mutex
 	// log is what the provider reports missed, oldest first; pageCap caps a page.
 	log []providers.Missed
@@ -71,8 +72,8 @@ var (
 )
 
 func newFakeRecoverer(rc providers.RecoveryCapabilities, log ...providers.Missed) *fakeRecoverer {
-	f := &fakeRecoverer{fakeAccountClient: newFakeAccountClient(), log: log, redeliverErr: map[string]error{}}
-	f.caps.Recovery = rc
+	f := &fakeRecoverer{FakeClient: accounttest.NewFakeClient(), log: log, redeliverErr: map[string]error{}}
+	f.Caps.Recovery = rc
 	return f
 }
 
@@ -80,7 +81,7 @@ func (f *fakeRecoverer) Missed(_ context.Context, _ providers.Registration, even
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listed = append(f.listed, since)
-	if err := f.fail("Missed"); err != nil {
+	if err := f.Fail("Missed"); err != nil {
 		return providers.MissedPage{}, err
 	}
 	if f.pageCap > 0 && (limit == 0 || limit > f.pageCap) {
@@ -138,7 +139,7 @@ func (f *fakeRecoverer) Health(context.Context, providers.Registration) (provide
 
 func (f *fakeRecoverer) Reenable(context.Context, providers.Registration) error {
 	f.reenabled++
-	f.order = append(f.order, "Reenable")
+	f.Order = append(f.Order, "Reenable")
 	return nil
 }
 
@@ -212,7 +213,7 @@ type recHarness struct {
 	sub      *hookv1.WebhookSubscription
 	r        *Reconciler
 	acct     *account
-	clock    *accountsTestClock
+	clock    *accounttest.Clock
 	reg      providers.Registration
 	metrics  *prometheus.Registry
 	recorder *events.FakeRecorder
@@ -250,7 +251,7 @@ func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: clock.now}
+	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: clock.Now}
 	h.reg = providers.Registration{ID: "we_1", URL: h.sub.Spec.Endpoint.URL, Events: h.sub.Spec.Events}
 	return h
 }
@@ -350,7 +351,7 @@ func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
 	// (a duplicate, nothing doubled at the sink), then evt_3 and evt_4.
 	delete(h.receiver.fail, "evt_3")
 	h.receiver.received = nil
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	run = h.sub.Status.Recovery.LastRun
 	if run.Result != hookv1.RecoverySucceeded {
@@ -405,7 +406,7 @@ func TestRecoveryFetchCrowdedSecond(t *testing.T) {
 	}
 
 	delete(h.receiver.fail, "evt_c080")
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	run = h.sub.Status.Recovery.LastRun
 	if run.Result != hookv1.RecoverySucceeded || run.Recovered != 180 || run.Skipped != 80 {
@@ -430,7 +431,7 @@ func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *t
 	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled}
 	// The watermark stayed 30 minutes back (the receiver was unreachable, or the manager down):
 	// the events of that span the provider never sent must come back.
-	mark := metav1.NewTime(h.clock.now().Add(-30 * time.Minute))
+	mark := metav1.NewTime(h.clock.Now().Add(-30 * time.Minute))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
 	h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret, providerDisabled: true})
 	run := h.sub.Status.Recovery.LastRun
@@ -448,7 +449,7 @@ func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *t
 	}
 	// The endpoint is enabled again: the next run lists undelivered events only.
 	h.reg.Health = nil
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	if len(f.listed) != 1 || len(f.events) != 1 {
 		t.Errorf("after the run: Missed %d times, Events %d times; want the undelivered listing again", len(f.listed), len(f.events))
@@ -520,7 +521,7 @@ func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 
 	// A requested run while the limit still says wait: no request at all.
 	h.sub.Annotations = map[string]string{hookv1.AnnotationRecoverRequestedAt: "now"}
-	h.clock.advance(10 * time.Second)
+	h.clock.Advance(10 * time.Second)
 	listed := len(f.listed)
 	h.recover()
 	if len(f.listed) != listed || len(f.redelivered) != 2 {
@@ -531,7 +532,7 @@ func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 	}
 
 	// Past the wait, d1 arrived (the provider lists it no more); d2 and d3 are asked for.
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	f.log = []providers.Missed{e2, e3}
 	h.recover()
 	if diff := cmp.Diff([]string{"d1", "d2", "d2", "d3"}, f.redelivered); diff != "" {
@@ -587,7 +588,7 @@ func TestRecoveryRangeAndReenable(t *testing.T) {
 	f := newFakeRecoverer(decidetest.RangeCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled after 40 failures"}
 	h := newRecHarness(t, f)
-	mark := metav1.NewTime(h.clock.now().Add(-3 * time.Hour))
+	mark := metav1.NewTime(h.clock.Now().Add(-3 * time.Hour))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
 	h.recover()
 	if f.reenabled != 1 {
@@ -644,7 +645,7 @@ func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
 	// The redelivery succeeded at the provider: its next report says so.
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 2}
 	f.log = nil
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	h.recover()
 	if f.healthCalls != 2 {
 		t.Errorf("asked %d times; want the report asked again at the reconcile after a run that recovered something", f.healthCalls)
@@ -659,7 +660,7 @@ func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 0, Total: 5}
 	h := newRecHarness(t, f)
 	h.recover()
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	h.recover()
 	if f.healthCalls != 1 {
 		t.Errorf("asked %d times within one resync interval, want once", f.healthCalls)
@@ -671,7 +672,7 @@ func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 	if v := metricValue(t, h.r.Metrics.deliveryHealth.WithLabelValues("shop", "orders", "stripe", "healthy")); v != 1 {
 		t.Errorf("healthy gauge %v", v)
 	}
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	f.report = nil
 	h.recover()
 	if f.healthCalls != 2 {
@@ -694,7 +695,7 @@ func TestRecoveryAfterAKilledRunKeepsItsCounts(t *testing.T) {
 	h := newRecHarness(t, f)
 	mark := metav1.NewTime(e1.At)
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark, Recovered: 7,
-		LastRun: &hookv1.RecoveryRun{Trigger: hookv1.TriggerAuto, StartTime: metav1.NewTime(h.clock.now().Add(-time.Hour)), Result: hookv1.RecoveryRunning, Recovered: 3, Skipped: 1}}
+		LastRun: &hookv1.RecoveryRun{Trigger: hookv1.TriggerAuto, StartTime: metav1.NewTime(h.clock.Now().Add(-time.Hour)), Result: hookv1.RecoveryRunning, Recovered: 3, Skipped: 1}}
 	h.ledgerHas("evt_1") // handed over by the killed run; listed again from the watermark
 
 	h.recover()
@@ -719,7 +720,7 @@ func TestDeliveryHealthFromTheListAlone(t *testing.T) {
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
 	step := func(list *providers.DeliveryHealth) {
 		h.reg.Health = list
-		h.clock.advance(11 * time.Minute) // past the report's memo
+		h.clock.Advance(11 * time.Minute) // past the report's memo
 		h.recover()
 	}
 	step(&providers.DeliveryHealth{State: providers.HealthUnknown, Message: "nothing delivered yet"})
@@ -756,7 +757,7 @@ func TestRecoverySharedLook(t *testing.T) {
 	elsewhere := missedAt("evt_other", 5, "charge.refunded") // failed at another endpoint of the account
 	f := newFakeRecoverer(wide, elsewhere)
 	h := newRecHarness(t, f)
-	watermark := metav1.NewTime(h.clock.now().Add(-10 * time.Minute)) // the last wave's
+	watermark := metav1.NewTime(h.clock.Now().Add(-10 * time.Minute)) // the last wave's
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &watermark, LastRun: &hookv1.RecoveryRun{
 		Trigger: hookv1.TriggerAuto, Result: hookv1.RecoverySucceeded, StartTime: watermark}}
 	second := h.sub.DeepCopy()
@@ -772,14 +773,14 @@ func TestRecoverySharedLook(t *testing.T) {
 		if st.LastRun.StartTime != watermark {
 			t.Errorf("%s: a run started (%+v); nothing of its types was missed", sub.Name, st.LastRun)
 		}
-		if !st.Watermark.Time.Equal(h.clock.now()) {
-			t.Errorf("%s: watermark %s, want the look's time %s", sub.Name, st.Watermark.Time, h.clock.now())
+		if !st.Watermark.Time.Equal(h.clock.Now()) {
+			t.Errorf("%s: watermark %s, want the look's time %s", sub.Name, st.Watermark.Time, h.clock.Now())
 		}
 	}
 	if len(f.listed) != 1 {
 		t.Fatalf("two subscriptions of one account listed missed events %d times, want once (shared)", len(f.listed))
 	}
-	if want := h.clock.now().Add(-30 * time.Minute); !f.listed[0].Equal(want) {
+	if want := h.clock.Now().Add(-30 * time.Minute); !f.listed[0].Equal(want) {
 		t.Errorf("the shared look listed from %s, want three intervals back (%s), so the wave's older watermarks are covered", f.listed[0], want)
 	}
 	if len(h.receiver.received) != 0 {
@@ -787,11 +788,11 @@ func TestRecoverySharedLook(t *testing.T) {
 	}
 
 	// Something of the subscription's type: the look says so, and the run lists for itself.
-	missed := providers.Missed{ID: "evt_9", At: h.clock.now().Add(5 * time.Minute), Type: "invoice.paid", Payload: []byte(`{"id":"evt_9","type":"invoice.paid"}`)}
+	missed := providers.Missed{ID: "evt_9", At: h.clock.Now().Add(5 * time.Minute), Type: "invoice.paid", Payload: []byte(`{"id":"evt_9","type":"invoice.paid"}`)}
 	f.mu.Lock()
 	f.log = append(f.log, missed)
 	f.mu.Unlock()
-	h.clock.advance(11 * time.Minute) // the next wave
+	h.clock.Advance(11 * time.Minute) // the next wave
 	target.listAge = 0                // and a look older than the list the reconcile used
 	h.r.recoverMissed(context.Background(), h.sub, target)
 	if run := h.sub.Status.Recovery.LastRun; run.Result != hookv1.RecoverySucceeded || run.Recovered != 1 {
@@ -805,10 +806,10 @@ func TestRecoverySharedLook(t *testing.T) {
 	f.mu.Lock()
 	f.pageCap = 1
 	f.mu.Unlock()
-	h.clock.advance(11 * time.Minute)
+	h.clock.Advance(11 * time.Minute)
 	before := len(f.listed)
 	h.r.recoverMissed(context.Background(), second, target)
-	if second.Status.Recovery.LastRun.StartTime.Time != h.clock.now() {
+	if second.Status.Recovery.LastRun.StartTime.Time != h.clock.Now() {
 		t.Errorf("after a cut look no run started: %+v", second.Status.Recovery.LastRun)
 	}
 	if got := len(f.listed) - before; got < 2 {
@@ -862,7 +863,7 @@ func TestRecoveryRedeliverReportsTheSpanBeforeTheLog(t *testing.T) {
 	f := newFakeRecoverer(decidetest.RedeliverCaps, missedAt("d1", 10*60, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	h := newRecHarness(t, f)
-	now := h.clock.now()
+	now := h.clock.Now()
 	f.covers = now.Add(-96 * time.Hour) // the log reaches back four days
 	mark := metav1.NewTime(now.Add(-120 * time.Hour))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
@@ -900,7 +901,7 @@ func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
 		t.Errorf("Delivering %+v, want DisabledByProvider", c)
 	}
 	h.receiver.probe = 0
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	recover()
 	if f.reenabled != 1 || h.sub.Status.Recovery.LastRun != nil {
 		t.Errorf("re-enabled %d times, last run %+v; want once and no run (Manual)", f.reenabled, h.sub.Status.Recovery.LastRun)
@@ -922,14 +923,14 @@ func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
 // registration disabled becomes a gap once it delivers again: status, Event, metric.
 func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
 	f := newFakeRecoverer(decidetest.RedeliverCaps)
-	f.caps.Recovery.Poll = true
+	f.Caps.Recovery.Poll = true
 	h := newRecHarness(t, f)
-	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
-	disabledAt := metav1.NewTime(h.clock.now().Add(-30 * time.Minute))
+	h.acct.client = logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f}
+	disabledAt := metav1.NewTime(h.clock.Now().Add(-30 * time.Minute))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{ProviderDisabledAt: &disabledAt}
 	h.recover() // the registration delivers again (kept without a disabled health)
 	st := h.sub.Status.Recovery
-	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(disabledAt.Add(-10 * time.Minute)), End: metav1.NewTime(h.clock.now()), Reason: hookv1.GapProviderDisabled}}
+	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(disabledAt.Add(-10 * time.Minute)), End: metav1.NewTime(h.clock.Now()), Reason: hookv1.GapProviderDisabled}}
 	if diff := cmp.Diff(want, st.Gaps); diff != "" || st.ProviderDisabledAt != nil {
 		t.Errorf("gaps (-want +got):\n%s\nproviderDisabledAt %v (want cleared)", diff, st.ProviderDisabledAt)
 	}
@@ -953,7 +954,7 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 		t.Fatalf("nothing failed: last run %+v, watermark %v, listed %d; want no run, a watermark, one listing", st.LastRun, st.Watermark, len(f.listed))
 	}
 	f.log = append(f.log, missedAt("push-1", -5, "invoice.paid")) // failed after the look
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	run := h.sub.Status.Recovery.LastRun
 	if run == nil || run.Trigger != hookv1.TriggerAuto || run.Recovered != 1 || !slices.Equal(f.redelivered, []string{"push-1"}) {
@@ -970,11 +971,11 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 func TestRecoveryDisabledBetweenTwoLooksIsAGapOnce(t *testing.T) {
 	f := newFakeRecoverer(decidetest.PollCaps)
 	h := newRecHarness(t, f)
-	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
-	until := h.clock.now().Add(-2 * time.Minute).Truncate(time.Second)
+	h.acct.client = logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f}
+	until := h.clock.Now().Add(-2 * time.Minute).Truncate(time.Second)
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, DisabledUntil: until}
 	h.recover()
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.r.health.forgetSubscription("shop/orders")
 	h.recover() // the record is still there: no second gap
 	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(until.Add(-10 * time.Minute)), End: metav1.NewTime(until), Reason: hookv1.GapProviderDisabled}}
