@@ -12,6 +12,15 @@ import (
 // reconciler does, with a rate limit high enough never to wait.
 func newTestAccount(t *testing.T, client providers.Client) (ops, *accounttest.Clock) {
 	t.Helper()
+	acct, clock := newTestAccountOf(t, client)
+	o, unlock := acct.Lock()
+	t.Cleanup(unlock)
+	return o, clock
+}
+
+// newTestAccountOf is newTestAccount's account, not locked.
+func newTestAccountOf(t *testing.T, client providers.Client) (*account, *accounttest.Clock) {
+	t.Helper()
 	clock := &accounttest.Clock{T: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
 		return client, nil
@@ -21,7 +30,5 @@ func newTestAccount(t *testing.T, client providers.Client) (ops, *accounttest.Cl
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	o, unlock := acct.Lock()
-	t.Cleanup(unlock)
-	return o, clock
+	return acct, clock
 }

@@ -223,6 +223,12 @@ const recSecret = "whsec_recovery_test"
 
 func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
 	t.Helper()
+	return newRecHarnessWith(t, f, f)
+}
+
+// newRecHarnessWith is newRecHarness whose account reaches the provider through client.
+func newRecHarnessWith(t *testing.T, f *fakeRecoverer, client providers.Client) *recHarness {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -245,13 +251,12 @@ func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
 		},
 	}
 	h.kube = fake.NewClientBuilder().WithScheme(scheme).WithObjects(h.sub.DeepCopy()).WithStatusSubresource(&hookv1.WebhookSubscription{}).Build()
-	o, clock := newTestAccount(t, f)
-	h.acct, h.clock = o.a, clock
+	h.acct, h.clock = newTestAccountOf(t, client)
 	m, err := NewMetrics(h.metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: clock.Now}
+	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: h.clock.Now}
 	h.reg = providers.Registration{ID: "we_1", URL: h.sub.Spec.Endpoint.URL, Events: h.sub.Spec.Events}
 	return h
 }
@@ -924,8 +929,7 @@ func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
 func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
 	f := newFakeRecoverer(decidetest.RedeliverCaps)
 	f.Caps.Recovery.Poll = true
-	h := newRecHarness(t, f)
-	h.acct.client = logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f}
+	h := newRecHarnessWith(t, f, logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f})
 	disabledAt := metav1.NewTime(h.clock.Now().Add(-30 * time.Minute))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{ProviderDisabledAt: &disabledAt}
 	h.recover() // the registration delivers again (kept without a disabled health)
@@ -970,8 +974,7 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 // has its span recorded once from that record, though it was never seen disabled.
 func TestRecoveryDisabledBetweenTwoLooksIsAGapOnce(t *testing.T) {
 	f := newFakeRecoverer(decidetest.PollCaps)
-	h := newRecHarness(t, f)
-	h.acct.client = logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f}
+	h := newRecHarnessWith(t, f, logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f})
 	until := h.clock.Now().Add(-2 * time.Minute).Truncate(time.Second)
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, DisabledUntil: until}
 	h.recover()
