@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -27,7 +28,7 @@ import (
 type Accounts struct {
 	registry providers.Registry
 	opts     AccountOptions
-	metrics  *Metrics
+	metrics  *providerMetrics
 
 	mu       sync.Mutex
 	m        map[string]*account
@@ -77,16 +78,17 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.Jitter == nil {
 		o.Jitter = rand.Float64
 	}
-	if o.Metrics == nil {
-		o.Metrics = unregisteredMetrics()
+	metrics := unregisteredProviderMetrics()
+	if o.Metrics != nil {
+		metrics = o.Metrics.provider
 	}
 	types := make([]string, 0, len(registry))
 	for t := range registry {
 		types = append(types, t)
 	}
-	o.Metrics.knowProviders(types)
+	metrics.knowProviders(types)
 	return &Accounts{
-		registry: registry, opts: o, metrics: o.Metrics,
+		registry: registry, opts: o, metrics: metrics,
 		m: map[string]*account{}, limiters: map[string]*limiter{},
 		users: map[string]map[string]bool{}, owner: map[string]string{},
 	}
@@ -256,7 +258,7 @@ type account struct {
 	caps    providers.Capabilities
 	limiter *limiter
 	now     func() time.Time
-	metrics *Metrics
+	metrics *providerMetrics
 
 	mu        sync.Mutex
 	regs      []providers.Registration
@@ -264,7 +266,7 @@ type account struct {
 	valid     bool
 	// epoch is the time of the account's first list: the origin of its resync grid.
 	epoch time.Time
-	keys  urlKeys
+	keys  decide.URLKeys
 	// unfitSeen are the unfit registrations already reported (unfitKey), among those the
 	// last list held.
 	unfitSeen map[string]bool
@@ -302,7 +304,7 @@ func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
 func (o ops) Epoch() time.Time { return o.a.epoch }
 
 // URLKeys are the parsed URLs of the account's registrations, for plans made under the lock.
-func (o ops) URLKeys() *urlKeys { return &o.a.keys }
+func (o ops) URLKeys() *decide.URLKeys { return &o.a.keys }
 
 // Invalidate makes the next List read the provider.
 func (o ops) Invalidate() { o.a.valid = false }
@@ -347,7 +349,7 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		regs[i].Secret = "" // the cache never holds secrets (readable ones are read on demand)
 	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
-	a.keys.retain(regs)
+	a.keys.Retain(regs)
 	a.retainUnfit(regs)
 	if a.epoch.IsZero() {
 		a.epoch = a.fetchedAt
@@ -497,4 +499,11 @@ func (a *account) remove(id string) {
 			return
 		}
 	}
+}
+
+// scopeKey names what one provider list covers, without the credential: the provider type, its
+// API and the target (a GitHub repository, a REST profile's parameters). Registration ids are
+// unique within it.
+func scopeKey(provider, apiURL, target string) string {
+	return provider + "\x00" + apiURL + "\x00" + target
 }

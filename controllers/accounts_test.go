@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,117 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	"github.com/hookwarden/hookwarden/providers"
 )
-
-// fakeAccountClient is a minimal in-memory provider account that counts calls and can fail the
-// next call of one operation.
-type fakeAccountClient struct {
-	caps   providers.Capabilities
-	regs   []providers.Registration
-	calls  map[string]int
-	failOn map[string]error // operation -> error returned once
-	nextID int
-	// order is every call, "Op id" in the order made.
-	order []string
-	// replays answer a create with this key with the registration (secret included), as a
-	// provider that replays creates by idempotency key does.
-	replays map[string]providers.Registration
-}
-
-func newFakeAccountClient(regs ...providers.Registration) *fakeAccountClient {
-	regs = append([]providers.Registration(nil), regs...) // never alias the caller's slice
-	return &fakeAccountClient{caps: providers.Capabilities{Markers: true}, regs: regs, calls: map[string]int{}, failOn: map[string]error{}}
-}
-
-var _ providers.Client = (*fakeAccountClient)(nil)
-
-func (f *fakeAccountClient) Capabilities() providers.Capabilities { return f.caps }
-
-func (f *fakeAccountClient) fail(op string, id ...string) error {
-	f.calls[op]++
-	f.order = append(f.order, strings.TrimSpace(op+" "+strings.Join(id, "")))
-	if err, ok := f.failOn[op]; ok {
-		delete(f.failOn, op)
-		return err
-	}
-	return nil
-}
-
-func (f *fakeAccountClient) List(context.Context) ([]providers.Registration, error) {
-	if err := f.fail("List"); err != nil {
-		return nil, err
-	}
-	return append([]providers.Registration(nil), f.regs...), nil
-}
-
-func (f *fakeAccountClient) Create(_ context.Context, d providers.Desired, key string) (providers.Registration, error) {
-	if err := f.fail("Create", key); err != nil {
-		return providers.Registration{}, err
-	}
-	if r, ok := f.replays[key]; ok {
-		return r, nil
-	}
-	f.nextID++
-	r := providers.Registration{
-		ID: fmt.Sprintf("we_new%d", f.nextID), URL: d.URL, Events: d.Events, Description: d.Description,
-		Disabled: d.Disabled, Owner: d.Owner, CreateKey: key,
-	}
-	f.regs = append(f.regs, r)
-	r.Secret = "whsec_" + r.ID // only the create response carries the secret
-	return r, nil
-}
-
-func (f *fakeAccountClient) Update(_ context.Context, id string, d providers.Desired) (providers.Registration, error) {
-	if err := f.fail("Update", id); err != nil {
-		return providers.Registration{}, err
-	}
-	for i := range f.regs {
-		if f.regs[i].ID == id {
-			r := &f.regs[i]
-			r.URL, r.Events, r.Description, r.Disabled, r.Owner = d.URL, d.Events, d.Description, d.Disabled, d.Owner
-			return *r, nil
-		}
-	}
-	return providers.Registration{}, &providers.Error{Kind: providers.NotFound, Message: "no such endpoint " + id}
-}
-
-func (f *fakeAccountClient) Delete(_ context.Context, id string) error {
-	if err := f.fail("Delete", id); err != nil {
-		return err
-	}
-	for i := range f.regs {
-		if f.regs[i].ID == id {
-			f.regs = append(f.regs[:i:i], f.regs[i+1:]...)
-			break
-		}
-	}
-	return nil
-}
-
-// accountsTestClock is a settable clock.
-type accountsTestClock struct{ t time.Time }
-
-func (c *accountsTestClock) now() time.Time          { return c.t }
-func (c *accountsTestClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
-// newTestAccount returns the account for one fake client, through Accounts.Get as the
-// reconciler does, with a rate limit high enough never to wait.
-func newTestAccount(t *testing.T, client providers.Client) (ops, *accountsTestClock) {
-	t.Helper()
-	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
-		return client, nil
-	})}}
-	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now})
-	acct, err := accts.Get(AccountKey{Provider: "stripe", Credential: "sk_test_one"})
-	if err != nil {
-		t.Fatalf("Get: %v", err)
-	}
-	o, unlock := acct.Lock()
-	t.Cleanup(unlock)
-	return o, clock
-}
 
 var accountsSeed = []providers.Registration{
 	{ID: "we_1", URL: "https://hooks.example.com/a", Events: []string{"invoice.paid"}},
@@ -144,26 +35,26 @@ func TestAccountsListCache(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			client := newFakeAccountClient(accountsSeed...)
+			client := accounttest.NewFakeClient(accountsSeed...)
 			o, clock := newTestAccount(t, client)
 			if _, err := o.List(context.Background(), c.maxAge); err != nil {
 				t.Fatalf("first List: %v", err)
 			}
-			first := clock.now()
-			clock.advance(c.wait)
+			first := clock.Now()
+			clock.Advance(c.wait)
 			got, err := o.List(context.Background(), c.maxAge)
 			if err != nil {
 				t.Fatalf("second List: %v", err)
 			}
-			if client.calls["List"] != c.wantCalls {
-				t.Errorf("provider List calls = %d; want %d (%s)", client.calls["List"], c.wantCalls, c.reason)
+			if client.Calls["List"] != c.wantCalls {
+				t.Errorf("provider List calls = %d; want %d (%s)", client.Calls["List"], c.wantCalls, c.reason)
 			}
 			if diff := cmp.Diff(accountsSeed, got); diff != "" {
 				t.Errorf("List mismatch (-want +got) (%s):\n%s", c.reason, diff)
 			}
 			wantFetched := first
 			if c.wantCalls == 2 {
-				wantFetched = clock.now()
+				wantFetched = clock.Now()
 			}
 			if !o.FetchedAt().Equal(wantFetched) {
 				t.Errorf("FetchedAt = %s; want %s, when the provider was last read (%s)", o.FetchedAt(), wantFetched, c.reason)
@@ -176,7 +67,7 @@ func TestAccountsListCache(t *testing.T) {
 }
 
 func TestAccountsListReturnsACopy(t *testing.T) {
-	client := newFakeAccountClient(accountsSeed...)
+	client := accounttest.NewFakeClient(accountsSeed...)
 	o, _ := newTestAccount(t, client)
 	got, err := o.List(context.Background(), time.Minute)
 	if err != nil {
@@ -193,12 +84,12 @@ func TestAccountsListReturnsACopy(t *testing.T) {
 }
 
 func TestAccountsListErrorIsNotCached(t *testing.T) {
-	client := newFakeAccountClient(accountsSeed...)
+	client := accounttest.NewFakeClient(accountsSeed...)
 	o, _ := newTestAccount(t, client)
 	if _, err := o.List(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	client.failOn["List"] = errors.New("connection reset")
+	client.FailOn["List"] = errors.New("connection reset")
 	// Force a re-list that fails; the stale list must not be served afterwards either.
 	if _, err := o.List(context.Background(), 0); err == nil {
 		t.Fatal("List with a failing provider returned no error")
@@ -206,8 +97,8 @@ func TestAccountsListErrorIsNotCached(t *testing.T) {
 	if _, err := o.List(context.Background(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if client.calls["List"] != 3 {
-		t.Errorf("provider List calls = %d; want 3: a failed List invalidates the cache", client.calls["List"])
+	if client.Calls["List"] != 3 {
+		t.Errorf("provider List calls = %d; want 3: a failed List invalidates the cache", client.Calls["List"])
 	}
 }
 
@@ -269,12 +160,12 @@ func TestAccountsWritesUpdateCache(t *testing.T) {
 	byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			client := newFakeAccountClient(accountsSeed...)
+			client := accounttest.NewFakeClient(accountsSeed...)
 			o, clock := newTestAccount(t, client)
 			if _, err := o.List(context.Background(), time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			clock.advance(10 * time.Second)
+			clock.Advance(10 * time.Second)
 			if err := c.write(o); err != nil {
 				t.Fatalf("write: %v", err)
 			}
@@ -282,8 +173,8 @@ func TestAccountsWritesUpdateCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if client.calls["List"] != 1 {
-				t.Errorf("provider List calls = %d; want 1: our own write must not cost a re-list (%s)", client.calls["List"], c.reason)
+			if client.Calls["List"] != 1 {
+				t.Errorf("provider List calls = %d; want 1: our own write must not cost a re-list (%s)", client.Calls["List"], c.reason)
 			}
 			if diff := cmp.Diff(c.want, got, byID); diff != "" {
 				t.Errorf("cached list mismatch (-want +got) (%s):\n%s", c.reason, diff)
@@ -318,20 +209,20 @@ func TestAccountsWriteErrorInvalidatesCache(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			client := newFakeAccountClient(accountsSeed...)
+			client := accounttest.NewFakeClient(accountsSeed...)
 			o, _ := newTestAccount(t, client)
 			if _, err := o.List(context.Background(), time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			client.failOn[c.op] = &providers.Error{Kind: providers.Transient, Message: "timeout"}
+			client.FailOn[c.op] = &providers.Error{Kind: providers.Transient, Message: "timeout"}
 			if err := c.write(o); err == nil {
 				t.Fatalf("%s with a failing provider returned no error", c.op)
 			}
 			if _, err := o.List(context.Background(), time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			if client.calls["List"] != 2 {
-				t.Errorf("provider List calls = %d; want 2: the List after a failed %s must call the provider (%s)", client.calls["List"], c.op, c.reason)
+			if client.Calls["List"] != 2 {
+				t.Errorf("provider List calls = %d; want 2: the List after a failed %s must call the provider (%s)", client.Calls["List"], c.op, c.reason)
 			}
 		})
 	}
@@ -355,7 +246,7 @@ func TestAccountsGet(t *testing.T) {
 			var configs []providers.Config
 			registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
 				configs = append(configs, cfg)
-				return newFakeAccountClient(), nil
+				return accounttest.NewFakeClient(), nil
 			})}}
 			accts := NewAccounts(registry, AccountOptions{RequestTimeout: 7 * time.Second})
 			a, err := accts.Get(base)
@@ -403,7 +294,7 @@ func TestAccountsGetErrors(t *testing.T) {
 		if calls == 1 {
 			return nil, errors.New("bad API URL")
 		}
-		return newFakeAccountClient(), nil
+		return accounttest.NewFakeClient(), nil
 	})}}
 	accts := NewAccounts(registry, AccountOptions{})
 
@@ -427,18 +318,18 @@ func TestAccountsGetErrors(t *testing.T) {
 // no request reaches the provider, and the wait holds for every account reached with the same
 // credential (the provider limits the credential).
 func TestAccountsRateLimitBackoff(t *testing.T) {
-	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	clients := map[string]*fakeAccountClient{}
+	clock := &accounttest.Clock{T: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clients := map[string]*accounttest.FakeClient{}
 	policy := providers.Backoff{First: time.Second, Factor: 2, Max: 10 * time.Second}
 	registry := providers.Registry{"github": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
-		c := newFakeAccountClient()
-		c.caps.RateLimitBackoff = policy
+		c := accounttest.NewFakeClient()
+		c.Caps.RateLimitBackoff = policy
 		clients[cfg.Target+"|"+cfg.Credential] = c
 		return c, nil
 	})}}
 	// Half the most jitter: each computed wait is an eighth longer than the policy's step.
-	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now, Jitter: func() float64 { return 0.5 }})
-	get := func(target, cred string) (ops, *fakeAccountClient) {
+	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.Now, Jitter: func() float64 { return 0.5 }})
+	get := func(target, cred string) (ops, *accounttest.FakeClient) {
 		a, err := accts.Get(AccountKey{Provider: "github", Target: target, Credential: cred})
 		if err != nil {
 			t.Fatal(err)
@@ -457,7 +348,7 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 
 	var waits []time.Duration
 	for i := 0; i < 6; i++ {
-		clientA.failOn["List"] = limited(0)
+		clientA.FailOn["List"] = limited(0)
 		_, err := repoA.List(ctx, 0)
 		if providers.KindOf(err) != providers.RateLimited {
 			t.Fatalf("List %d: error %v; want RateLimited", i, err)
@@ -465,14 +356,14 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 		w := providers.RetryAfter(err)
 		waits = append(waits, w)
 		// Meanwhile nothing reaches the provider with this token, on any of its repositories.
-		callsA, callsB := clientA.calls["List"], clientB.calls["List"]
+		callsA, callsB := clientA.Calls["List"], clientB.Calls["List"]
 		if _, err := repoB.List(ctx, 0); providers.KindOf(err) != providers.RateLimited || providers.RetryAfter(err) > w {
 			t.Errorf("List on another repository of the same token during the wait: %v; want RateLimited within %s", err, w)
 		}
-		if clientA.calls["List"] != callsA || clientB.calls["List"] != callsB {
+		if clientA.Calls["List"] != callsA || clientB.Calls["List"] != callsB {
 			t.Errorf("a request reached the provider during the rate-limit wait")
 		}
-		clock.advance(w)
+		clock.Advance(w)
 	}
 	// 1s, 2s, 4s, 8s plus an eighth; then the cap, which jitter never passes.
 	want := []time.Duration{1125 * time.Millisecond, 2250 * time.Millisecond, 4500 * time.Millisecond, 9 * time.Second, 10 * time.Second, 10 * time.Second}
@@ -480,28 +371,28 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 		t.Errorf("waits of six rate limits in a row (-want +got):\n%s", d)
 	}
 	// Another token is limited on its own.
-	if _, err := other.List(ctx, 0); err != nil || clientOther.calls["List"] != 1 {
-		t.Errorf("another token's List = %v after %d calls; want it unaffected", err, clientOther.calls["List"])
+	if _, err := other.List(ctx, 0); err != nil || clientOther.Calls["List"] != 1 {
+		t.Errorf("another token's List = %v after %d calls; want it unaffected", err, clientOther.Calls["List"])
 	}
 
 	// A success ends the streak: the next rate limit starts from the first wait again.
 	if _, err := repoA.List(ctx, 0); err != nil {
 		t.Fatalf("List after the wait: %v", err)
 	}
-	clientA.failOn["List"] = limited(0)
+	clientA.FailOn["List"] = limited(0)
 	_, err := repoA.List(ctx, 0)
 	if w := providers.RetryAfter(err); w != 1125*time.Millisecond {
 		t.Errorf("first wait after a success = %s; want the backoff to restart at 1s (plus an eighth)", w)
 	}
-	clock.advance(providers.RetryAfter(err))
+	clock.Advance(providers.RetryAfter(err))
 
 	// Retry-After is honoured exactly, even past the cap (GitHub's primary limit resets hourly).
-	clientA.failOn["List"] = limited(40 * time.Minute)
+	clientA.FailOn["List"] = limited(40 * time.Minute)
 	_, err = repoA.List(ctx, 0)
 	if w := providers.RetryAfter(err); w != 40*time.Minute {
 		t.Errorf("wait with Retry-After 40m = %s; want exactly 40m", w)
 	}
-	clock.advance(39 * time.Minute)
+	clock.Advance(39 * time.Minute)
 	if _, err := repoB.List(ctx, 0); providers.RetryAfter(err) != time.Minute {
 		t.Errorf("List a minute before the reset: %v; want RateLimited with 1m left", err)
 	}
@@ -509,7 +400,7 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 
 // ratedClient is a fake client whose provider documents a rate.
 type ratedClient struct {
-	*fakeAccountClient
+	*accounttest.FakeClient
 	rate providers.Rate
 }
 
@@ -531,7 +422,7 @@ func TestAccountsPaceEachCredentialAtItsProvidersRate(t *testing.T) {
 	}
 	for _, c := range cases {
 		registry := providers.Registry{"p": {Factory: providers.FactoryFunc(func(providers.Config) (providers.Client, error) {
-			return ratedClient{newFakeAccountClient(), c.documented}, nil
+			return ratedClient{accounttest.NewFakeClient(), c.documented}, nil
 		})}}
 		accts := NewAccounts(registry, c.opts)
 		a, err := accts.Get(AccountKey{Provider: "p", Target: "one", Credential: "k"})
@@ -556,7 +447,7 @@ func TestAccountsPaceEveryRequestOfTheClient(t *testing.T) {
 	var cfg providers.Config
 	registry := providers.Registry{"p": {Factory: providers.FactoryFunc(func(c providers.Config) (providers.Client, error) {
 		cfg = c
-		return ratedClient{newFakeAccountClient(), providers.Rate{PerSecond: 0.001, Burst: 2}}, nil
+		return ratedClient{accounttest.NewFakeClient(), providers.Rate{PerSecond: 0.001, Burst: 2}}, nil
 	})}}
 	if _, err := NewAccounts(registry, AccountOptions{}).Get(AccountKey{Provider: "p", Credential: "k"}); err != nil {
 		t.Fatal(err)
@@ -584,7 +475,7 @@ func TestAccountsForgetUnusedAccounts(t *testing.T) {
 	built := map[string]int{}
 	registry := providers.Registry{"stripe": {Factory: providers.FactoryFunc(func(cfg providers.Config) (providers.Client, error) {
 		built[cfg.Credential]++
-		return newFakeAccountClient(), nil
+		return accounttest.NewFakeClient(), nil
 	})}}
 	accts := NewAccounts(registry, AccountOptions{})
 	old, rotated := AccountKey{Provider: "stripe", Credential: "sk_test_old"}, AccountKey{Provider: "stripe", Credential: "sk_test_new"}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
@@ -30,7 +31,7 @@ type backoffCase struct {
 	// open starts the case at clock and returns the account key and what the case needs:
 	// refuse makes the provider refuse the next request (it may move the clock, as time spent
 	// before the refusal); call is the request; requests counts what reached the provider.
-	open func(t *testing.T, clock *accountsTestClock) (key AccountKey, refuse func(), call func(ops) error, requests func() int)
+	open func(t *testing.T, clock *accounttest.Clock) (key AccountKey, refuse func(), call func(ops) error, requests func() int)
 	// stated is the wait each refusal states (zero: none, the provider's backoff applies).
 	stated time.Duration
 	// policy is the provider's backoff the waits must follow when none is stated.
@@ -50,7 +51,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 	cases := []backoffCase{
 		{
 			name: "stripe", policy: providers.Backoff{First: time.Second, Factor: 2, Max: 30 * time.Second},
-			open: func(t *testing.T, _ *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
 				srv := stripefake.New()
 				base, stop := srv.Start()
 				t.Cleanup(stop)
@@ -63,7 +64,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "github secondary", policy: ghBackoff,
-			open: func(t *testing.T, clock *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, clock *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
 				srv, key := githubBackoffAccount(t, clock)
 				// A secondary limit without retry-after, remaining above 0 (PROVIDERS.md §2.2).
 				refuse := func() {
@@ -76,20 +77,20 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "github primary", stated: 40 * time.Minute, policy: ghBackoff,
-			open: func(t *testing.T, clock *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, clock *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
 				srv, key := githubBackoffAccount(t, clock)
 				// The token spends its hour's budget in 20 minutes: 403 with remaining 0 until
 				// x-ratelimit-reset, 40 minutes on; then a fresh hour, spent the same way.
 				refuse := func() {
 					srv.SetRateLimitRemaining(key.Credential, 0)
-					clock.advance(20 * time.Minute)
+					clock.Advance(20 * time.Minute)
 				}
 				return key, refuse, listOnce, func() int { return len(srv.Requests()) }
 			},
 		},
 		{
 			name: "gitlab create", stated: time.Minute, policy: providers.Backoff{First: 10 * time.Second, Factor: 2, Max: time.Minute},
-			open: func(t *testing.T, _ *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
 				srv, key := gitlabBackoffAccount(t)
 				// GitLab's hook-creation limit: 429 with Retry-After: 60 (REST-PROVIDERS.md §1.6).
 				refuse := func() {
@@ -105,7 +106,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "gitlab unstated", policy: providers.Backoff{First: 10 * time.Second, Factor: 2, Max: time.Minute},
-			open: func(t *testing.T, _ *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
 				srv, key := gitlabBackoffAccount(t)
 				// A 429 that states no wait: the profile's errors.rateLimit.backoff applies.
 				refuse := func() {
@@ -116,7 +117,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "pagerduty", stated: 23 * time.Second, policy: providers.DefaultRateLimitBackoff,
-			open: func(t *testing.T, _ *accountsTestClock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
 				srv := pagerduty.New()
 				base, stop := srv.Start()
 				t.Cleanup(stop)
@@ -125,7 +126,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 					srv.Inject(core.Fault{Status: http.StatusTooManyRequests, Header: map[string]string{"ratelimit-limit": "960", "ratelimit-remaining": "0", "ratelimit-reset": "23"},
 						Body: `{"error":{"message":"Rate Limit Exceeded","code":2020}}`, Times: 1})
 				}
-				key := AccountKey{Provider: "rest", APIURL: base, Settings: restProfile(t, "pagerduty-webhook-subscriptions"), Credential: "pd-key-backoff"}
+				key := AccountKey{Provider: "rest", APIURL: base, Settings: accounttest.RestProfile(t, "pagerduty-webhook-subscriptions"), Credential: "pd-key-backoff"}
 				return key, refuse, listOnce, func() int { return len(srv.Requests()) }
 			},
 		},
@@ -135,12 +136,12 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 	waits := make([][]time.Duration, len(cases))
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+			clock := &accounttest.Clock{T: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 			key, refuse, call, requests := c.open(t, clock)
 			// The pace is not under test: a bucket that never waits. The jitter is seeded, so
 			// the printed waits are the same on every run.
 			jitter := rand.New(rand.NewPCG(2026, uint64(i))).Float64
-			accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.now, Jitter: jitter})
+			accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.Now, Jitter: jitter})
 			acct, err := accts.Get(key)
 			if err != nil {
 				t.Fatal(err)
@@ -163,7 +164,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 				if again := call(o); providers.KindOf(again) != providers.RateLimited || providers.RetryAfter(again) != w {
 					t.Errorf("refusal %d: a request during the %s wait got %v", n+1, w, again)
 				}
-				clock.advance(w)
+				clock.Advance(w)
 			}
 			if got := requests() - before; got != refusals {
 				t.Errorf("%d requests reached the provider; want %d, one per refusal, none during a wait", got, refusals)
@@ -268,10 +269,10 @@ func listOnce(o ops) error {
 }
 
 // githubBackoffAccount serves the GitHub fake on clock with one repository its token administers.
-func githubBackoffAccount(t *testing.T, clock *accountsTestClock) (*ghfake.Server, AccountKey) {
+func githubBackoffAccount(t *testing.T, clock *accounttest.Clock) (*ghfake.Server, AccountKey) {
 	t.Helper()
 	const token, repo = "ghp_backoffToken0123456789abcdefghij", "repos/octo-org/hello-world"
-	srv := ghfake.New(ghfake.WithClock(clock.now))
+	srv := ghfake.New(ghfake.WithClock(clock.Now))
 	base, stop := srv.Start()
 	t.Cleanup(stop)
 	srv.Grant(token, repo)
@@ -286,5 +287,5 @@ func gitlabBackoffAccount(t *testing.T) (*gitlab.Server, AccountKey) {
 	base, stop := srv.Start()
 	t.Cleanup(stop)
 	return srv, AccountKey{Provider: "rest", APIURL: base + "/api/v4", Target: rest.Target(map[string]string{"project": "group/project"}),
-		Settings: restProfile(t, "gitlab-project-hooks"), Credential: "glpat-backoff"}
+		Settings: accounttest.RestProfile(t, "gitlab-project-hooks"), Credential: "glpat-backoff"}
 }

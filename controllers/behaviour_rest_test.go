@@ -2,12 +2,11 @@ package controllers
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/rest"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
@@ -20,15 +19,6 @@ import (
 // The behaviour suite runs every shipped REST profile (config/samples/rest) through the fake of
 // the API it describes. The fakes are written from the APIs' documentation, not from the
 // profiles, so a profile that misreads its API fails here.
-
-func restProfile(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "config", "samples", "rest", name+".profile.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func restClient(t *testing.T, profile []byte, apiURL string, params map[string]string, credential string) providers.Client {
 	t.Helper()
@@ -62,7 +52,7 @@ func TestBehaviourRESTGitLab(t *testing.T) {
 	srv := gitlab.New()
 	base, stop := srv.Start()
 	t.Cleanup(stop)
-	profile := restProfile(t, "gitlab-project-hooks")
+	profile := accounttest.RestProfile(t, "gitlab-project-hooks")
 	var n atomic.Int64
 	runBehaviourSuite(t, behaviourProvider{
 		name:   "rest/gitlab",
@@ -98,7 +88,7 @@ func TestBehaviourRESTZendesk(t *testing.T) {
 	srv := zendesk.New()
 	base, stop := srv.Start()
 	t.Cleanup(stop)
-	profile := restProfile(t, "zendesk-webhooks")
+	profile := accounttest.RestProfile(t, "zendesk-webhooks")
 	var n atomic.Int64
 	runBehaviourSuite(t, behaviourProvider{
 		name:   "rest/zendesk",
@@ -128,7 +118,7 @@ func TestBehaviourRESTPagerDuty(t *testing.T) {
 	srv := pagerduty.New()
 	base, stop := srv.Start()
 	t.Cleanup(stop)
-	profile := restProfile(t, "pagerduty-webhook-subscriptions")
+	profile := accounttest.RestProfile(t, "pagerduty-webhook-subscriptions")
 	var n atomic.Int64
 	runBehaviourSuite(t, behaviourProvider{
 		name:   "rest/pagerduty",
@@ -158,7 +148,7 @@ func TestBehaviourRESTSvix(t *testing.T) {
 	srv := svix.New()
 	base, stop := srv.Start()
 	t.Cleanup(stop)
-	profile := restProfile(t, "svix-endpoints")
+	profile := accounttest.RestProfile(t, "svix-endpoints")
 	var n atomic.Int64
 	runBehaviourSuite(t, behaviourProvider{
 		name:   "rest/svix",

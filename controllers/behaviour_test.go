@@ -12,6 +12,7 @@ import (
 	"time"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -80,7 +81,7 @@ func behaviourDesired(p behaviourProvider, url string, events ...string) provide
 
 func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 	ctx := context.Background()
-	planFor := func(a behaviourAccount, d providers.Desired, recorded string, held ...string) plan {
+	planFor := func(a behaviourAccount, d providers.Desired, recorded string, held ...string) decide.Plan {
 		t.Helper()
 		observed, err := a.Client().List(ctx)
 		if err != nil {
@@ -90,7 +91,7 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 		for _, id := range held {
 			h[id] = true
 		}
-		return computePlan(planInput{Desired: d, Observed: observed, Caps: a.Client().Capabilities(), RecordedID: recorded, HeldSecrets: h,
+		return decide.ComputePlan(decide.PlanInput{Desired: d, Observed: observed, Caps: a.Client().Capabilities(), RecordedID: recorded, HeldSecrets: h,
 			Adoption: hookv1.AdoptionAdopt, Twins: hookv1.TwinsPrune})
 	}
 
@@ -104,8 +105,8 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 			t.Errorf("Create returned no secret, although the provider returns it on create")
 		}
 		pl := planFor(a, d, r.ID, r.ID)
-		if pl.Keep == nil || pl.Keep.ID != r.ID || len(pl.Drift()) > 0 || (pl.Decision == decideCreate) {
-			t.Errorf("plan after create = keep %v, drift %v, create %v; want keep %s, no drift", pl.Keep, pl.Drift(), (pl.Decision == decideCreate), r.ID)
+		if pl.Keep == nil || pl.Keep.ID != r.ID || len(pl.Drift()) > 0 || (pl.Decision == decide.Create) {
+			t.Errorf("plan after create = keep %v, drift %v, create %v; want keep %s, no drift", pl.Keep, pl.Drift(), (pl.Decision == decide.Create), r.ID)
 		}
 	})
 
@@ -226,8 +227,8 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 		d := behaviourDesired(p, url)
 		byHand := a.Seed(t, url, d.Events)
 		pl := planFor(a, d, "")
-		if pl.Keep == nil || pl.Keep.ID != byHand || (pl.Decision == decideCreate) {
-			t.Errorf("the only registration serving the spec, under Adopt: plan keeps %v (create %v); want %s adopted", pl.Keep, (pl.Decision == decideCreate), byHand)
+		if pl.Keep == nil || pl.Keep.ID != byHand || (pl.Decision == decide.Create) {
+			t.Errorf("the only registration serving the spec, under Adopt: plan keeps %v (create %v); want %s adopted", pl.Keep, (pl.Decision == decide.Create), byHand)
 		} else if !pl.RecoversSecret() {
 			t.Errorf("adopted %s without its secret, but the plan does not recover it", byHand)
 		}
@@ -238,8 +239,8 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 			t.Fatal(err)
 		}
 		caps := a.Client().Capabilities()
-		in := planInput{Desired: d, Observed: observed, Caps: caps, Adoption: hookv1.AdoptionAdopt, Twins: hookv1.TwinsPrune}
-		pl = computePlan(in)
+		in := decide.PlanInput{Desired: d, Observed: observed, Caps: caps, Adoption: hookv1.AdoptionAdopt, Twins: hookv1.TwinsPrune}
+		pl = decide.ComputePlan(in)
 		if caps.Markers {
 			// The kept one's secret is not held: where it cannot be recovered in place, the
 			// round ends with a replacement, and the next round prunes what it replaced.
@@ -247,12 +248,12 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 			if settled.Keep == nil || len(settled.Prunes()) != len(observed)-1+replaced(settled) {
 				t.Errorf("two unmarked registrations on a provider with markers: keep %v prune %v; want one kept, the others pruned", settled.Keep, settled.Prunes())
 			}
-		} else if pl.Conflict == "" || pl.Keep != nil || (pl.Decision == decideCreate) || len(pl.Prunes()) > 0 || !strings.Contains(pl.Conflict, other) {
-			t.Errorf("two unproven registrations: conflict %q keep %v create %v prune %v; want a conflict naming both, nothing done", pl.Conflict, pl.Keep, (pl.Decision == decideCreate), pl.Prunes())
+		} else if pl.Conflict == "" || pl.Keep != nil || (pl.Decision == decide.Create) || len(pl.Prunes()) > 0 || !strings.Contains(pl.Conflict, other) {
+			t.Errorf("two unproven registrations: conflict %q keep %v create %v prune %v; want a conflict naming both, nothing done", pl.Conflict, pl.Keep, (pl.Decision == decide.Create), pl.Prunes())
 		}
-		pl = computePlan(planInput{Desired: d, Observed: observed, Caps: caps, Adoption: hookv1.AdoptionNever})
-		if pl.Conflict == "" || (pl.Decision == decideCreate) || pl.Keep != nil {
-			t.Errorf("under Never: conflict %q create %v keep %v; want a conflict and no create", pl.Conflict, (pl.Decision == decideCreate), pl.Keep)
+		pl = decide.ComputePlan(decide.PlanInput{Desired: d, Observed: observed, Caps: caps, Adoption: hookv1.AdoptionNever})
+		if pl.Conflict == "" || (pl.Decision == decide.Create) || pl.Keep != nil {
+			t.Errorf("under Never: conflict %q create %v keep %v; want a conflict and no create", pl.Conflict, (pl.Decision == decide.Create), pl.Keep)
 		}
 	})
 }
@@ -260,11 +261,11 @@ func runBehaviourSuite(t *testing.T, p behaviourProvider) {
 // settle plans as the reconciler's rounds do: while a round ends with a replacement, it makes
 // the replacement at the provider (as the executor would), counts its secret held, and plans
 // the next round. It returns the plan of the last round.
-func settle(t *testing.T, a behaviourAccount, in planInput) plan {
+func settle(t *testing.T, a behaviourAccount, in decide.PlanInput) decide.Plan {
 	t.Helper()
-	for range maxRounds {
-		p := computePlan(in)
-		if len(p.Steps) == 0 || !p.Steps[len(p.Steps)-1].endsRound() {
+	for range decide.MaxRounds {
+		p := decide.ComputePlan(in)
+		if len(p.Steps) == 0 || !p.Steps[len(p.Steps)-1].EndsRound() {
 			return p
 		}
 		last := p.Steps[len(p.Steps)-1]
@@ -274,21 +275,21 @@ func settle(t *testing.T, a behaviourAccount, in planInput) plan {
 		if err != nil {
 			t.Fatalf("Create (replacement of %s): %v", last.Registration.ID, err)
 		}
-		in.Rounds.retire(last.Registration.ID)
+		in.Rounds.Retire(last.Registration.ID)
 		in.HeldSecrets = map[string]bool{r.ID: true}
 		if in.Observed, err = a.Client().List(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Fatalf("the plan did not settle in %d rounds", maxRounds)
-	return plan{}
+	t.Fatalf("the plan did not settle in %d rounds", decide.MaxRounds)
+	return decide.Plan{}
 }
 
 // replaced counts the registrations a settled plan prunes because they were replaced.
-func replaced(p plan) int {
+func replaced(p decide.Plan) int {
 	n := 0
 	for _, s := range p.Prunes() {
-		if s.Why == pruneRotated {
+		if s.Why == decide.PruneRotated {
 			n++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -47,13 +48,6 @@ func (c claimant) before(o claimant) bool {
 	return c.key < o.key
 }
 
-// scopeKey names what one provider list covers, without the credential: the provider type, its
-// API and the target (a GitHub repository, a REST profile's parameters). Registration ids are
-// unique within it.
-func scopeKey(provider, apiURL, target string) string {
-	return provider + "\x00" + apiURL + "\x00" + target
-}
-
 func claimKey(scope, id string) string { return scope + "\x00" + id }
 
 // claimKeyOf is the index value of sub: its recorded registration on its scope (none when it
@@ -62,7 +56,7 @@ func (r *Reconciler) claimKeyOf(sub *hookv1.WebhookSubscription) []string {
 	if sub.Status.EndpointID == "" {
 		return nil
 	}
-	scope, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
+	scope, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
 	if err != nil {
 		return nil
 	}
@@ -192,15 +186,15 @@ func firstClaimant(me claimant, mine bool, claimants []claimant) string {
 // contested are the observed registrations whose owner matters to a plan: those serving the
 // desired target, and those the subscription would otherwise prove its own (to keep, update,
 // prune or delete).
-func contested(in planInput) []string {
-	own := in.ownership()
-	own.claimedBy = nil
+func contested(in decide.PlanInput) []string {
+	own := in.Ownership()
+	own.ClaimedBy = nil
 	var ids []string
 	for _, r := range in.Observed {
 		if r.ID == "" {
 			continue
 		}
-		if k := in.Keys.get(r.URL); (k.canonicalOK && k.canonical == in.Desired.URL) || own.proves(r) {
+		if k := in.Keys.Get(r.URL); (k.CanonicalOK && k.Canonical == in.Desired.URL) || own.Proves(r) {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -208,7 +202,7 @@ func contested(in planInput) []string {
 }
 
 // claimedInput is in with the claims of other subscriptions on its contested registrations.
-func (s *session) claimedInput(ctx context.Context, in planInput) (planInput, error) {
+func (s *session) claimedInput(ctx context.Context, in decide.PlanInput) (decide.PlanInput, error) {
 	claimed, err := s.r.claimedBy(ctx, s.sub, s.ops.Scope(), contested(in))
 	in.ClaimedBy = claimed
 	return in, err
@@ -241,21 +235,21 @@ type Owned struct {
 // subscriptions; held returns the ids whose secrets a subscription's signing Secret holds (it
 // is asked only for the subscriptions on tmpl's account).
 func (r *Reconciler) Owners(tmpl *hookv1.WebhookSubscription, regs []providers.Registration, subs []hookv1.WebhookSubscription, held func(*hookv1.WebhookSubscription) (map[string]bool, error)) (map[string]Owned, error) {
-	scope, err := providerScope(&tmpl.Spec.Provider, tmpl.Spec.Events, r.Accounts.Registry())
+	scope, err := decide.ProviderScope(&tmpl.Spec.Provider, tmpl.Spec.Events, r.Accounts.Registry())
 	if err != nil {
 		return nil, err
 	}
 	want := scopeKey(string(tmpl.Spec.Provider.Type), tmpl.Spec.Provider.APIURL, scope.Target)
-	keys := &urlKeys{}
+	keys := &decide.URLKeys{}
 	out := map[string]Owned{}
 	for _, reg := range regs {
 		if o := reg.Owner; !o.IsZero() && o.Cluster == r.ClusterName {
-			out[reg.ID] = Owned{Subscription: o.Namespace + "/" + o.Name, Proof: proofMarker}
+			out[reg.ID] = Owned{Subscription: o.Namespace + "/" + o.Name, Proof: decide.ProofMarker}
 		}
 	}
 	for i := range subs {
 		sub := &subs[i]
-		s, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
+		s, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
 		if err != nil || scopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, s.Target) != want {
 			continue
 		}
@@ -264,15 +258,15 @@ func (r *Reconciler) Owners(tmpl *hookv1.WebhookSubscription, regs []providers.R
 			return nil, err
 		}
 		// Every proof, on any provider: markers are looked at above.
-		own := ownership{me: r.owner(sub), recordedID: sub.Status.EndpointID, held: h, receiverURL: servedReceiverURL(r, sub), keys: keys}
+		own := decide.Ownership{Me: r.owner(sub), RecordedID: sub.Status.EndpointID, Held: h, ReceiverURL: servedReceiverURL(r, sub), Keys: keys}
 		served := servedURL(sub)
 		for _, reg := range regs {
 			if prev, ok := out[reg.ID]; ok && !prev.Twin {
 				continue
 			}
-			if p := own.proof(reg); p != "" {
+			if p := own.Proof(reg); p != "" {
 				out[reg.ID] = Owned{Subscription: subscriptionKey(sub), Proof: p}
-			} else if k := keys.get(reg.URL); served != "" && k.canonicalOK && k.canonical == served {
+			} else if k := keys.Get(reg.URL); served != "" && k.CanonicalOK && k.Canonical == served {
 				if _, ok := out[reg.ID]; !ok {
 					out[reg.ID] = Owned{Subscription: subscriptionKey(sub), Proof: "it serves this URL", Twin: true}
 				}

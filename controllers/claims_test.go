@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 )
@@ -27,20 +29,20 @@ func TestPlanClaimedByAnother(t *testing.T) {
 		recorded string
 		held     []string
 		claimed  map[string]string
-		want     plan
+		want     decide.Plan
 		stall    bool
 	}{
 		{
 			reason:   "the only unproven hook serving the spec is another's: stall, no adoption, no new secret, no create",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 0)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 0)},
 			claimed:  map[string]string{"9": owner},
 			stall:    true,
 		},
 		{
 			reason:   "recorded here too, but the other claimed it first: stall, and nothing is pruned",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 0), hook("4", 1, withURL(planOldURL))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 0), decidetest.Hook("4", 1, decidetest.WithURL(decidetest.OldURL))},
 			recorded: "9",
 			held:     []string{"9", "4"},
 			claimed:  map[string]string{"9": owner},
@@ -48,60 +50,60 @@ func TestPlanClaimedByAnother(t *testing.T) {
 		},
 		{
 			reason:   "another's hook beside an unproven look-alike: the look-alike is not adopted either",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("9", 0), hook("8", 1)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("9", 0), decidetest.Hook("8", 1)},
 			claimed:  map[string]string{"9": owner},
 			stall:    true,
 		},
 		{
 			reason:   "our own hook beside another's for the same URL: keep ours; the other's is neither pruned nor reported as a twin",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("9", 1)},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("9", 1)},
 			recorded: "1",
 			held:     []string{"1"},
 			claimed:  map[string]string{"9": owner},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 		{
 			reason:   "a secret held for another's hook at an old URL: foreign, not pruned as stale",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("9", 1, withURL(planOldURL))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("9", 1, decidetest.WithURL(decidetest.OldURL))},
 			recorded: "1",
 			held:     []string{"1", "9"},
 			claimed:  map[string]string{"9": owner},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 		{
 			reason:   "Stripe: an unmarked endpoint another subscription records (adopted before its marker was written): stall, no adoption",
-			caps:     stripeCaps,
-			observed: []providers.Registration{reg("we_9", 0, unmarked)},
+			caps:     decidetest.StripeCaps,
+			observed: []providers.Registration{decidetest.Reg("we_9", 0, decidetest.Unmarked)},
 			claimed:  map[string]string{"we_9": owner},
 			stall:    true,
 		},
 		{
 			reason:   "claims on registrations the plan does not touch change nothing",
-			caps:     markerlessCaps,
-			observed: []providers.Registration{hook("1", 0), hook("7", 1, withURL(planElse))},
+			caps:     decidetest.MarkerlessCaps,
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("7", 1, decidetest.WithURL(decidetest.ElseURL))},
 			recorded: "1",
 			held:     []string{"1"},
 			claimed:  map[string]string{"7": owner},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
-			in := planInput{
-				Caps: c.caps, Desired: planDesired(planURL), Observed: c.observed, RecordedID: c.recorded,
-				HeldSecrets: heldSet(c.held), CurrentID: currentOf("", c.recorded, c.held), ClaimedBy: c.claimed,
+			in := decide.PlanInput{
+				Caps: c.caps, Desired: decidetest.Desired(decidetest.URL), Observed: c.observed, RecordedID: c.recorded,
+				HeldSecrets: decidetest.HeldSet(c.held), CurrentID: decidetest.CurrentOf("", c.recorded, c.held), ClaimedBy: c.claimed,
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			if c.stall {
-				if got.Decision != decideStall || got.StallReason != hookv1.ReasonOwnedByAnother || !strings.Contains(got.Stall, owner) || len(got.Steps) > 0 || got.Keep != nil {
+				if got.Decision != decide.Stall || got.StallReason != hookv1.ReasonOwnedByAnother || !strings.Contains(got.Stall, owner) || len(got.Steps) > 0 || got.Keep != nil {
 					t.Fatalf("want a stall naming %s with no steps, got %+v", owner, got)
 				}
 				return
 			}
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), planStepDetail); diff != "" {
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), decidetest.StepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -202,11 +204,11 @@ func TestOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Owned{
-		"1": {Subscription: "shop/repo", Proof: proofRecorded},
+		"1": {Subscription: "shop/repo", Proof: decide.ProofRecorded},
 		"2": {Subscription: "shop/repo", Proof: "it serves this URL", Twin: true},
-		"3": {Subscription: "shop/holder", Proof: proofHeld},
-		"4": {Subscription: "shop/recv", Proof: proofReceiver},
-		"5": {Subscription: "shop/gone", Proof: proofMarker},
+		"3": {Subscription: "shop/holder", Proof: decide.ProofHeld},
+		"4": {Subscription: "shop/recv", Proof: decide.ProofReceiver},
+		"5": {Subscription: "shop/gone", Proof: decide.ProofMarker},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Owners (-want +got):\n%s", diff)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -29,51 +30,51 @@ type outcome struct {
 // execute runs p's steps. status.endpointID names the kept registration as soon as it exists
 // and its secret is held: after a create, or once keep's secret steps are done, so a later step
 // that fails leaves it recorded.
-func (s *session) execute(ctx context.Context, p plan, rs *rounds) (outcome, error) {
+func (s *session) execute(ctx context.Context, p decide.Plan, rs *decide.Rounds) (outcome, error) {
 	sub := s.sub
 	switch p.Decision {
-	case decideConflict:
+	case decide.Conflict:
 		s.r.event(sub, corev1.EventTypeWarning, hookv1.ReasonConflict, "Reconcile", p.Conflict)
-		return outcome{}, wait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
-	case decideStall:
-		return outcome{}, stallAtProvider(p.StallReason, "%s", p.Stall)
+		return outcome{}, decide.NewWait(hookv1.ReasonConflict, resyncInterval(sub), "%s", p.Conflict)
+	case decide.Stall:
+		return outcome{}, decide.NewStallAtProvider(p.StallReason, "%s", p.Stall)
 	}
 	var kept providers.Registration
 	if p.Keep != nil {
 		kept = *p.Keep
 	}
-	pruned := map[pruneReason][]providers.Registration{}
+	pruned := map[decide.PruneReason][]providers.Registration{}
 	defer s.reportPruned(pruned)
 	for _, st := range p.Steps {
-		if st.Kind >= stepUpdate && kept.ID != "" {
+		if st.Kind >= decide.StepUpdate && kept.ID != "" {
 			sub.Status.EndpointID = kept.ID
 		}
 		var err error
 		switch st.Kind {
-		case stepCreate:
+		case decide.StepCreate:
 			kept, err = s.runCreate(ctx, st)
-		case stepReplay:
+		case decide.StepReplay:
 			var same bool
 			same, err = s.runReplay(ctx, st, rs)
 			if err == nil && !same {
 				return outcome{replan: true}, nil
 			}
-		case stepFetchSecret:
+		case decide.StepFetchSecret:
 			err = s.runFetchSecret(ctx, st)
-		case stepSetSecret:
+		case decide.StepSetSecret:
 			kept, err = s.runSetSecret(ctx, st)
-		case stepReplace:
+		case decide.StepReplace:
 			if err = s.runReplace(ctx, st); err == nil {
-				rs.retire(st.Registration.ID)
+				rs.Retire(st.Registration.ID)
 				return outcome{replan: true}, nil
 			}
-		case stepUpdate:
+		case decide.StepUpdate:
 			kept, err = s.runUpdate(ctx, st)
-		case stepMarkCurrent:
+		case decide.StepMarkCurrent:
 			err = s.markCurrent(ctx, st.Registration.ID)
-		case stepForget:
+		case decide.StepForget:
 			err = s.forgetSecret(ctx, st.ID)
-		case stepPrune:
+		case decide.StepPrune:
 			err = s.runPrune(ctx, st)
 			if err == nil {
 				pruned[st.Why] = append(pruned[st.Why], st.Registration)
@@ -90,7 +91,7 @@ func (s *session) execute(ctx context.Context, p plan, rs *rounds) (outcome, err
 }
 
 // runCreate registers a new webhook, stores its secret, makes it current and records it.
-func (s *session) runCreate(ctx context.Context, st step) (providers.Registration, error) {
+func (s *session) runCreate(ctx context.Context, st decide.Step) (providers.Registration, error) {
 	reg, err := s.create(ctx, st)
 	if err != nil {
 		return reg, err
@@ -99,7 +100,7 @@ func (s *session) runCreate(ctx context.Context, st step) (providers.Registratio
 	sub.Status.EndpointID = reg.ID
 	s.r.audit(ctx, sub, actionCreate, reg.ID, "no registration at the provider serves this spec")
 	s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonCreated, "Create", "registered %s for %s", reg.ID, reg.URL)
-	if st.Secret != secretNone && reg.ID != s.signing.current {
+	if st.Secret != decide.SecretNone && reg.ID != s.signing.current {
 		if err := s.markCurrent(ctx, reg.ID); err != nil {
 			return reg, err
 		}
@@ -115,16 +116,16 @@ func (s *session) runCreate(ctx context.Context, st step) (providers.Registratio
 // provider's idempotency window passed and the replay created a new registration (its secret
 // stored, it replaces keep), or the provider refused the replay (parameters changed since, or
 // an answer without the secret), and the next round replaces keep.
-func (s *session) runReplay(ctx context.Context, st step, rs *rounds) (same bool, err error) {
+func (s *session) runReplay(ctx context.Context, st decide.Step, rs *decide.Rounds) (same bool, err error) {
 	keep := st.Registration
 	reg, err := s.ops.Create(ctx, st.Desired, st.Key)
 	switch {
 	case err == nil && reg.Secret != "":
 	case err == nil || providers.KindOf(err) == providers.Permanent:
-		rs.refuseReplay(keep.ID)
+		rs.RefuseReplay(keep.ID)
 		return false, nil
 	default:
-		return false, fromProvider("recovering the signing secret of "+keep.ID, err)
+		return false, decide.FromProvider("recovering the signing secret of "+keep.ID, err)
 	}
 	if err := s.storeSecret(ctx, reg.ID, reg.Secret); err != nil {
 		return false, err
@@ -135,18 +136,18 @@ func (s *session) runReplay(ctx context.Context, st step, rs *rounds) (same bool
 		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRecovered, "RecoverSecret", "recovered the signing secret of %s by replaying its create", keep.ID)
 		return true, nil
 	}
-	rs.retire(keep.ID)
+	rs.Retire(keep.ID)
 	s.r.audit(ctx, s.sub, actionRotate, reg.ID, "signing secret of "+keep.ID+" not held and its create no longer replays: the replay created a new registration")
 	s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonSecretRotated, "RecoverSecret", "signing secret of %s was lost; rotated to %s", keep.ID, reg.ID)
 	return false, nil
 }
 
 // runFetchSecret reads keep's secret back from the provider and stores it.
-func (s *session) runFetchSecret(ctx context.Context, st step) error {
+func (s *session) runFetchSecret(ctx context.Context, st decide.Step) error {
 	keep := st.Registration
 	secret, err := s.ops.FetchSecret(ctx, keep.ID)
 	if err != nil {
-		return fromProvider("reading the signing secret of "+keep.ID, err)
+		return decide.FromProvider("reading the signing secret of "+keep.ID, err)
 	}
 	if err := s.storeSecret(ctx, keep.ID, secret); err != nil {
 		return err
@@ -158,7 +159,7 @@ func (s *session) runFetchSecret(ctx context.Context, st step) error {
 // runSetSecret sets a client-chosen secret on keep in place (same id), with an update that also
 // carries the rest of the spec. The secret is pending in the Secret first, so the receiver
 // accepts it (beside the old one, if held) from the moment the provider might sign with it.
-func (s *session) runSetSecret(ctx context.Context, st step) (providers.Registration, error) {
+func (s *session) runSetSecret(ctx context.Context, st decide.Step) (providers.Registration, error) {
 	keep := st.Registration
 	wasHeld := s.signing.secrets[keep.ID] != nil
 	secret, err := s.pendingSecret(ctx)
@@ -169,7 +170,7 @@ func (s *session) runSetSecret(ctx context.Context, st step) (providers.Registra
 	d.Secret = secret
 	reg, err := s.ops.Update(ctx, keep.ID, d)
 	if err != nil {
-		return keep, fromProvider("setting a new signing secret on "+keep.ID, err)
+		return keep, decide.FromProvider("setting a new signing secret on "+keep.ID, err)
 	}
 	if err := s.confirmPending(ctx, keep.ID, secret); err != nil {
 		return reg, err
@@ -189,7 +190,7 @@ func (s *session) runSetSecret(ctx context.Context, st step) (providers.Registra
 
 // runReplace creates the registration that replaces keep, its secret stored; keep goes in the
 // next round, once the new one is current.
-func (s *session) runReplace(ctx context.Context, st step) error {
+func (s *session) runReplace(ctx context.Context, st decide.Step) error {
 	keep := st.Registration
 	reg, err := s.create(ctx, st)
 	if err != nil {
@@ -207,13 +208,13 @@ func (s *session) runReplace(ctx context.Context, st step) error {
 
 // runUpdate brings keep to the spec in place, resending the secret it verifies with (providers
 // whose update clears an omitted secret need it; the others ignore it).
-func (s *session) runUpdate(ctx context.Context, st step) (providers.Registration, error) {
+func (s *session) runUpdate(ctx context.Context, st decide.Step) (providers.Registration, error) {
 	keep := st.Registration
 	d := st.Desired
 	d.Secret = string(s.signing.secrets[keep.ID])
 	reg, err := s.ops.Update(ctx, keep.ID, d)
 	if err != nil {
-		return keep, fromProvider("updating registration "+keep.ID, err)
+		return keep, decide.FromProvider("updating registration "+keep.ID, err)
 	}
 	s.r.audit(ctx, s.sub, actionUpdate, keep.ID, fmt.Sprintf("drifted from the spec: %v", st.Drift))
 	s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonUpdated, "Update", "updated %s in place: %v", keep.ID, st.Drift)
@@ -221,13 +222,13 @@ func (s *session) runUpdate(ctx context.Context, st step) (providers.Registratio
 }
 
 // runPrune deletes a twin, a stale or a replaced registration and forgets its secret.
-func (s *session) runPrune(ctx context.Context, st step) error {
+func (s *session) runPrune(ctx context.Context, st decide.Step) error {
 	r := st.Registration
 	if err := s.ops.Delete(ctx, r.ID); err != nil {
-		return fromProvider("deleting "+string(st.Why)+" registration "+r.ID, err)
+		return decide.FromProvider("deleting "+string(st.Why)+" registration "+r.ID, err)
 	}
 	s.r.audit(ctx, s.sub, actionPrune, r.ID, pruneWhy(st.Why, s.sub.Status.EndpointID))
-	if st.Why == pruneTwin {
+	if st.Why == decide.PruneTwin {
 		s.sub.Status.TwinsPruned++
 	}
 	return s.forgetSecret(ctx, r.ID)
@@ -235,26 +236,26 @@ func (s *session) runPrune(ctx context.Context, st step) error {
 
 // reportPruned aggregates the prune Events per reason: the events API folds events that differ
 // only in their note into one series.
-func (s *session) reportPruned(deleted map[pruneReason][]providers.Registration) {
-	if twins := deleted[pruneTwin]; len(twins) > 0 {
-		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonTwinsPruned, "Prune", "deleted %d twin registration(s): %s", len(twins), registrationIDs(twins))
+func (s *session) reportPruned(deleted map[decide.PruneReason][]providers.Registration) {
+	if twins := deleted[decide.PruneTwin]; len(twins) > 0 {
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonTwinsPruned, "Prune", "deleted %d twin registration(s): %s", len(twins), decide.RegistrationIDs(twins))
 	}
 	var other []providers.Registration
-	other = append(other, deleted[pruneStale]...)
-	other = append(other, deleted[pruneRotated]...)
+	other = append(other, deleted[decide.PruneStale]...)
+	other = append(other, deleted[decide.PruneRotated]...)
 	if len(other) > 0 {
-		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonDeleted, "Prune", "deleted replaced registration(s): %s", registrationIDs(other))
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonDeleted, "Prune", "deleted replaced registration(s): %s", decide.RegistrationIDs(other))
 	}
 }
 
 // pruneWhy says, for the audit log, why a registration was deleted beside the kept one.
-func pruneWhy(why pruneReason, kept string) string {
+func pruneWhy(why decide.PruneReason, kept string) string {
 	switch why {
-	case pruneTwin:
+	case decide.PruneTwin:
 		return "twin of " + kept + " (same canonical URL)"
-	case pruneStale:
+	case decide.PruneStale:
 		return "stale: ours, for a URL the spec no longer names"
-	case pruneRotated:
+	case decide.PruneRotated:
 		return "replaced by " + kept
 	}
 	return string(why)
@@ -262,8 +263,8 @@ func pruneWhy(why pruneReason, kept string) string {
 
 // create registers a webhook for a create or replace step and makes sure its secret is stored
 // whatever goes wrong, as the step says it is obtained.
-func (s *session) create(ctx context.Context, st step) (providers.Registration, error) {
-	if st.Secret == secretChosen {
+func (s *session) create(ctx context.Context, st decide.Step) (providers.Registration, error) {
+	if st.Secret == decide.SecretChosen {
 		return s.createWithOwnSecret(ctx, st.Desired, st.Key)
 	}
 	reg, err := s.ops.Create(ctx, st.Desired, st.Key)
@@ -272,15 +273,15 @@ func (s *session) create(ctx context.Context, st step) (providers.Registration, 
 			// Created, but a follow-up step failed (Stripe: disabling after create): the secret
 			// exists only in this response, so keep it before reporting the error.
 			if serr := s.storeSecret(ctx, reg.ID, reg.Secret); serr != nil {
-				return reg, errors.Join(fromProvider("creating registration", err), serr)
+				return reg, errors.Join(decide.FromProvider("creating registration", err), serr)
 			}
 		}
-		return reg, fromProvider("creating registration", err)
+		return reg, decide.FromProvider("creating registration", err)
 	}
 	if err := s.afterCreate(ctx, reg); err != nil {
 		return reg, err
 	}
-	if st.Secret == secretNone {
+	if st.Secret == decide.SecretNone {
 		return reg, nil
 	}
 	if reg.Secret == "" {
@@ -305,7 +306,7 @@ func (s *session) createWithOwnSecret(ctx context.Context, d providers.Desired, 
 		// The pending secret stays, refused or not: the next attempt sends the same one, so a
 		// refusal writes nothing (a rewritten Secret would wake the subscription at once and
 		// turn a stall into a loop), and an outcome that is unknown (a timeout) needs it anyway.
-		return reg, fromProvider("creating registration", err)
+		return reg, decide.FromProvider("creating registration", err)
 	}
 	if err := s.afterCreate(ctx, reg); err != nil {
 		return reg, err

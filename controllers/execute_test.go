@@ -16,7 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -27,7 +30,7 @@ import (
 
 type execHarness struct {
 	t        *testing.T
-	provider *fakeAccountClient
+	provider *accounttest.FakeClient
 	kube     client.Client
 	sub      *hookv1.WebhookSubscription
 	s        *session
@@ -47,12 +50,12 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 	if err := hookv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	h := &execHarness{t: t, provider: newFakeAccountClient(regs...)}
+	h := &execHarness{t: t, provider: accounttest.NewFakeClient(regs...)}
 	h.sub = &hookv1.WebhookSubscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: planMe.Namespace, Name: planMe.Name, UID: "uid-orders-2", Generation: 3},
+		ObjectMeta: metav1.ObjectMeta{Namespace: decidetest.Me.Namespace, Name: decidetest.Me.Name, UID: "uid-orders-2", Generation: 3},
 		Spec: hookv1.WebhookSubscriptionSpec{
 			Provider:      hookv1.ProviderSpec{Type: hookv1.ProviderStripe, CredentialsRef: hookv1.SecretKeySelector{Name: "stripe-api"}},
-			Events:        planEvents,
+			Events:        decidetest.Events,
 			SigningSecret: hookv1.SigningSecretSpec{Name: "orders-signing"},
 		},
 	}
@@ -62,7 +65,7 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 				return errors.New("the API server is unavailable")
 			}
 			if h.logSecretWrites {
-				h.provider.order = append(h.provider.order, "write Secret")
+				h.provider.Order = append(h.provider.Order, "write Secret")
 			}
 		}
 		return nil
@@ -83,7 +86,7 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 	}).Build()
 	r := &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: events.NewFakeRecorder(100), Metrics: unregisteredMetrics()}
 	o, _ := newTestAccount(t, h.provider)
-	h.s = &session{r: r, sub: h.sub, ops: o, caps: h.provider.Capabilities(), desired: planDesired(planURL), signing: signingState{secrets: map[string][]byte{}}}
+	h.s = &session{r: r, sub: h.sub, ops: o, caps: h.provider.Capabilities(), desired: decidetest.Desired(decidetest.URL), signing: signingState{secrets: map[string][]byte{}}}
 	return h
 }
 
@@ -112,10 +115,10 @@ func (h *execHarness) secret() signingState {
 	return st
 }
 
-func (h *execHarness) run(p plan) (outcome, rounds, error) {
+func (h *execHarness) run(p decide.Plan) (outcome, decide.Rounds, error) {
 	h.t.Helper()
 	before := clonePlan(p)
-	var rs rounds
+	var rs decide.Rounds
 	out, err := h.s.execute(context.Background(), p, &rs)
 	if d := cmp.Diff(before, p); d != "" {
 		h.t.Errorf("the executor changed the plan (-before +after):\n%s", d)
@@ -123,7 +126,7 @@ func (h *execHarness) run(p plan) (outcome, rounds, error) {
 	return out, rs, err
 }
 
-func clonePlan(p plan) plan {
+func clonePlan(p decide.Plan) decide.Plan {
 	c := p
 	c.Steps = slices.Clone(p.Steps)
 	for i := range c.Steps {
@@ -133,21 +136,21 @@ func clonePlan(p plan) plan {
 }
 
 func TestExecuteRunsStepsInOrder(t *testing.T) {
-	stale := reg("we_0", 0, withURL(planOldURL))
+	stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 	h := newExecHarness(t, stale)
 	h.hold("we_0", "we_vanished")
 	h.sub.Status.EndpointID = "we_vanished"
-	p := plan{Decision: decideCreate, Steps: []step{
-		{Kind: stepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: secretReturned},
-		forgetStep("we_vanished"),
-		staleAt(stale),
+	p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{
+		{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "key-create", Secret: decide.SecretReturned},
+		decidetest.ForgetStep("we_vanished"),
+		decidetest.Stale(stale),
 	}}
 	out, _, err := h.run(p)
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if want := []string{"Create key-create", "Delete we_0"}; !slices.Equal(h.provider.order, want) {
-		t.Errorf("provider calls %v; want %v", h.provider.order, want)
+	if want := []string{"Create key-create", "Delete we_0"}; !slices.Equal(h.provider.Order, want) {
+		t.Errorf("provider calls %v; want %v", h.provider.Order, want)
 	}
 	st := h.secret()
 	if out.kept.ID != "we_new1" || h.sub.Status.EndpointID != "we_new1" || st.current != "we_new1" {
@@ -164,18 +167,18 @@ func TestExecuteRunsStepsInOrder(t *testing.T) {
 }
 
 func TestExecuteStopsAtTheFirstError(t *testing.T) {
-	ours := reg("we_1", 0, withEvents("invoice.paid"))
-	a, b := reg("we_2", 1), reg("we_3", 2)
+	ours := decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))
+	a, b := decidetest.Reg("we_2", 1), decidetest.Reg("we_3", 2)
 	h := newExecHarness(t, ours, a, b)
 	h.hold("we_1")
-	h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Transient, Message: "502"}
-	p := keeps(ours, updateStep(ours, "events"), twin(a), twin(b))
+	h.provider.FailOn["Delete"] = &providers.Error{Kind: providers.Transient, Message: "502"}
+	p := decidetest.Keeps(ours, decidetest.UpdateStep(ours, "events"), decidetest.Twin(a), decidetest.Twin(b))
 	_, _, err := h.run(p)
 	if err == nil {
 		t.Fatal("execute succeeded although the first prune failed")
 	}
-	if want := []string{"Update we_1", "Delete we_2"}; !slices.Equal(h.provider.order, want) {
-		t.Errorf("provider calls %v; want %v (nothing after the failed delete)", h.provider.order, want)
+	if want := []string{"Update we_1", "Delete we_2"}; !slices.Equal(h.provider.Order, want) {
+		t.Errorf("provider calls %v; want %v (nothing after the failed delete)", h.provider.Order, want)
 	}
 	if h.sub.Status.EndpointID != "we_1" {
 		t.Errorf("status.endpointID %q after a partial run; want the kept we_1, whose update went through", h.sub.Status.EndpointID)
@@ -189,10 +192,10 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 	t.Run("a create that the provider refuses records nothing", func(t *testing.T) {
 		h := newExecHarness(t)
 		h.sub.Status.EndpointID = "we_before"
-		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "url_invalid"}
-		_, _, err := h.run(creates())
-		var se *stallError
-		if !errors.As(err, &se) || se.reason != hookv1.ReasonProviderRejected {
+		h.provider.FailOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "url_invalid"}
+		_, _, err := h.run(decidetest.Creates())
+		var se *decide.StallError
+		if !errors.As(err, &se) || se.Reason != hookv1.ReasonProviderRejected {
 			t.Errorf("error %v; want a ProviderRejected stall", err)
 		}
 		if h.sub.Status.EndpointID != "we_before" {
@@ -205,7 +208,7 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 	t.Run("a create whose secret cannot be stored reports the error and records nothing as current", func(t *testing.T) {
 		h := newExecHarness(t)
 		h.failSecretWrites = true
-		p := plan{Decision: decideCreate, Steps: []step{{Kind: stepCreate, Desired: planDesired(planURL), Key: "k", Secret: secretReturned}}}
+		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "k", Secret: decide.SecretReturned}}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the secret could not be stored")
 		}
@@ -214,10 +217,10 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 		}
 	})
 	t.Run("a create followed by a failed prune records the new registration, secret and current", func(t *testing.T) {
-		stale := reg("we_0", 0, withURL(planOldURL))
+		stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 		h := newExecHarness(t, stale)
-		h.provider.failOn["Delete"] = &providers.Error{Kind: providers.Unauthorized, Message: "insufficient scope"}
-		p := plan{Decision: decideCreate, Steps: []step{{Kind: stepCreate, Desired: planDesired(planURL), Key: "k", Secret: secretReturned}, staleAt(stale)}}
+		h.provider.FailOn["Delete"] = &providers.Error{Kind: providers.Unauthorized, Message: "insufficient scope"}
+		p := decide.Plan{Decision: decide.Create, Steps: []decide.Step{{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "k", Secret: decide.SecretReturned}, decidetest.Stale(stale)}}
 		if _, _, err := h.run(p); err == nil {
 			t.Fatal("execute succeeded although the prune was refused")
 		}
@@ -229,11 +232,11 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 }
 
 func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
-	ours := reg("we_1", 0, withEvents("invoice.paid"))
+	ours := decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))
 	h := newExecHarness(t, ours)
 	h.hold("we_1")
 	h.sub.Status.EndpointID = "we_1"
-	p := keeps(ours, step{Kind: stepReplace, Registration: ours, Desired: planDesired(planURL), Key: "key-rotate", Secret: secretReturned, Drift: []string{"events"}}, markStep(ours))
+	p := decidetest.Keeps(ours, decide.Step{Kind: decide.StepReplace, Registration: ours, Desired: decidetest.Desired(decidetest.URL), Key: "key-rotate", Secret: decide.SecretReturned, Drift: []string{"events"}}, decidetest.MarkStep(ours))
 	out, rs, err := h.run(p)
 	if err != nil {
 		t.Fatalf("execute: %v", err)
@@ -241,8 +244,8 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 	if !out.replan || !rs.Retired["we_1"] {
 		t.Errorf("outcome %+v, rounds %+v; want a new round with we_1 retired", out, rs)
 	}
-	if want := []string{"Create key-rotate"}; !slices.Equal(h.provider.order, want) {
-		t.Errorf("provider calls %v; want %v (no delete before the next round)", h.provider.order, want)
+	if want := []string{"Create key-rotate"}; !slices.Equal(h.provider.Order, want) {
+		t.Errorf("provider calls %v; want %v (no delete before the next round)", h.provider.Order, want)
 	}
 	st := h.secret()
 	if st.secrets["we_new1"] == nil || st.current != "we_1" || h.sub.Status.EndpointID != "we_1" {
@@ -251,14 +254,14 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 }
 
 func TestExecuteReplay(t *testing.T) {
-	ours := reg("we_1", 0)
-	replay := step{Kind: stepReplay, Registration: ours, Desired: originalCreate(ours), Key: ours.CreateKey}
+	ours := decidetest.Reg("we_1", 0)
+	replay := decide.Step{Kind: decide.StepReplay, Registration: ours, Desired: decide.OriginalCreate(ours), Key: ours.CreateKey}
 	t.Run("the provider replays: secret stored, the round goes on", func(t *testing.T) {
 		h := newExecHarness(t, ours)
 		withSecret := ours
 		withSecret.Secret = "whsec_original"
-		h.provider.replays = map[string]providers.Registration{ours.CreateKey: withSecret}
-		out, rs, err := h.run(keeps(ours, replay, markStep(ours)))
+		h.provider.Replays = map[string]providers.Registration{ours.CreateKey: withSecret}
+		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.MarkStep(ours)))
 		if err != nil || out.replan || len(rs.Retired)+len(rs.ReplayRefused) > 0 {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want the round to finish", out, rs, err)
 		}
@@ -268,32 +271,32 @@ func TestExecuteReplay(t *testing.T) {
 	})
 	t.Run("the window passed, the replay made a new registration: it replaces keep from the next round", func(t *testing.T) {
 		h := newExecHarness(t, ours)
-		out, rs, err := h.run(keeps(ours, replay, markStep(ours)))
+		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.MarkStep(ours)))
 		if err != nil || !out.replan || !rs.Retired["we_1"] {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want a new round with we_1 retired", out, rs, err)
 		}
 		if st := h.secret(); st.secrets["we_new1"] == nil {
 			t.Errorf("the new registration's secret is not held: %v", st.held())
 		}
-		if h.provider.calls["Create"] != 1 {
-			t.Errorf("%d creates; want the one replay", h.provider.calls["Create"])
+		if h.provider.Calls["Create"] != 1 {
+			t.Errorf("%d creates; want the one replay", h.provider.Calls["Create"])
 		}
 	})
 	t.Run("the provider refuses the replay: the next round decides, nothing else is sent", func(t *testing.T) {
 		h := newExecHarness(t, ours)
-		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "Keys for idempotent requests can only be used with the same parameters"}
-		out, rs, err := h.run(keeps(ours, replay, updateStep(ours, "events"), markStep(ours)))
+		h.provider.FailOn["Create"] = &providers.Error{Kind: providers.Permanent, Message: "Keys for idempotent requests can only be used with the same parameters"}
+		out, rs, err := h.run(decidetest.Keeps(ours, replay, decidetest.UpdateStep(ours, "events"), decidetest.MarkStep(ours)))
 		if err != nil || !out.replan || !rs.ReplayRefused["we_1"] {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want a new round knowing the replay was refused", out, rs, err)
 		}
-		if want := []string{"Create " + ours.CreateKey}; !slices.Equal(h.provider.order, want) {
-			t.Errorf("provider calls %v; want %v", h.provider.order, want)
+		if want := []string{"Create " + ours.CreateKey}; !slices.Equal(h.provider.Order, want) {
+			t.Errorf("provider calls %v; want %v", h.provider.Order, want)
 		}
 	})
 	t.Run("the provider fails transiently: an error, and no round decided on it", func(t *testing.T) {
 		h := newExecHarness(t, ours)
-		h.provider.failOn["Create"] = &providers.Error{Kind: providers.Transient, Message: "503"}
-		_, rs, err := h.run(keeps(ours, replay))
+		h.provider.FailOn["Create"] = &providers.Error{Kind: providers.Transient, Message: "503"}
+		_, rs, err := h.run(decidetest.Keeps(ours, replay))
 		if err == nil || len(rs.ReplayRefused) > 0 {
 			t.Errorf("err %v, rounds %+v; want the error and no refusal recorded", err, rs)
 		}
@@ -301,27 +304,27 @@ func TestExecuteReplay(t *testing.T) {
 }
 
 func TestExecuteConflictWaitsWithoutACall(t *testing.T) {
-	h := newExecHarness(t, reg("we_x", 0, withOwner(planOtherSub)))
-	_, _, err := h.run(plan{Decision: decideConflict, Conflict: "registration we_x belongs to shop/refunds"})
-	var we *waitError
-	if !errors.As(err, &we) || we.reason != hookv1.ReasonConflict {
+	h := newExecHarness(t, decidetest.Reg("we_x", 0, decidetest.WithOwner(decidetest.OtherSub)))
+	_, _, err := h.run(decide.Plan{Decision: decide.Conflict, Conflict: "registration we_x belongs to shop/refunds"})
+	var we *decide.WaitError
+	if !errors.As(err, &we) || we.Reason != hookv1.ReasonConflict {
 		t.Errorf("error %v; want a Conflict wait", err)
 	}
-	if len(h.provider.order) != 0 {
-		t.Errorf("provider calls %v on a conflict", h.provider.order)
+	if len(h.provider.Order) != 0 {
+		t.Errorf("provider calls %v on a conflict", h.provider.Order)
 	}
 }
 
 func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
-	ours := hook("1", 0)
+	ours := decidetest.Hook("1", 0)
 	h := newExecHarness(t, ours)
 	var pendingAtUpdate []byte
 	// The pending secret must be in the Secret when the update is sent: read it from inside
 	// the provider call.
-	wrapped := &pendingProbe{fakeAccountClient: h.provider, read: func() { pendingAtUpdate = h.secret().pending }}
+	wrapped := &pendingProbe{FakeClient: h.provider, read: func() { pendingAtUpdate = h.secret().pending }}
 	o, _ := newTestAccount(t, wrapped)
 	h.s.ops = o
-	out, _, err := h.run(keeps(ours, setSecretStep(ours)))
+	out, _, err := h.run(decidetest.Keeps(ours, decidetest.SetSecretStep(ours)))
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
@@ -336,13 +339,13 @@ func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
 
 // pendingProbe runs read before every Update.
 type pendingProbe struct {
-	*fakeAccountClient
+	*accounttest.FakeClient
 	read func()
 }
 
 func (p *pendingProbe) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
 	p.read()
-	return p.fakeAccountClient.Update(ctx, id, d)
+	return p.FakeClient.Update(ctx, id, d)
 }
 
 // TestSecretWritesWaitUnderTheLock: while writes wait (as they do under the account's lock),
@@ -351,16 +354,16 @@ func (p *pendingProbe) Update(ctx context.Context, id string, d providers.Desire
 // flush, all in one write, and a failed flush leaves the view at what the API server holds.
 func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	ctx := context.Background()
-	stale := reg("we_0", 0, withURL(planOldURL))
+	stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 	h := newExecHarness(t, stale)
 	h.s.ops.before, h.logSecretWrites = h.s.flush, true
-	create := step{Kind: stepCreate, Desired: planDesired(planURL), Key: "key-create", Secret: secretReturned}
-	out, _, err := h.run(plan{Decision: decideCreate, Steps: []step{create, staleAt(stale)}})
+	create := decide.Step{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "key-create", Secret: decide.SecretReturned}
+	out, _, err := h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create, decidetest.Stale(stale)}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if want := []string{"Create key-create", "write Secret", "Delete we_0"}; !slices.Equal(h.provider.order, want) {
-		t.Fatalf("calls %v; want %v: the new secret written before the provider hears the next request", h.provider.order, want)
+	if want := []string{"Create key-create", "write Secret", "Delete we_0"}; !slices.Equal(h.provider.Order, want) {
+		t.Fatalf("calls %v; want %v: the new secret written before the provider hears the next request", h.provider.Order, want)
 	}
 	if st := h.secret(); st.current != out.kept.ID {
 		t.Fatalf("the Secret's current secret is %q, want the new registration's %q", st.current, out.kept.ID)
@@ -368,12 +371,12 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 
 	h = newExecHarness(t)
 	h.s.ops.before, h.logSecretWrites = h.s.flush, true
-	out, _, err = h.run(plan{Decision: decideCreate, Steps: []step{create}})
+	out, _, err = h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if want := []string{"Create key-create"}; !slices.Equal(h.provider.order, want) {
-		t.Fatalf("calls %v; want %v: nothing written while the lock would be held", h.provider.order, want)
+	if want := []string{"Create key-create"}; !slices.Equal(h.provider.Order, want) {
+		t.Fatalf("calls %v; want %v: nothing written while the lock would be held", h.provider.Order, want)
 	}
 	if h.s.signing.current != out.kept.ID || h.s.signing.secrets[out.kept.ID] == nil {
 		t.Fatalf("the session's view %+v does not hold the new registration %s's secret", h.s.signing, out.kept.ID)
@@ -384,8 +387,8 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if err := h.s.flush(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	if want := []string{"Create key-create", "write Secret"}; !slices.Equal(h.provider.order, want) {
-		t.Fatalf("calls %v; want %v: one write for the changes waiting", h.provider.order, want)
+	if want := []string{"Create key-create", "write Secret"}; !slices.Equal(h.provider.Order, want) {
+		t.Fatalf("calls %v; want %v: one write for the changes waiting", h.provider.Order, want)
 	}
 	if st := h.secret(); st.current != out.kept.ID || string(st.secrets[out.kept.ID]) != "whsec_"+out.kept.ID {
 		t.Fatalf("after the flush the Secret holds %+v, want %s's secret, current", st, out.kept.ID)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -34,9 +35,9 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 		r.event(sub, corev1.EventTypeNormal, hookv1.ReasonDeleted, "Delete", "deleted the registrations of this subscription at the provider")
 		return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
 	}
-	var se *stallError
-	if errors.As(err, &se) && se.reason == hookv1.ReasonCredentialsNotFound {
-		se.msg = "cannot delete the registration at the provider: " + se.msg + "; restore it, or set spec.policies.deletion to Orphan to release the subscription"
+	var se *decide.StallError
+	if errors.As(err, &se) && se.Reason == hookv1.ReasonCredentialsNotFound {
+		se.Msg = "cannot delete the registration at the provider: " + se.Msg + "; restore it, or set spec.policies.deletion to Orphan to release the subscription"
 	}
 	stalled := errors.As(err, &se)
 	res, err := r.record(ctx, sub, ctrl.Result{}, err)
@@ -67,26 +68,26 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	// per subscription.
 	observed, err := o.List(ctx, r.maxListAge(sub))
 	if err != nil {
-		return fromList(err)
+		return decide.FromList(err)
 	}
 	// The same proof of ownership as reconcile: nothing unproven is deleted, nor anything
 	// another subscription owns.
-	own := ownership{me: r.owner(sub), markers: o.Capabilities().Markers, recordedID: sub.Status.EndpointID, held: signing.held(), receiverURL: r.ownReceiverURL(sub), keys: o.URLKeys()}
+	own := decide.Ownership{Me: r.owner(sub), Markers: o.Capabilities().Markers, RecordedID: sub.Status.EndpointID, Held: signing.held(), ReceiverURL: r.ownReceiverURL(sub), Keys: o.URLKeys()}
 	var proven []string
 	for _, reg := range observed {
-		if reg.ID != "" && own.proves(reg) {
+		if reg.ID != "" && own.Proves(reg) {
 			proven = append(proven, reg.ID)
 		}
 	}
-	if own.claimedBy, err = r.claimedBy(ctx, sub, o.Scope(), proven); err != nil {
+	if own.ClaimedBy, err = r.claimedBy(ctx, sub, o.Scope(), proven); err != nil {
 		return err
 	}
 	for _, reg := range observed {
-		if reg.ID == "" || !own.owns(reg) {
+		if reg.ID == "" || !own.Owns(reg) {
 			continue // an object whose id could not be read can be nobody's to delete
 		}
 		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {
-			return fromProvider("deleting registration "+reg.ID, err)
+			return decide.FromProvider("deleting registration "+reg.ID, err)
 		}
 		r.audit(ctx, sub, actionDelete, reg.ID, "subscription deleted with policies.deletion=Delete")
 	}

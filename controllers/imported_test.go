@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 )
 
 // TestAwaitsImportedSecret: a subscription `hookwarden import --secret` wrote waits, a short
@@ -21,11 +23,11 @@ func TestAwaitsImportedSecret(t *testing.T) {
 		return s
 	}
 	withSecret := imported(hookv1.AnnotationImportedFrom, "we_1", hookv1.AnnotationImportedSecret, "orders-signing")
-	rotation := keeps(reg("we_1", 0, unmarked), replaceStep(reg("we_1", 0, unmarked)))
-	setSecret := keeps(hook("7", 0), setSecretStep(hook("7", 0)))
+	rotation := decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.Unmarked), decidetest.ReplaceStep(decidetest.Reg("we_1", 0, decidetest.Unmarked)))
+	setSecret := decidetest.Keeps(decidetest.Hook("7", 0), decidetest.SetSecretStep(decidetest.Hook("7", 0)))
 	cases := []struct {
 		reason  string
-		p       plan
+		p       decide.Plan
 		sub     *hookv1.WebhookSubscription
 		exists  bool
 		age     time.Duration
@@ -38,8 +40,8 @@ func TestAwaitsImportedSecret(t *testing.T) {
 		{"waited long enough: rotate", rotation, withSecret, false, ImportedSecretWait, 0, false},
 		{"imported without a secret: nothing to wait for", rotation, imported(hookv1.AnnotationImportedFrom, "we_1"), false, 0, 0, false},
 		{"the annotation names another Secret than the spec (edited since): no wait", rotation, imported(hookv1.AnnotationImportedFrom, "we_1", hookv1.AnnotationImportedSecret, "other"), false, 0, 0, false},
-		{"not the imported registration", keeps(reg("we_2", 0, unmarked), replaceStep(reg("we_2", 0, unmarked))), withSecret, false, 0, 0, false},
-		{"nothing gets a secret anew", keeps(reg("we_1", 0)), withSecret, false, 0, 0, false},
+		{"not the imported registration", decidetest.Keeps(decidetest.Reg("we_2", 0, decidetest.Unmarked), decidetest.ReplaceStep(decidetest.Reg("we_2", 0, decidetest.Unmarked))), withSecret, false, 0, 0, false},
+		{"nothing gets a secret anew", decidetest.Keeps(decidetest.Reg("we_1", 0)), withSecret, false, 0, 0, false},
 		{"a subscription nobody imported", rotation, imported(), false, 0, 0, false},
 	}
 	for _, c := range cases {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -154,7 +155,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, settingsIndex, func(o client.Object) []string {
 		sub := o.(*hookv1.WebhookSubscription)
-		if scope, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry()); err == nil && scope.SettingsRef != nil {
+		if scope, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry()); err == nil && scope.SettingsRef != nil {
 			return []string{scope.SettingsRef.Name}
 		}
 		return nil
@@ -353,7 +354,9 @@ func rotateRequest(sub *hookv1.WebhookSubscription) string {
 // replace a registration that was just made (a new Stripe endpoint, twice).
 func (r *Reconciler) pendingRotation(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
 	rotate := rotateRequest(sub)
-	if rotate == "" || r.APIReader == nil {
+	if rotate == "" || r.APIReader == nil || sub.UID == "" {
+		// Nothing to confirm, or a subscription not created yet (a preview of a manifest):
+		// no status of it can have recorded the request handled.
 		return rotate, nil
 	}
 	live := &hookv1.WebhookSubscription{}
@@ -378,36 +381,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
 func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
-	desiredURL, _, err := validateSpec(&sub.Spec, r.Accounts.Registry())
+	ob, err := r.observe(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ownReceiverURL := r.ownReceiverURL(sub)
-	if sub.Spec.Endpoint.Receiver != nil {
-		if desiredURL, err = receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	acct, err := r.account(ctx, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	signing, err := r.readSigningState(ctx, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	rotate, err := r.pendingRotation(ctx, sub)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	o, unlock := acct.Lock()
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
-		URL:         desiredURL,
-		Events:      sub.Spec.Events,
-		Description: sub.Spec.Description,
-		Disabled:    sub.Spec.Disabled,
-		Owner:       r.owner(sub),
-	}}
+	desiredURL, ownReceiverURL, acct, rotate, s, o, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.s.ops, ob.unlock
 	s.ops.before = s.flush
 	o = s.ops
 	recorded := sub.Status.EndpointID
@@ -435,26 +413,26 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	}
 	maxAge := r.listAge(sub, o.Epoch(), fresh)
 	accepted := maxAge // maxAge changes between rounds; the recovery look may be as old as this
-	var rs rounds
+	var rs decide.Rounds
 	var kept providers.Registration
 	providerDisabled := false
 	refusedCreates := 0
 	for round := 1; ; round++ {
-		if round > maxRounds {
-			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", maxRounds, rs)
+		if round > decide.MaxRounds {
+			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", decide.MaxRounds, rs)
 		}
-		observed, err := o.List(ctx, maxAge)
+		observed, err := observeList(ctx, o, maxAge)
 		if err != nil {
-			return ctrl.Result{}, fromList(err)
+			return ctrl.Result{}, err
 		}
 		providerDisabled = providerDisabled || disabledByProvider(observed, sub.Status.EndpointID)
 		in, err := s.claimedInput(ctx, s.planInput(observed, ownReceiverURL, rs))
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		p := computePlan(in)
+		p := decide.ComputePlan(in)
 		if after, ok := awaitsImportedSecret(p, sub, s.signing.obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
-			return ctrl.Result{}, wait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
+			return ctrl.Result{}, decide.NewWait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
 		}
 		s.reportUnfit(ctx, p)
 		out, err := s.execute(ctx, p, &rs)
@@ -467,12 +445,12 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 				maxAge = 0
 				continue
 			}
-			return ctrl.Result{}, stallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
+			return ctrl.Result{}, decide.NewStallAtProvider(hookv1.ReasonConflict, "the provider refuses a new registration for %s because one exists, but no registration it lists serves this spec (%v); it may belong to an app or user this credential cannot see", desiredURL, err)
 		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if p.rotates() {
+		if p.Rotates() {
 			rs.Rotated = true
 		}
 		if !out.replan {
@@ -496,19 +474,72 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil
 }
 
-// maxRounds bounds the rounds of one reconcile: a replacement and the round after it, a replay
-// that turned into a new registration, one AlreadyExists refusal; more means the plan does not
-// settle, which is a bug to report, not to loop on.
-const maxRounds = 6
+// observation is what a reconcile, or a preview of one, plans from: the spec checked, the
+// account reached, the signing Secret read and the rotation request confirmed, in a session
+// that holds the account's lock until unlock.
+type observation struct {
+	desiredURL, ownReceiverURL string
+	acct                       *account
+	// rotate is the rotation request not yet handled ("" for none).
+	rotate string
+	s      *session
+	unlock func()
+}
+
+// observe is the one prologue of sync and Preview: a preview plans from what the reconcile
+// would plan from.
+func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription) (observation, error) {
+	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
+	if err != nil {
+		return observation{}, err
+	}
+	ownReceiverURL := r.ownReceiverURL(sub)
+	if sub.Spec.Endpoint.Receiver != nil {
+		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
+			return observation{}, err
+		}
+	}
+	acct, err := r.account(ctx, sub)
+	if err != nil {
+		return observation{}, err
+	}
+	signing, err := r.readSigningState(ctx, sub)
+	if err != nil {
+		return observation{}, err
+	}
+	rotate, err := r.pendingRotation(ctx, sub)
+	if err != nil {
+		return observation{}, err
+	}
+	o, unlock := acct.Lock()
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
+		URL:         desiredURL,
+		Events:      sub.Spec.Events,
+		Description: sub.Spec.Description,
+		Disabled:    sub.Spec.Disabled,
+		Owner:       r.owner(sub),
+	}}
+	return observation{desiredURL: desiredURL, ownReceiverURL: ownReceiverURL, acct: acct, rotate: rotate, s: s, unlock: unlock}, nil
+}
+
+// observeList lists the account's registrations (a cached list up to maxAge old), a failure
+// classified: the one list of sync's rounds, the preview and Observe.
+func observeList(ctx context.Context, o ops, maxAge time.Duration) ([]providers.Registration, error) {
+	regs, err := o.List(ctx, maxAge)
+	if err != nil {
+		return nil, decide.FromList(err)
+	}
+	return regs, nil
+}
 
 // cachedList is the list age that accepts the account's cached list whatever its age (unless a
 // failed write invalidated it).
 const cachedList = time.Duration(1<<63 - 1)
 
 // planInput is what this session plans from, for one round.
-func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs rounds) planInput {
+func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs decide.Rounds) decide.PlanInput {
 	sub := s.sub
-	return planInput{
+	return decide.PlanInput{
 		Desired:         s.desired,
 		Generation:      sub.Generation,
 		SpecEdited:      sub.Generation != sub.Status.ObservedGeneration,

@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Recovery of missed deliveries, carried out: after a reconcile found the kept registration in
 // step with the spec, the provider's view of deliveries becomes the Delivering condition,
-// decideRecovery (recovery_plan.go) says whether a run starts, and the runner below does it.
+// decide.Recovery (decide/recovery_plan.go) says whether a run starts, and the runner below does it.
 // One run at a time per subscription: it runs inside the subscription's reconcile, which
 // controller-runtime never runs twice at once for one object. The watermark is persisted after
 // every page, so a manager killed mid-run loses nothing: the next run starts again from it, and
@@ -64,7 +65,7 @@ type recoveryRunner struct {
 	ro     recoveryOps
 	reg    providers.Registration
 	secret string
-	d      recoveryDecision
+	d      decide.RecoveryDecision
 	st     *hookv1.RecoveryStatus
 	run    *hookv1.RecoveryRun
 	// persisted is status.recovery as the API server holds it (what a mid-run patch diffs
@@ -79,8 +80,8 @@ type recoveryRunner struct {
 
 // quiet reports whether a redeliver listing shows nothing for a run to do or report: no missed
 // delivery, no malformed entry, no span its log cannot answer for.
-func quiet(page providers.MissedPage, d recoveryDecision, now time.Time, window time.Duration) bool {
-	gap, _ := logGap(d.ReportFrom, page.Covers, now, window)
+func quiet(page providers.MissedPage, d decide.RecoveryDecision, now time.Time) bool {
+	gap, _ := decide.LogGap(d.ReportFrom, page.Covers, now, d.Window)
 	return len(page.Missed) == 0 && page.Malformed == 0 && gap.IsZero()
 }
 
@@ -88,84 +89,50 @@ func quiet(page providers.MissedPage, d recoveryDecision, now time.Time, window 
 // before the next reconcile the run asks for (0: the resync's).
 func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubscription, t recoveryTarget) time.Duration {
 	ro := t.acct.recovery()
-	caps := ro.Caps()
 	now := r.Now()
 	persisted := sub.Status.Recovery.DeepCopy()
-	if sub.Status.Recovery == nil {
-		sub.Status.Recovery = &hookv1.RecoveryStatus{}
-	}
-	st := sub.Status.Recovery
-	st.Available = caps.Mode != providers.RecoveryNone && ro.CanRecover()
-	st.Window = ""
-	if caps.Window > 0 {
-		st.Window = formatDuration(caps.Window)
-	}
-	if t.providerDisabled && st.ProviderDisabledAt == nil {
-		at := metav1.NewTime(now)
-		st.ProviderDisabledAt = &at
-	}
-	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
-	if !t.providerDisabled && health.State != providers.HealthDisabled {
-		r.disabledSpanEnded(sub, ro, health, now)
-	}
-	setDelivering(sub, t.kept.ID, health)
+	st := r.startRecoveryStatus(sub, ro, t, now)
+	health := r.reportHealth(ctx, sub, ro, t, now)
 	provider := string(sub.Spec.Provider.Type)
-	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, provider, health.State)
 	defer func() { r.Metrics.setWatermark(sub.Namespace, sub.Name, provider, st.Watermark, r.Now()) }()
 
-	in := recoveryInput{
-		Provider: provider, Mode: sub.Spec.Recovery.Mode, Requested: sub.Annotations[hookv1.AnnotationRecoverRequestedAt], LastHandled: st.LastHandledRequestedAt,
-		Caps: caps, CanRecover: ro.CanRecover(), CanReenable: ro.CanReenable(), Synced: t.kept.ID != "" && !sub.Spec.Disabled,
-		Health: health, Resync: resyncInterval(sub), Now: now, Created: t.kept.Created,
-	}
-	if sub.Spec.Recovery.Lookback != nil {
-		in.Lookback = sub.Spec.Recovery.Lookback.Duration
-	}
-	if st.Watermark != nil {
-		in.Watermark = st.Watermark.Time
-	}
-	if st.LastRun != nil {
-		in.LastRunStart = st.LastRun.StartTime.Time
-		if st.LastRun.Result == hookv1.RecoveryPartial {
-			in.Unfinished = st.LastRun.Trigger
-		}
-	}
-	d := decideRecovery(in)
+	in := gatherRecoveryInput(sub, ro, t, health, now)
+	d := decide.Recovery(in)
 	st.LookbackClamped = d.Clamped
 	switch {
 	case !st.Available:
-		st.Message = recoveryUnavailable
-	case st.Message == recoveryUnavailable:
+		st.Message = decide.RecoveryUnavailable
+	case st.Message == decide.RecoveryUnavailable:
 		st.Message = ""
 	}
-	if d.Reenable && d.Action != recoverRun {
+	if d.Reenable && d.Action != decide.RecoverRun {
 		// Enabled again once the endpoint answers, whatever the recovery mode.
 		if err := r.probe(ctx, t.kept.URL); err == nil {
 			_ = r.reenable(ctx, sub, ro, t.kept)
 		}
 	}
 	switch d.Action {
-	case recoverRefuse:
+	case decide.RecoverRefuse:
 		// The message stays until the next run, so whoever asked can read why.
 		st.LastHandledRequestedAt, st.Message = in.Requested, d.Why
 		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonRecoveryFailed, "Recover", "%s", d.Why)
 		return 0
-	case recoverNone:
+	case decide.RecoverNone:
 		return 0
 	}
 	st.Message = ""
-	if covered, ok := r.lookFirst(ctx, sub, ro, t, d, now); ok {
+	if covered, ok := r.lookFirst(ctx, sub, ro, t, d); ok {
 		// Nothing missed, as one listing of the account shows: the watermark moves on without a run.
 		st.Watermark = &metav1.Time{Time: covered}
 		return 0
 	}
 	x := &recoveryRunner{r: r, sub: sub, ro: ro, reg: t.kept, secret: t.secret, d: d, st: st, persisted: persisted}
-	if ro.Caps().Poll && d.Trigger == hookv1.TriggerAuto && !d.Reenable && st.ProviderDisabledAt == nil {
+	if d.ListFirst {
 		// A look once per resync where the provider reports no failures (GitLab): a listing
 		// that shows nothing missed moves the watermark without a run (no status write of
 		// its own); one that does is the run's listing.
 		page, err := ro.Missed(ctx, t.kept, t.kept.Events, d.ListFrom, 0)
-		if err == nil && quiet(page, d, now, ro.Caps().Window) {
+		if err == nil && quiet(page, d, now) {
 			st.Watermark = &metav1.Time{Time: now}
 			return 0
 		}
@@ -179,25 +146,47 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	return x.requeue
 }
 
-// lookFirst answers an automatic run on a provider whose listing of missed events is
-// account-wide (RecoveryCapabilities.AccountWide: Stripe) from the account's shared look
-// (recovery_look.go): ok when it shows nothing missed for the
-// subscription since the run's start, up to covered. A run that has more to do (re-enabling, a
-// gap to report, the time the provider disabled the registration) or a look that cannot answer
-// for certain runs as before.
-func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, d recoveryDecision, now time.Time) (covered time.Time, ok bool) {
+// startRecoveryStatus makes sure status.recovery exists and records what the provider offers
+// and when the registration was first found disabled by the provider.
+func (r *Reconciler) startRecoveryStatus(sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, now time.Time) *hookv1.RecoveryStatus {
+	if sub.Status.Recovery == nil {
+		sub.Status.Recovery = &hookv1.RecoveryStatus{}
+	}
 	st := sub.Status.Recovery
-	if d.Trigger != hookv1.TriggerAuto || !ro.Caps().AccountWide || d.Reenable || !d.Gap.IsZero() || st.ProviderDisabledAt != nil {
+	available, window := recoveryAvailability(ro)
+	st.Available, st.Window = available, ""
+	if window > 0 {
+		st.Window = decide.FormatDuration(window)
+	}
+	if t.providerDisabled && st.ProviderDisabledAt == nil {
+		at := metav1.NewTime(now)
+		st.ProviderDisabledAt = &at
+	}
+	return st
+}
+
+// reportHealth reads the provider's view of deliveries to the kept registration and reports it
+// (the Delivering condition, the health metric); a registration delivering again ends the span
+// the provider had it disabled.
+func (r *Reconciler) reportHealth(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, now time.Time) providers.DeliveryHealth {
+	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
+	if !t.providerDisabled && health.State != providers.HealthDisabled {
+		r.disabledSpanEnded(sub, ro, health, now)
+	}
+	setDelivering(sub, t.kept.ID, health)
+	r.Metrics.setDeliveryHealth(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), health.State)
+	return health
+}
+
+// lookFirst answers an automatic run the decision sends to the account's shared look
+// (SharedLook: a provider whose listing of missed events is account-wide, Stripe;
+// recovery_look.go): ok when it shows nothing missed for the subscription since the run's
+// start, up to covered. A look that cannot answer for certain lets the run go on as before.
+func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, d decide.RecoveryDecision) (covered time.Time, ok bool) {
+	if !d.SharedLook {
 		return time.Time{}, false
 	}
-	// One listing serves watermarks up to three intervals old: the whole wave's, including a
-	// subscription that missed the last wave (first synced just before its grid point) and
-	// watermarks stored in whole seconds.
-	floor := now.Add(-3 * resyncInterval(sub)).Truncate(time.Second)
-	if w := ro.Caps().Window; w > 0 && floor.Before(now.Add(-w)) {
-		floor = now.Add(-w) // nothing older is kept
-	}
-	nothing, covered, sure, err := ro.Look(ctx, t.kept.Events, d.Since, floor, t.listAge)
+	nothing, covered, sure, err := ro.Look(ctx, t.kept.Events, d.Since, d.LookFrom, t.listAge)
 	if err != nil {
 		log.FromContext(ctx).Info("the shared look at missed events failed; the subscription's run lists for itself", logSubscription, subscriptionKey(sub), "error", err.Error())
 		return time.Time{}, false
@@ -241,7 +230,7 @@ func (x *recoveryRunner) carryOut(ctx context.Context) {
 	if !x.d.Gap.IsZero() {
 		x.run.Message = x.r.recordGap(x.sub, x.d.Gap, x.d.GapEnd, hookv1.GapBeyondWindow)
 	}
-	switch x.ro.Caps().Mode {
+	switch x.d.Mode {
 	case providers.RecoveryFetch:
 		x.fetch(ctx)
 	case providers.RecoveryRedeliver:
@@ -263,11 +252,10 @@ func (x *recoveryRunner) fetch(ctx context.Context) {
 	list := func(since time.Time) (providers.MissedPage, error) {
 		return x.ro.Missed(ctx, x.reg, x.reg.Events, since, fetchPage)
 	}
-	everything := x.st.ProviderDisabledAt != nil && x.ro.CanListEvents()
+	everything := x.d.ListEvents
 	if everything {
-		// The provider sent nothing while it had the endpoint disabled and does not list those
-		// events as undelivered: list them all, from a resync before it was found disabled.
-		since = earliest(since, x.st.ProviderDisabledAt.Add(-resyncInterval(x.sub)), x.r.Now().Add(-x.ro.Caps().Window))
+		// Every event of the span the provider had the endpoint disabled (decide.Recovery).
+		since = x.d.EventsSince(x.r.Now())
 		list = func(since time.Time) (providers.MissedPage, error) {
 			return x.ro.Events(ctx, x.reg.Events, since, fetchPage)
 		}
@@ -314,17 +302,6 @@ func (x *recoveryRunner) fetch(ctx context.Context) {
 	}
 }
 
-// earliest is the earlier of since and from, but never before floor (the provider's window).
-func earliest(since, from, floor time.Time) time.Time {
-	if from.Before(since) {
-		since = from
-	}
-	if since.Before(floor) {
-		since = floor
-	}
-	return since
-}
-
 // handOver posts one event; false stops the run.
 func (x *recoveryRunner) handOver(ctx context.Context, m providers.Missed) bool {
 	header, err := x.ro.Sign(m.Payload, x.secret, x.r.Now())
@@ -364,7 +341,7 @@ func (x *recoveryRunner) redeliver(ctx context.Context) {
 		}
 	}
 	x.run.Malformed += int64(page.Malformed)
-	if start, end := logGap(x.d.ReportFrom, page.Covers, x.run.StartTime.Time, x.ro.Caps().Window); !start.IsZero() {
+	if start, end := decide.LogGap(x.d.ReportFrom, page.Covers, x.run.StartTime.Time, x.d.Window); !start.IsZero() {
 		x.note("%s", x.r.recordGap(x.sub, start, end, hookv1.GapBeyondWindow))
 	}
 	// Listed from the watermark (or the log's start): what the provider will not redeliver is
@@ -507,7 +484,7 @@ func (x *recoveryRunner) stopOn(err error, what string) {
 		result = hookv1.RecoveryPartial
 	}
 	if providers.KindOf(err) == providers.RateLimited {
-		x.requeue = max(providers.RetryAfter(err), defaultRateLimitWait)
+		x.requeue = max(providers.RetryAfter(err), decide.DefaultRateLimitWait)
 		x.fail(result, "%s: provider rate limit, going on in %s", what, x.requeue)
 		return
 	}

@@ -43,7 +43,9 @@ func (o recoveryOps) Look(ctx context.Context, types []string, since, floor time
 	defer l.mu.Unlock()
 	now := o.a.now()
 	if l.at.IsZero() || now.Sub(l.at) >= maxAge || l.since.After(since) {
-		floor = earliest(since, floor, time.Time{})
+		if since.Before(floor) {
+			floor = since // the listing reaches back to since, at least
+		}
 		var page providers.MissedPage
 		if err := o.call(ctx, "look", func() (err error) {
 			page, err = o.a.client.(providers.Recoverer).Missed(ctx, providers.Registration{}, []string{"*"}, floor, lookPage)

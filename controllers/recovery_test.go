@@ -27,7 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -36,7 +39,7 @@ import (
 // one does: 202 accepted, 200 duplicate, an error.
 
 type fakeRecoverer struct {
-	*fakeAccountClient
+	*accounttest.FakeClient
 	mu sync.Mutex
 	// log is what the provider reports missed, oldest first; pageCap caps a page.
 	log []providers.Missed
@@ -69,8 +72,8 @@ var (
 )
 
 func newFakeRecoverer(rc providers.RecoveryCapabilities, log ...providers.Missed) *fakeRecoverer {
-	f := &fakeRecoverer{fakeAccountClient: newFakeAccountClient(), log: log, redeliverErr: map[string]error{}}
-	f.caps.Recovery = rc
+	f := &fakeRecoverer{FakeClient: accounttest.NewFakeClient(), log: log, redeliverErr: map[string]error{}}
+	f.Caps.Recovery = rc
 	return f
 }
 
@@ -78,7 +81,7 @@ func (f *fakeRecoverer) Missed(_ context.Context, _ providers.Registration, even
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listed = append(f.listed, since)
-	if err := f.fail("Missed"); err != nil {
+	if err := f.Fail("Missed"); err != nil {
 		return providers.MissedPage{}, err
 	}
 	if f.pageCap > 0 && (limit == 0 || limit > f.pageCap) {
@@ -136,7 +139,7 @@ func (f *fakeRecoverer) Health(context.Context, providers.Registration) (provide
 
 func (f *fakeRecoverer) Reenable(context.Context, providers.Registration) error {
 	f.reenabled++
-	f.order = append(f.order, "Reenable")
+	f.Order = append(f.Order, "Reenable")
 	return nil
 }
 
@@ -210,7 +213,7 @@ type recHarness struct {
 	sub      *hookv1.WebhookSubscription
 	r        *Reconciler
 	acct     *account
-	clock    *accountsTestClock
+	clock    *accounttest.Clock
 	reg      providers.Registration
 	metrics  *prometheus.Registry
 	recorder *events.FakeRecorder
@@ -219,6 +222,12 @@ type recHarness struct {
 const recSecret = "whsec_recovery_test"
 
 func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
+	t.Helper()
+	return newRecHarnessWith(t, f, f)
+}
+
+// newRecHarnessWith is newRecHarness whose account reaches the provider through client.
+func newRecHarnessWith(t *testing.T, f *fakeRecoverer, client providers.Client) *recHarness {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -242,13 +251,12 @@ func newRecHarness(t *testing.T, f *fakeRecoverer) *recHarness {
 		},
 	}
 	h.kube = fake.NewClientBuilder().WithScheme(scheme).WithObjects(h.sub.DeepCopy()).WithStatusSubresource(&hookv1.WebhookSubscription{}).Build()
-	o, clock := newTestAccount(t, f)
-	h.acct, h.clock = o.a, clock
+	h.acct, h.clock = newTestAccountOf(t, client)
 	m, err := NewMetrics(h.metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: clock.now}
+	h.r = &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: h.recorder, Metrics: m, Now: h.clock.Now}
 	h.reg = providers.Registration{ID: "we_1", URL: h.sub.Spec.Endpoint.URL, Events: h.sub.Spec.Events}
 	return h
 }
@@ -309,7 +317,7 @@ func runCounts(run *hookv1.RecoveryRun) [4]int64 {
 func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
 	e1, e2, e3, e4 := missedAt("evt_1", 40, "invoice.paid"), missedAt("evt_2", 30, "invoice.paid"), missedAt("evt_3", 20, "invoice.paid"), missedAt("evt_4", 10, "invoice.paid")
 	other := missedAt("evt_other", 25, "charge.refunded") // failed at another endpoint of the account
-	f := newFakeRecoverer(fetchCaps, e1, e2, other, e3, e4)
+	f := newFakeRecoverer(decidetest.FetchCaps, e1, e2, other, e3, e4)
 	f.pageCap = 2
 	h := newRecHarness(t, f)
 	h.receiver.ledger["evt_2"] = true // arrived after all: the receiver answers a duplicate
@@ -348,7 +356,7 @@ func TestRecoveryFetchStopsAtAFailureAndGoesOnFromTheWatermark(t *testing.T) {
 	// (a duplicate, nothing doubled at the sink), then evt_3 and evt_4.
 	delete(h.receiver.fail, "evt_3")
 	h.receiver.received = nil
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	run = h.sub.Status.Recovery.LastRun
 	if run.Result != hookv1.RecoverySucceeded {
@@ -388,7 +396,7 @@ func TestRecoveryFetchCrowdedSecond(t *testing.T) {
 		log = append(log, missedAt(fmt.Sprintf("evt_l%02d", i), 20-i, "invoice.paid"))
 	}
 	want = slices.Clone(log)
-	f := newFakeRecoverer(fetchCaps, log...)
+	f := newFakeRecoverer(decidetest.FetchCaps, log...)
 	f.pageCap = 100
 	h := newRecHarness(t, f)
 	h.receiver.fail["evt_c080"] = http.StatusServiceUnavailable // as if the manager died at the 81st
@@ -403,7 +411,7 @@ func TestRecoveryFetchCrowdedSecond(t *testing.T) {
 	}
 
 	delete(h.receiver.fail, "evt_c080")
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	run = h.sub.Status.Recovery.LastRun
 	if run.Result != hookv1.RecoverySucceeded || run.Recovered != 180 || run.Skipped != 80 {
@@ -422,13 +430,13 @@ func TestRecoveryFetchCrowdedSecond(t *testing.T) {
 func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *testing.T) {
 	before := missedAt("evt_before", 40, "invoice.paid")                                                        // failed before the disable: listed as undelivered
 	during1, during2 := missedAt("evt_during1", 20, "invoice.paid"), missedAt("evt_during2", 5, "invoice.paid") // never sent: not listed as undelivered
-	f := newFakeRecoverer(fetchCaps, before)
+	f := newFakeRecoverer(decidetest.FetchCaps, before)
 	f.unlisted = []providers.Missed{during1, during2}
 	h := newRecHarness(t, f)
 	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled}
 	// The watermark stayed 30 minutes back (the receiver was unreachable, or the manager down):
 	// the events of that span the provider never sent must come back.
-	mark := metav1.NewTime(h.clock.now().Add(-30 * time.Minute))
+	mark := metav1.NewTime(h.clock.Now().Add(-30 * time.Minute))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
 	h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret, providerDisabled: true})
 	run := h.sub.Status.Recovery.LastRun
@@ -446,7 +454,7 @@ func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *t
 	}
 	// The endpoint is enabled again: the next run lists undelivered events only.
 	h.reg.Health = nil
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	if len(f.listed) != 1 || len(f.events) != 1 {
 		t.Errorf("after the run: Missed %d times, Events %d times; want the undelivered listing again", len(f.listed), len(f.events))
@@ -456,7 +464,7 @@ func TestRecoveryFetchListsEverythingWhileTheProviderHadTheEndpointDisabled(t *t
 func TestRecoveryFetchCountsExpiredAndMalformed(t *testing.T) {
 	old := missedAt("evt_old", 50, "invoice.paid")
 	old.Expired = true
-	f := newFakeRecoverer(fetchCaps, old, missedAt("evt_1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.FetchCaps, old, missedAt("evt_1", 10, "invoice.paid"))
 	f.malformed = 2
 	h := newRecHarness(t, f)
 	h.recover()
@@ -476,7 +484,7 @@ func TestRecoveryFetchCountsExpiredAndMalformed(t *testing.T) {
 }
 
 func TestRecoveryReceiverUnreachableSendsNothing(t *testing.T) {
-	f := newFakeRecoverer(fetchCaps, missedAt("evt_1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.FetchCaps, missedAt("evt_1", 10, "invoice.paid"))
 	h := newRecHarness(t, f)
 	h.receiver.probe = http.StatusBadGateway
 	mark := metav1.NewTime(time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC))
@@ -496,7 +504,7 @@ func TestRecoveryReceiverUnreachableSendsNothing(t *testing.T) {
 
 func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 	e1, e2, e3 := missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"), missedAt("d3", 10, "invoice.paid")
-	f := newFakeRecoverer(redeliCaps, e1, e2, e3)
+	f := newFakeRecoverer(decidetest.RedeliverCaps, e1, e2, e3)
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 3, Total: 3}
 	f.redeliverErr["d2"] = &providers.Error{Kind: providers.RateLimited, StatusCode: 429, RetryAfter: 40 * time.Second}
 	h := newRecHarness(t, f)
@@ -518,7 +526,7 @@ func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 
 	// A requested run while the limit still says wait: no request at all.
 	h.sub.Annotations = map[string]string{hookv1.AnnotationRecoverRequestedAt: "now"}
-	h.clock.advance(10 * time.Second)
+	h.clock.Advance(10 * time.Second)
 	listed := len(f.listed)
 	h.recover()
 	if len(f.listed) != listed || len(f.redelivered) != 2 {
@@ -529,7 +537,7 @@ func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 	}
 
 	// Past the wait, d1 arrived (the provider lists it no more); d2 and d3 are asked for.
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	f.log = []providers.Missed{e2, e3}
 	h.recover()
 	if diff := cmp.Diff([]string{"d1", "d2", "d2", "d3"}, f.redelivered); diff != "" {
@@ -544,7 +552,7 @@ func TestRecoveryRedeliverStopsAtARateLimit(t *testing.T) {
 }
 
 func TestRecoveryRedeliverKeepsTheProvidersRedeliveryRate(t *testing.T) {
-	rc := redeliCaps
+	rc := decidetest.RedeliverCaps
 	rc.RedeliverRate = providers.Rate{PerSecond: 5.0 / 60, Burst: 2}
 	f := newFakeRecoverer(rc, missedAt("d1", 40, "invoice.paid"), missedAt("d2", 30, "invoice.paid"), missedAt("d3", 20, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
@@ -564,7 +572,7 @@ func TestRecoveryRedeliverKeepsTheProvidersRedeliveryRate(t *testing.T) {
 func TestRecoveryRedeliverReportsWhatCannotComeBack(t *testing.T) {
 	gone := missedAt("d0", 60, "invoice.paid")
 	gone.Expired = true
-	f := newFakeRecoverer(redeliCaps, gone, missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, gone, missedAt("d1", 30, "invoice.paid"), missedAt("d2", 20, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	f.redeliverErr["d1"] = &providers.Error{Kind: providers.NotFound, StatusCode: 404}
 	h := newRecHarness(t, f)
@@ -582,10 +590,10 @@ func TestRecoveryRedeliverReportsWhatCannotComeBack(t *testing.T) {
 }
 
 func TestRecoveryRangeAndReenable(t *testing.T) {
-	f := newFakeRecoverer(rangeCaps)
+	f := newFakeRecoverer(decidetest.RangeCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "disabled after 40 failures"}
 	h := newRecHarness(t, f)
-	mark := metav1.NewTime(h.clock.now().Add(-3 * time.Hour))
+	mark := metav1.NewTime(h.clock.Now().Add(-3 * time.Hour))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
 	h.recover()
 	if f.reenabled != 1 {
@@ -608,7 +616,7 @@ func TestRecoveryRangeAndReenable(t *testing.T) {
 }
 
 func TestRecoveryOffRefusesARequest(t *testing.T) {
-	f := newFakeRecoverer(fetchCaps, missedAt("evt_1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.FetchCaps, missedAt("evt_1", 10, "invoice.paid"))
 	h := newRecHarness(t, f)
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
 	h.sub.Annotations = map[string]string{hookv1.AnnotationRecoverRequestedAt: "1"}
@@ -623,16 +631,16 @@ func TestRecoveryOffRefusesARequest(t *testing.T) {
 }
 
 func TestRecoveryUnavailableSaysSo(t *testing.T) {
-	h := newRecHarness(t, newFakeRecoverer(noneCaps))
+	h := newRecHarness(t, newFakeRecoverer(decidetest.NoneCaps))
 	h.recover()
 	st := h.sub.Status.Recovery
-	if st.Available || st.Message != recoveryUnavailable {
+	if st.Available || st.Message != decide.RecoveryUnavailable {
 		t.Errorf("available %v, message %q", st.Available, st.Message)
 	}
 }
 
 func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps, missedAt("guid-1", 10, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, missedAt("guid-1", 10, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, Failed: 1, Total: 1}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -642,7 +650,7 @@ func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
 	// The redelivery succeeded at the provider: its next report says so.
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 1, Total: 2}
 	f.log = nil
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	h.recover()
 	if f.healthCalls != 2 {
 		t.Errorf("asked %d times; want the report asked again at the reconcile after a run that recovered something", f.healthCalls)
@@ -653,11 +661,11 @@ func TestDeliveryHealthAskedAgainAfterARecovery(t *testing.T) {
 }
 
 func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps)
+	f := newFakeRecoverer(decidetest.RedeliverCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 0, Total: 5}
 	h := newRecHarness(t, f)
 	h.recover()
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	h.recover()
 	if f.healthCalls != 1 {
 		t.Errorf("asked %d times within one resync interval, want once", f.healthCalls)
@@ -669,7 +677,7 @@ func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 	if v := metricValue(t, h.r.Metrics.deliveryHealth.WithLabelValues("shop", "orders", "stripe", "healthy")); v != 1 {
 		t.Errorf("healthy gauge %v", v)
 	}
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	f.report = nil
 	h.recover()
 	if f.healthCalls != 2 {
@@ -688,11 +696,11 @@ func TestDeliveryHealthAskedOncePerResync(t *testing.T) {
 // behind the watermark are not handed over again and finish never added them.
 func TestRecoveryAfterAKilledRunKeepsItsCounts(t *testing.T) {
 	e1, e2 := missedAt("evt_1", 40, "invoice.paid"), missedAt("evt_2", 10, "invoice.paid")
-	f := newFakeRecoverer(fetchCaps, e1, e2)
+	f := newFakeRecoverer(decidetest.FetchCaps, e1, e2)
 	h := newRecHarness(t, f)
 	mark := metav1.NewTime(e1.At)
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark, Recovered: 7,
-		LastRun: &hookv1.RecoveryRun{Trigger: hookv1.TriggerAuto, StartTime: metav1.NewTime(h.clock.now().Add(-time.Hour)), Result: hookv1.RecoveryRunning, Recovered: 3, Skipped: 1}}
+		LastRun: &hookv1.RecoveryRun{Trigger: hookv1.TriggerAuto, StartTime: metav1.NewTime(h.clock.Now().Add(-time.Hour)), Result: hookv1.RecoveryRunning, Recovered: 3, Skipped: 1}}
 	h.ledgerHas("evt_1") // handed over by the killed run; listed again from the watermark
 
 	h.recover()
@@ -711,13 +719,13 @@ func (h *recHarness) ledgerHas(id string) { h.receiver.ledger[id] = true }
 // provider's report of recent deliveries is asked only where the list says failing, says nothing
 // at all, or says healthy again after failures (how many failed decides whether a run is due).
 func TestDeliveryHealthFromTheListAlone(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps)
+	f := newFakeRecoverer(decidetest.RedeliverCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy, Failed: 2, Total: 9}
 	h := newRecHarness(t, f)
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryOff
 	step := func(list *providers.DeliveryHealth) {
 		h.reg.Health = list
-		h.clock.advance(11 * time.Minute) // past the report's memo
+		h.clock.Advance(11 * time.Minute) // past the report's memo
 		h.recover()
 	}
 	step(&providers.DeliveryHealth{State: providers.HealthUnknown, Message: "nothing delivered yet"})
@@ -749,12 +757,12 @@ func TestDeliveryHealthFromTheListAlone(t *testing.T) {
 // missed starts no run and writes nothing but its watermark; one the listing shows something
 // for runs as before; a listing cut short answers nothing for certain.
 func TestRecoverySharedLook(t *testing.T) {
-	wide := fetchCaps
+	wide := decidetest.FetchCaps
 	wide.AccountWide = true
 	elsewhere := missedAt("evt_other", 5, "charge.refunded") // failed at another endpoint of the account
 	f := newFakeRecoverer(wide, elsewhere)
 	h := newRecHarness(t, f)
-	watermark := metav1.NewTime(h.clock.now().Add(-10 * time.Minute)) // the last wave's
+	watermark := metav1.NewTime(h.clock.Now().Add(-10 * time.Minute)) // the last wave's
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &watermark, LastRun: &hookv1.RecoveryRun{
 		Trigger: hookv1.TriggerAuto, Result: hookv1.RecoverySucceeded, StartTime: watermark}}
 	second := h.sub.DeepCopy()
@@ -770,14 +778,14 @@ func TestRecoverySharedLook(t *testing.T) {
 		if st.LastRun.StartTime != watermark {
 			t.Errorf("%s: a run started (%+v); nothing of its types was missed", sub.Name, st.LastRun)
 		}
-		if !st.Watermark.Time.Equal(h.clock.now()) {
-			t.Errorf("%s: watermark %s, want the look's time %s", sub.Name, st.Watermark.Time, h.clock.now())
+		if !st.Watermark.Time.Equal(h.clock.Now()) {
+			t.Errorf("%s: watermark %s, want the look's time %s", sub.Name, st.Watermark.Time, h.clock.Now())
 		}
 	}
 	if len(f.listed) != 1 {
 		t.Fatalf("two subscriptions of one account listed missed events %d times, want once (shared)", len(f.listed))
 	}
-	if want := h.clock.now().Add(-30 * time.Minute); !f.listed[0].Equal(want) {
+	if want := h.clock.Now().Add(-30 * time.Minute); !f.listed[0].Equal(want) {
 		t.Errorf("the shared look listed from %s, want three intervals back (%s), so the wave's older watermarks are covered", f.listed[0], want)
 	}
 	if len(h.receiver.received) != 0 {
@@ -785,11 +793,11 @@ func TestRecoverySharedLook(t *testing.T) {
 	}
 
 	// Something of the subscription's type: the look says so, and the run lists for itself.
-	missed := providers.Missed{ID: "evt_9", At: h.clock.now().Add(5 * time.Minute), Type: "invoice.paid", Payload: []byte(`{"id":"evt_9","type":"invoice.paid"}`)}
+	missed := providers.Missed{ID: "evt_9", At: h.clock.Now().Add(5 * time.Minute), Type: "invoice.paid", Payload: []byte(`{"id":"evt_9","type":"invoice.paid"}`)}
 	f.mu.Lock()
 	f.log = append(f.log, missed)
 	f.mu.Unlock()
-	h.clock.advance(11 * time.Minute) // the next wave
+	h.clock.Advance(11 * time.Minute) // the next wave
 	target.listAge = 0                // and a look older than the list the reconcile used
 	h.r.recoverMissed(context.Background(), h.sub, target)
 	if run := h.sub.Status.Recovery.LastRun; run.Result != hookv1.RecoverySucceeded || run.Recovered != 1 {
@@ -803,10 +811,10 @@ func TestRecoverySharedLook(t *testing.T) {
 	f.mu.Lock()
 	f.pageCap = 1
 	f.mu.Unlock()
-	h.clock.advance(11 * time.Minute)
+	h.clock.Advance(11 * time.Minute)
 	before := len(f.listed)
 	h.r.recoverMissed(context.Background(), second, target)
-	if second.Status.Recovery.LastRun.StartTime.Time != h.clock.now() {
+	if second.Status.Recovery.LastRun.StartTime.Time != h.clock.Now() {
 		t.Errorf("after a cut look no run started: %+v", second.Status.Recovery.LastRun)
 	}
 	if got := len(f.listed) - before; got < 2 {
@@ -832,7 +840,7 @@ func (h *recHarness) gapCounter(reason string) float64 {
 func TestRecoveryRedeliverFirstRunReportsWhatLiesBeyondTheWindow(t *testing.T) {
 	old1, old2 := missedAt("d-old1", 90*60, "invoice.paid"), missedAt("d-old2", 80*60, "invoice.paid")
 	old1.Expired, old2.Expired = true, true
-	f := newFakeRecoverer(redeliCaps, old1, old2, missedAt("d1", 10*60, "invoice.paid"), missedAt("d2", 5*60, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, old1, old2, missedAt("d1", 10*60, "invoice.paid"), missedAt("d2", 5*60, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -857,10 +865,10 @@ func TestRecoveryRedeliverFirstRunReportsWhatLiesBeyondTheWindow(t *testing.T) {
 // Issue 27: a watermark older than what the provider's log still holds: the span between them
 // is a gap (status.recovery.gaps, Event, hookwarden_recovery_gaps_total{reason=beyond_window}).
 func TestRecoveryRedeliverReportsTheSpanBeforeTheLog(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps, missedAt("d1", 10*60, "invoice.paid"))
+	f := newFakeRecoverer(decidetest.RedeliverCaps, missedAt("d1", 10*60, "invoice.paid"))
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing}
 	h := newRecHarness(t, f)
-	now := h.clock.now()
+	now := h.clock.Now()
 	f.covers = now.Add(-96 * time.Hour) // the log reaches back four days
 	mark := metav1.NewTime(now.Add(-120 * time.Hour))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{Watermark: &mark}
@@ -882,7 +890,7 @@ func TestRecoveryRedeliverReportsTheSpanBeforeTheLog(t *testing.T) {
 // whatever the recovery mode (Manual here: no run), with the Reenabled Event, and Delivering goes
 // DisabledByProvider → Unknown; while the endpoint does not answer it stays disabled.
 func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
-	f := newFakeRecoverer(fetchCaps)
+	f := newFakeRecoverer(decidetest.FetchCaps)
 	h := newRecHarness(t, f)
 	h.sub.Spec.Recovery.Mode = hookv1.RecoveryManual
 	h.reg.Health = &providers.DeliveryHealth{State: providers.HealthDisabled, Message: "the endpoint's status is disabled"}
@@ -898,7 +906,7 @@ func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
 		t.Errorf("Delivering %+v, want DisabledByProvider", c)
 	}
 	h.receiver.probe = 0
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	recover()
 	if f.reenabled != 1 || h.sub.Status.Recovery.LastRun != nil {
 		t.Errorf("re-enabled %d times, last run %+v; want once and no run (Manual)", f.reenabled, h.sub.Status.Recovery.LastRun)
@@ -919,15 +927,14 @@ func TestRecoveryReenablesOnceTheEndpointAnswersInEveryMode(t *testing.T) {
 // Issue 27: on a provider that cannot list what it never sent (GitLab), the span it had the
 // registration disabled becomes a gap once it delivers again: status, Event, metric.
 func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
-	f := newFakeRecoverer(redeliCaps)
-	f.caps.Recovery.Poll = true
-	h := newRecHarness(t, f)
-	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
-	disabledAt := metav1.NewTime(h.clock.now().Add(-30 * time.Minute))
+	f := newFakeRecoverer(decidetest.RedeliverCaps)
+	f.Caps.Recovery.Poll = true
+	h := newRecHarnessWith(t, f, logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f})
+	disabledAt := metav1.NewTime(h.clock.Now().Add(-30 * time.Minute))
 	h.sub.Status.Recovery = &hookv1.RecoveryStatus{ProviderDisabledAt: &disabledAt}
 	h.recover() // the registration delivers again (kept without a disabled health)
 	st := h.sub.Status.Recovery
-	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(disabledAt.Add(-10 * time.Minute)), End: metav1.NewTime(h.clock.now()), Reason: hookv1.GapProviderDisabled}}
+	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(disabledAt.Add(-10 * time.Minute)), End: metav1.NewTime(h.clock.Now()), Reason: hookv1.GapProviderDisabled}}
 	if diff := cmp.Diff(want, st.Gaps); diff != "" || st.ProviderDisabledAt != nil {
 		t.Errorf("gaps (-want +got):\n%s\nproviderDisabledAt %v (want cleared)", diff, st.ProviderDisabledAt)
 	}
@@ -943,7 +950,7 @@ func TestRecoveryDisabledSpanIsAGapWhereTheProviderCannotListIt(t *testing.T) {
 // is looked at once per resync in Auto: a failed delivery comes back although the registration
 // looks healthy; a look that finds nothing moves the watermark without a run.
 func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
-	f := newFakeRecoverer(pollCaps)
+	f := newFakeRecoverer(decidetest.PollCaps)
 	f.report = &providers.DeliveryHealth{State: providers.HealthHealthy}
 	h := newRecHarness(t, f)
 	h.recover()
@@ -951,7 +958,7 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 		t.Fatalf("nothing failed: last run %+v, watermark %v, listed %d; want no run, a watermark, one listing", st.LastRun, st.Watermark, len(f.listed))
 	}
 	f.log = append(f.log, missedAt("push-1", -5, "invoice.paid")) // failed after the look
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.recover()
 	run := h.sub.Status.Recovery.LastRun
 	if run == nil || run.Trigger != hookv1.TriggerAuto || run.Recovered != 1 || !slices.Equal(f.redelivered, []string{"push-1"}) {
@@ -966,13 +973,12 @@ func TestRecoveryPollsWhereTheProviderReportsNoFailure(t *testing.T) {
 // (GitLab's temporary disable: its disabled_until stays, in the past, until a delivery succeeds)
 // has its span recorded once from that record, though it was never seen disabled.
 func TestRecoveryDisabledBetweenTwoLooksIsAGapOnce(t *testing.T) {
-	f := newFakeRecoverer(pollCaps)
-	h := newRecHarness(t, f)
-	h.acct.client = logOnly{Client: f.fakeAccountClient, Recoverer: f, HealthReporter: f}
-	until := h.clock.now().Add(-2 * time.Minute).Truncate(time.Second)
+	f := newFakeRecoverer(decidetest.PollCaps)
+	h := newRecHarnessWith(t, f, logOnly{Client: f.FakeClient, Recoverer: f, HealthReporter: f})
+	until := h.clock.Now().Add(-2 * time.Minute).Truncate(time.Second)
 	f.report = &providers.DeliveryHealth{State: providers.HealthFailing, DisabledUntil: until}
 	h.recover()
-	h.clock.advance(10 * time.Minute)
+	h.clock.Advance(10 * time.Minute)
 	h.r.health.forgetSubscription("shop/orders")
 	h.recover() // the record is still there: no second gap
 	want := []hookv1.RecoveryGap{{Start: metav1.NewTime(until.Add(-10 * time.Minute)), End: metav1.NewTime(until), Reason: hookv1.GapProviderDisabled}}

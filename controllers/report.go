@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -36,16 +37,16 @@ func (s *session) ping(ctx context.Context, id string) {
 	s.sub.Status.Ping = ps
 }
 
-func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p plan) {
+func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p decide.Plan) {
 	var parts []string
 	if len(p.NearTwins) > 0 {
-		parts = append(parts, "foreign registrations that differ only by a trailing slash or scheme, left untouched: "+registrationIDs(p.NearTwins))
+		parts = append(parts, "foreign registrations that differ only by a trailing slash or scheme, left untouched: "+decide.RegistrationIDs(p.NearTwins))
 	}
 	if len(p.Unproven) > 0 {
-		parts = append(parts, "registrations for this URL that cannot be proven ours (the provider stores no marker), left untouched: "+registrationIDs(p.Unproven))
+		parts = append(parts, "registrations for this URL that cannot be proven ours (the provider stores no marker), left untouched: "+decide.RegistrationIDs(p.Unproven))
 	}
 	if len(p.KeptTwins) > 0 {
-		parts = append(parts, "twins kept by policies.twins=Keep: "+registrationIDs(p.KeptTwins))
+		parts = append(parts, "twins kept by policies.twins=Keep: "+decide.RegistrationIDs(p.KeptTwins))
 	}
 	if len(parts) == 0 {
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionTwinsFound)
@@ -67,7 +68,7 @@ func (r *Reconciler) ownReceiverURL(sub *hookv1.WebhookSubscription) string {
 	if r.ReceiverBaseURL == "" {
 		return ""
 	}
-	u, err := receiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name)
+	u, err := decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name)
 	if err != nil {
 		return ""
 	}
@@ -127,7 +128,7 @@ func (r *Reconciler) event(sub *hookv1.WebhookSubscription, typ, reason, action,
 // reportUnfit reports, once per account, each foreign registration whose object does not fit
 // the provider's shape: an Event on the subscription that saw it first, a log line, a count.
 // It is skipped as foreign; nothing else is done about it.
-func (s *session) reportUnfit(ctx context.Context, p plan) {
+func (s *session) reportUnfit(ctx context.Context, p decide.Plan) {
 	for _, r := range p.Unfit {
 		if !s.ops.FirstSighting(r) {
 			continue

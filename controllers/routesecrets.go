@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/logkeys"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
 )
@@ -128,7 +129,7 @@ func (r *RouteSecrets) write(ctx context.Context, src routesecret.Source, data m
 			return err
 		}
 		if _, ok := routesecret.SourceOf(cur); !ok {
-			return stall(hookv1.ReasonConflict, "Secret %s/%s, where the receiver's copy of this subscription's signing Secret belongs, is not a route Secret (label %s); delete or rename it", r.Namespace, name, routesecret.Label)
+			return decide.NewStall(hookv1.ReasonConflict, "Secret %s/%s, where the receiver's copy of this subscription's signing Secret belongs, is not a route Secret (label %s); delete or rename it", r.Namespace, name, routesecret.Label)
 		}
 		want := cur.DeepCopy()
 		routesecret.Fill(want, src, data)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -51,7 +52,7 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 		r.signingMemo.remember(sec)
 	}
 	if !metav1.IsControlledBy(sec, sub) && !importedFor(sec, sub) {
-		return nil, stall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
+		return nil, decide.NewStall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
 	}
 	// The receiver's copy follows each version read, before anything is acted on.
 	if err := r.RouteSecrets.ensure(ctx, sub, sec); err != nil {
@@ -136,7 +137,7 @@ const ImportedSecretWait = 30 * time.Second
 // awaitsImportedSecret reports how long to wait for the signing Secret import wrote beside sub
 // before p is carried out: p gets the imported registration a secret anew, that Secret does not
 // exist yet, and sub is younger than ImportedSecretWait (age).
-func awaitsImportedSecret(p plan, sub *hookv1.WebhookSubscription, secretExists bool, age time.Duration) (time.Duration, bool) {
+func awaitsImportedSecret(p decide.Plan, sub *hookv1.WebhookSubscription, secretExists bool, age time.Duration) (time.Duration, bool) {
 	from := sub.Annotations[hookv1.AnnotationImportedFrom]
 	if from == "" || sub.Annotations[hookv1.AnnotationImportedSecret] != sub.Spec.SigningSecret.Name || secretExists ||
 		age >= ImportedSecretWait || p.Keep == nil || p.Keep.ID != from || !p.RecoversSecret() {
@@ -307,12 +308,12 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	v, err := r.credentials.read(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, key)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
+			return "", &decide.StallError{Reason: hookv1.ReasonCredentialsNotFound, Msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
 		}
 		return "", fmt.Errorf("reading credentials Secret %s: %w", ref.Name, err)
 	}
 	if v == "" {
-		return "", &stallError{reason: hookv1.ReasonCredentialsNotFound, msg: fmt.Sprintf("credentials Secret %s/%s has no key %q (spec.provider.credentialsRef.key)", sub.Namespace, ref.Name, key)}
+		return "", &decide.StallError{Reason: hookv1.ReasonCredentialsNotFound, Msg: fmt.Sprintf("credentials Secret %s/%s has no key %q (spec.provider.credentialsRef.key)", sub.Namespace, ref.Name, key)}
 	}
 	return v, nil
 }
@@ -320,7 +321,7 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 // account returns the provider account the subscription talks to: what its provider block
 // names (scope), with its credential and settings.
 func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscription) (*account, error) {
-	scope, err := providerScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
+	scope, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	}
 	acct, err := r.Accounts.For(subscriptionKey(sub), AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
 	if err != nil {
-		return nil, stall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
+		return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
 	}
 	return acct, nil
 }
@@ -351,14 +352,14 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 	v, found, err := r.credentials.profile(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ref.Key)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, stall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s not found", ref.Field, sub.Namespace, ref.Name)
+			return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s not found", ref.Field, sub.Namespace, ref.Name)
 		}
 		return nil, fmt.Errorf("reading the ConfigMap %s (%s): %w", ref.Name, ref.Field, err)
 	}
 	if found {
 		return v, nil
 	}
-	return nil, stall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s has no key %q", ref.Field, sub.Namespace, ref.Name, ref.Key)
+	return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s has no key %q", ref.Field, sub.Namespace, ref.Name, ref.Key)
 }
 
 // The session's writes to the signing Secret start from what it last read or wrote, and keep

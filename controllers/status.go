@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 )
 
 // record turns the outcome of a reconcile into kstatus conditions, the ready metric and the
@@ -30,8 +31,8 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 		c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
 		r.Metrics.setReady(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), c != nil && c.Status == metav1.ConditionTrue)
 	}()
-	var se *stallError
-	var we *waitError
+	var se *decide.StallError
+	var we *decide.WaitError
 	switch {
 	case err == nil:
 		setReady(sub, metav1.ConditionTrue, hookv1.ReasonSucceeded, "registration "+sub.Status.EndpointID+" matches the spec and its signing secret is stored")
@@ -39,26 +40,26 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return res, nil
 	case errors.As(err, &se):
-		logger.Info("reconcile stalled: needs a change to the subscription or a Secret it names", logReason, se.reason, "message", se.msg)
-		setReady(sub, metav1.ConditionFalse, se.reason, se.msg)
-		setCondition(sub, hookv1.ConditionStalled, se.reason, se.msg)
+		logger.Info("reconcile stalled: needs a change to the subscription or a Secret it names", logReason, se.Reason, "message", se.Msg)
+		setReady(sub, metav1.ConditionFalse, se.Reason, se.Msg)
+		setCondition(sub, hookv1.ConditionStalled, se.Reason, se.Msg)
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
-		r.event(sub, corev1.EventTypeWarning, se.reason, "Reconcile", "%s", se.msg)
-		if se.atProvider {
+		r.event(sub, corev1.EventTypeWarning, se.Reason, "Reconcile", "%s", se.Msg)
+		if se.AtProvider {
 			// Fixable at the provider without any change here: look again next resync.
 			return ctrl.Result{RequeueAfter: resyncInterval(sub)}, nil
 		}
 		return ctrl.Result{}, nil
 	case errors.As(err, &we):
-		logger.Info("reconcile waits", logReason, we.reason, "message", we.msg, "retryAfter", we.after.String())
-		if we.reason == hookv1.ReasonRateLimited {
-			r.retrying(sub, we.reason, we.msg)
+		logger.Info("reconcile waits", logReason, we.Reason, "message", we.Msg, "retryAfter", we.After.String())
+		if we.Reason == hookv1.ReasonRateLimited {
+			r.retrying(sub, we.Reason, we.Msg)
 		} else {
-			setReady(sub, metav1.ConditionFalse, we.reason, we.msg)
-			setCondition(sub, hookv1.ConditionReconciling, we.reason, we.msg)
+			setReady(sub, metav1.ConditionFalse, we.Reason, we.Msg)
+			setCondition(sub, hookv1.ConditionReconciling, we.Reason, we.Msg)
 		}
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
-		return ctrl.Result{RequeueAfter: we.after}, nil
+		return ctrl.Result{RequeueAfter: we.After}, nil
 	default:
 		r.retrying(sub, hookv1.ReasonProviderUnavailable, err.Error())
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)

@@ -9,19 +9,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 )
 
 // TestReadyThroughTransientFaults: a registration last found good stays Ready through transient
 // provider faults (Reconciling says a retry is pending) until they have lasted the outage
 // grace; a new spec, or one never found good, is not Ready meanwhile; success ends the streak.
 func TestReadyThroughTransientFaults(t *testing.T) {
-	clock := &accountsTestClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	r := &Reconciler{Now: clock.now, OutageGrace: 5 * time.Minute, Metrics: unregisteredMetrics()}
+	clock := &accounttest.Clock{T: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	r := &Reconciler{Now: clock.Now, OutageGrace: 5 * time.Minute, Metrics: unregisteredMetrics()}
 	sub := &hookv1.WebhookSubscription{}
 	sub.Name, sub.Namespace, sub.Generation = "orders", "shop", 2
 	outage := errors.New("listing registrations: Transient (HTTP 502)")
-	rateLimited := wait(hookv1.ReasonRateLimited, time.Second, "listing registrations: provider rate limit, retrying in 1s")
+	rateLimited := decide.NewWait(hookv1.ReasonRateLimited, time.Second, "listing registrations: provider rate limit, retrying in 1s")
 	ready := func() *metav1.Condition {
 		return meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
 	}
@@ -52,7 +54,7 @@ func TestReadyThroughTransientFaults(t *testing.T) {
 		{59 * time.Second, outage, metav1.ConditionTrue}, // 4m59s into the streak
 		{time.Second, outage, metav1.ConditionFalse},     // 5m: the grace is over
 	} {
-		clock.advance(step.after)
+		clock.Advance(step.after)
 		record(step.err)
 		if c := ready(); c.Status != step.ready {
 			t.Errorf("step %d (+%s, %v): Ready %s/%s; want %s", i, step.after, step.err, c.Status, c.Reason, step.ready)
@@ -62,7 +64,7 @@ func TestReadyThroughTransientFaults(t *testing.T) {
 		}
 	}
 	record(nil)
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	record(outage)
 	if c := ready(); c.Status != metav1.ConditionTrue {
 		t.Errorf("a new streak after a success: Ready %s; want True again", c.Status)

@@ -19,6 +19,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -188,7 +189,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		for _, t := range twins {
 			held[t.ID] = secrets[t.ID] != nil
 		}
-		reg := controllers.Keeper(twins, held)
+		reg := decide.Keeper(twins, held)
 		sub := importedSubscription(tmpl, reg, uniqueName(prefix, reg.ID, used))
 		note := importNote{Registration: reg.ID, URL: reg.URL, Subscription: key(sub), Outcome: "imported", Secret: secretNote(caps, reg.ID, held[reg.ID])}
 		if held[reg.ID] {
@@ -346,7 +347,7 @@ func importedSigningSecret(sub *hookv1.WebhookSubscription, id string, secret []
 // adoptionChanges are the fields of a registration the plan of its manifest changes at the
 // provider ("content_type: form -> json"): what adopting it does beyond what import's note on
 // the secret says.
-func adoptionChanges(p controllers.Preview) []string {
+func adoptionChanges(p decide.Preview) []string {
 	var out []string
 	for _, st := range p.Steps {
 		for _, ch := range st.Changes {

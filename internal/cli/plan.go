@@ -15,6 +15,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/decide"
 )
 
 type planFlags struct {
@@ -66,10 +67,10 @@ alone); 1 when one could not be planned.`,
 
 // planResult is one subscription's plan (or why it has none), as -o yaml|json prints it.
 type planResult struct {
-	Subscription string               `json:"subscription"`
-	InCluster    bool                 `json:"inCluster"`
-	Plan         *controllers.Preview `json:"plan,omitempty"`
-	Error        string               `json:"error,omitempty"`
+	Subscription string          `json:"subscription"`
+	InCluster    bool            `json:"inCluster"`
+	Plan         *decide.Preview `json:"plan,omitempty"`
+	Error        string          `json:"error,omitempty"`
 }
 
 // readOnly hides a client's writes: plan gives the reconciler nothing it could write with.
@@ -224,10 +225,10 @@ func (p *planners) forSubscription(cmd *cobra.Command, sub *hookv1.WebhookSubscr
 }
 
 // preview plans one subscription, waiting out provider rate limits as the manager would.
-func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controllers.Reconciler, sub *hookv1.WebhookSubscription) (controllers.Preview, error) {
+func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controllers.Reconciler, sub *hookv1.WebhookSubscription) (decide.Preview, error) {
 	for {
 		p, err := r.Preview(ctx, sub)
-		after, limited := controllers.RetryAfter(err)
+		after, limited := decide.RetryAfter(err)
 		if !limited {
 			return p, err
 		}
@@ -353,7 +354,7 @@ func dash(s string) string {
 }
 
 // changeLine says how a field changes; events, a set, as what is added and removed.
-func changeLine(ch controllers.FieldChange) string {
+func changeLine(ch decide.FieldChange) string {
 	if ch.Field != "events" {
 		return fmt.Sprintf("%s: %s -> %s", ch.Field, ch.From, ch.To)
 	}

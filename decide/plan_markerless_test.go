@@ -1,4 +1,4 @@
-package controllers
+package decide_test
 
 import (
 	"strings"
@@ -8,32 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/decide/decidetest"
 	"github.com/hookwarden/hookwarden/providers"
 )
-
-// markerlessCaps are those of a provider like GitHub: no marker, a secret the client chooses and
-// resends on every update, and no description.
-var markerlessCaps = providers.Capabilities{
-	Secret:            providers.SecretClientChosen,
-	UpdateNeedsSecret: true,
-	Fields:            providers.FieldDisabled,
-}
-
-const planReceiverURL = "https://hooks.example.com/base/hooks/shop/orders"
-
-// hook is a registration as a provider without markers reports it: matching the desired one
-// (URL, events), with no owner, no create key and no description.
-func hook(id string, minutesAfterT0 int, opts ...func(*providers.Registration)) providers.Registration {
-	r := reg(id, minutesAfterT0, unmarked, withDescription(""))
-	for _, o := range opts {
-		o(&r)
-	}
-	return r
-}
-
-func misconfigured(fields ...string) func(*providers.Registration) {
-	return func(r *providers.Registration) { r.Misconfigured = fields }
-}
 
 // TestPlanWithoutMarkers: where the provider cannot store a marker, a registration is ours only
 // when proven (recorded id, held secret, the bundled receiver's URL); an unproven one is adopted
@@ -50,137 +28,137 @@ func TestPlanWithoutMarkers(t *testing.T) {
 		pending          bool
 		adoption         hookv1.AdoptionPolicy
 		twins            hookv1.TwinsPolicy
-		want             plan
+		want             decide.Plan
 		conflictMentions []string
 	}{
 		{
 			reason: "empty target: create",
-			want:   creates(),
+			want:   decidetest.Creates(),
 		},
 		{
 			reason:   "recorded and held: keep, nothing to do; no description or marker drift",
-			observed: []providers.Registration{hook("1", 0)},
+			observed: []providers.Registration{decidetest.Hook("1", 0)},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 		{
 			reason:   "held but not recorded (status wiped): still ours by its secret",
-			observed: []providers.Registration{hook("1", 0)},
+			observed: []providers.Registration{decidetest.Hook("1", 0)},
 			held:     []string{"1"},
 			current:  "1",
 			adoption: hookv1.AdoptionNever,
-			want:     keeps(hook("1", 0)),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0)),
 		},
 		{
 			reason:   "recorded, secret not held (Secret deleted): keep it and set a new secret on it",
-			observed: []providers.Registration{hook("1", 0)},
+			observed: []providers.Registration{decidetest.Hook("1", 0)},
 			recorded: "1",
-			want:     keeps(hook("1", 0), setSecretStep(hook("1", 0))),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0), decidetest.SetSecretStep(decidetest.Hook("1", 0))),
 		},
 		{
 			reason:   "held, with a pending secret: finish setting the pending one first",
-			observed: []providers.Registration{hook("1", 0)},
+			observed: []providers.Registration{decidetest.Hook("1", 0)},
 			recorded: "1",
 			held:     []string{"1"},
 			pending:  true,
-			want:     keeps(hook("1", 0), setSecretStep(hook("1", 0))),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0), decidetest.SetSecretStep(decidetest.Hook("1", 0))),
 		},
 		{
 			reason:   "the only unproven hook serving the spec, Adopt: adopted, and its secret is set",
-			observed: []providers.Registration{hook("9", 0)},
+			observed: []providers.Registration{decidetest.Hook("9", 0)},
 			pending:  true,
-			want:     keeps(hook("9", 0), setSecretStep(hook("9", 0))),
+			want:     decidetest.Keeps(decidetest.Hook("9", 0), decidetest.SetSecretStep(decidetest.Hook("9", 0))),
 		},
 		{
 			reason:           "the only unproven hook serving the spec, Never: conflict, no create",
-			observed:         []providers.Registration{hook("9", 0)},
+			observed:         []providers.Registration{decidetest.Hook("9", 0)},
 			adoption:         hookv1.AdoptionNever,
-			want:             plan{Unproven: []providers.Registration{hook("9", 0)}},
+			want:             decide.Plan{Unproven: []providers.Registration{decidetest.Hook("9", 0)}},
 			conflictMentions: []string{"9", "cannot be proven ours", "adoption is Never"},
 		},
 		{
 			reason:           "two unproven hooks serving the spec: adopting one would be a guess; neither created nor pruned",
-			observed:         []providers.Registration{hook("8", 0), hook("9", 1)},
-			want:             plan{Unproven: []providers.Registration{hook("8", 0), hook("9", 1)}},
+			observed:         []providers.Registration{decidetest.Hook("8", 0), decidetest.Hook("9", 1)},
+			want:             decide.Plan{Unproven: []providers.Registration{decidetest.Hook("8", 0), decidetest.Hook("9", 1)}},
 			conflictMentions: []string{"8", "9", "none can be proven ours"},
 		},
 		{
 			reason:   "a proven hook beside unproven look-alikes: keep ours, report the others, prune none",
-			observed: []providers.Registration{hook("1", 0), hook("8", 1), hook("9", 2, withEvents("push"))},
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("8", 1), decidetest.Hook("9", 2, decidetest.WithEvents("push"))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     plan{Keep: keep(hook("1", 0)), Unproven: []providers.Registration{hook("9", 2, withEvents("push")), hook("8", 1)}},
+			want:     decide.Plan{Keep: decidetest.Kept(decidetest.Hook("1", 0)), Unproven: []providers.Registration{decidetest.Hook("9", 2, decidetest.WithEvents("push")), decidetest.Hook("8", 1)}},
 		},
 		{
 			reason:   "an unproven hook for the URL with other events is not ours to change: create, report it",
-			observed: []providers.Registration{hook("9", 0, withEvents("push"))},
-			want:     plan{Decision: decideCreate, Steps: []step{createStep()}, Unproven: []providers.Registration{hook("9", 0, withEvents("push"))}},
+			observed: []providers.Registration{decidetest.Hook("9", 0, decidetest.WithEvents("push"))},
+			want:     decide.Plan{Decision: decide.Create, Steps: []decide.Step{decidetest.CreateStep()}, Unproven: []providers.Registration{decidetest.Hook("9", 0, decidetest.WithEvents("push"))}},
 		},
 		{
 			reason:   "two proven hooks (both secrets held): keep the recorded one, prune the twin",
-			observed: []providers.Registration{hook("1", 0), hook("2", 1)},
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("2", 1)},
 			recorded: "2",
 			held:     []string{"1", "2"},
-			want:     keeps(hook("2", 1), twin(hook("1", 0))),
+			want:     decidetest.Keeps(decidetest.Hook("2", 1), decidetest.Twin(decidetest.Hook("1", 0))),
 		},
 		{
 			reason:   "proven twins under Keep: reported, not pruned",
-			observed: []providers.Registration{hook("1", 0), hook("2", 1)},
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("2", 1)},
 			recorded: "2",
 			held:     []string{"1", "2"},
 			twins:    hookv1.TwinsKeep,
-			want:     plan{Keep: keep(hook("2", 1)), KeptTwins: []providers.Registration{hook("1", 0)}},
+			want:     decide.Plan{Keep: decidetest.Kept(decidetest.Hook("2", 1)), KeptTwins: []providers.Registration{decidetest.Hook("1", 0)}},
 		},
 		{
 			reason:   "ours by its held secret, for a URL the spec no longer names: stale, pruned",
-			observed: []providers.Registration{hook("1", 0), hook("2", 1, withURL(planOldURL))},
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("2", 1, decidetest.WithURL(decidetest.OldURL))},
 			recorded: "1",
 			held:     []string{"1", "2"},
-			want:     keeps(hook("1", 0), staleAt(hook("2", 1, withURL(planOldURL)))),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0), decidetest.Stale(decidetest.Hook("2", 1, decidetest.WithURL(decidetest.OldURL)))),
 		},
 		{
 			reason:   "unproven hooks elsewhere are foreign, whatever their events",
-			observed: []providers.Registration{hook("7", 0, withURL(planElse)), hook("8", 0, withURL(planOldURL))},
-			want:     creates(),
+			observed: []providers.Registration{decidetest.Hook("7", 0, decidetest.WithURL(decidetest.ElseURL)), decidetest.Hook("8", 0, decidetest.WithURL(decidetest.OldURL))},
+			want:     decidetest.Creates(),
 		},
 		{
 			reason:   "the bundled receiver's URL for this subscription proves ownership, even unrecorded and under Never",
-			url:      planReceiverURL,
-			observed: []providers.Registration{hook("5", 0, withURL(planReceiverURL)), hook("6", 1, withURL(planReceiverURL))},
+			url:      decidetest.ReceiverURL,
+			observed: []providers.Registration{decidetest.Hook("5", 0, decidetest.WithURL(decidetest.ReceiverURL)), decidetest.Hook("6", 1, decidetest.WithURL(decidetest.ReceiverURL))},
 			adoption: hookv1.AdoptionNever,
-			want:     keeps(hook("5", 0, withURL(planReceiverURL)), setSecretStep(hook("5", 0, withURL(planReceiverURL))), twin(hook("6", 1, withURL(planReceiverURL)))),
+			want:     decidetest.Keeps(decidetest.Hook("5", 0, decidetest.WithURL(decidetest.ReceiverURL)), decidetest.SetSecretStep(decidetest.Hook("5", 0, decidetest.WithURL(decidetest.ReceiverURL))), decidetest.Twin(decidetest.Hook("6", 1, decidetest.WithURL(decidetest.ReceiverURL)))),
 		},
 		{
 			reason:   "a receiver-URL hook left from when the spec named the receiver is stale",
-			observed: []providers.Registration{hook("1", 0), hook("5", 0, withURL(planReceiverURL))},
+			observed: []providers.Registration{decidetest.Hook("1", 0), decidetest.Hook("5", 0, decidetest.WithURL(decidetest.ReceiverURL))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     keeps(hook("1", 0), staleAt(hook("5", 0, withURL(planReceiverURL)))),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0), decidetest.Stale(decidetest.Hook("5", 0, decidetest.WithURL(decidetest.ReceiverURL)))),
 		},
 		{
 			reason:   "disabled differs and the provider reports settings off: drift, but never description or marker",
-			observed: []providers.Registration{hook("1", 0, withDisabled, misconfigured("content_type"))},
+			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type"))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     keeps(hook("1", 0, withDisabled, misconfigured("content_type")), updateStep(hook("1", 0, withDisabled, misconfigured("content_type")), "disabled", "content_type")),
+			want:     decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type")), decidetest.UpdateStep(decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type")), "disabled", "content_type")),
 		},
 	}
-	sharedKeys := &urlKeys{}
+	sharedKeys := &decide.URLKeys{}
 	for _, c := range cases {
 		t.Run(c.reason, func(t *testing.T) {
 			url := c.url
 			if url == "" {
-				url = planURL
+				url = decidetest.URL
 			}
-			in := planInput{
-				Caps: markerlessCaps, Desired: planDesired(url), Observed: c.observed, RecordedID: c.recorded,
-				HeldSecrets: heldSet(c.held), CurrentID: currentOf(c.current, c.recorded, c.held), PendingSecret: c.pending,
-				ReceiverURL: planReceiverURL, Adoption: c.adoption, Twins: c.twins,
+			in := decide.PlanInput{
+				Caps: decidetest.MarkerlessCaps, Desired: decidetest.Desired(url), Observed: c.observed, RecordedID: c.recorded,
+				HeldSecrets: decidetest.HeldSet(c.held), CurrentID: decidetest.CurrentOf(c.current, c.recorded, c.held), PendingSecret: c.pending,
+				ReceiverURL: decidetest.ReceiverURL, Adoption: c.adoption, Twins: c.twins,
 			}
-			got := computePlan(in)
+			got := decide.ComputePlan(in)
 			in.Keys = sharedKeys
-			if d := cmp.Diff(got, computePlan(in), cmpopts.EquateEmpty()); d != "" {
+			if d := cmp.Diff(got, decide.ComputePlan(in), cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
 			}
 			for _, m := range c.conflictMentions {
@@ -193,10 +171,10 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			}
 			got.Conflict = ""
 			if len(c.conflictMentions) > 0 {
-				c.want.Decision = decideConflict
+				c.want.Decision = decide.Conflict
 			}
 			byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), byID, planStepDetail); diff != "" {
+			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), byID, decidetest.StepDetail); diff != "" {
 				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
 			}
 		})
@@ -207,8 +185,8 @@ func TestPlanWithoutMarkers(t *testing.T) {
 // proven ours is pruned or planned for an update.
 func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 	pool := []providers.Registration{
-		hook("1", 0), hook("2", 1), hook("3", 2, withEvents("push")),
-		hook("4", 3, withURL(planOldURL)), hook("5", 4, withURL(planElse)), hook("6", 5, withURL(planReceiverURL)),
+		decidetest.Hook("1", 0), decidetest.Hook("2", 1), decidetest.Hook("3", 2, decidetest.WithEvents("push")),
+		decidetest.Hook("4", 3, decidetest.WithURL(decidetest.OldURL)), decidetest.Hook("5", 4, decidetest.WithURL(decidetest.ElseURL)), decidetest.Hook("6", 5, decidetest.WithURL(decidetest.ReceiverURL)),
 	}
 	proofs := []struct {
 		recorded string
@@ -227,19 +205,19 @@ func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 				held[id] = true
 			}
 			for _, adoption := range []hookv1.AdoptionPolicy{hookv1.AdoptionAdopt, hookv1.AdoptionNever} {
-				in := planInput{Caps: markerlessCaps, Desired: planDesired(planURL), Observed: observed, RecordedID: pr.recorded, HeldSecrets: held, ReceiverURL: planReceiverURL, Adoption: adoption}
-				p := computePlan(in)
-				own := in.ownership()
+				in := decide.PlanInput{Caps: decidetest.MarkerlessCaps, Desired: decidetest.Desired(decidetest.URL), Observed: observed, RecordedID: pr.recorded, HeldSecrets: held, ReceiverURL: decidetest.ReceiverURL, Adoption: adoption}
+				p := decide.ComputePlan(in)
+				own := in.Ownership()
 				for _, a := range p.Prunes() {
-					if !own.owns(a.Registration) {
+					if !own.Owns(a.Registration) {
 						t.Errorf("mask %b %+v %s: prunes %s, which is not proven ours", mask, pr, adoption, a.Registration.ID)
 					}
 				}
-				if p.Keep != nil && !own.owns(*p.Keep) {
+				if p.Keep != nil && !own.Owns(*p.Keep) {
 					// Adoption: only under Adopt, only the sole hook serving the spec.
 					n := 0
 					for _, r := range observed {
-						if r.URL == planURL && len(r.Events) == len(planEvents) {
+						if r.URL == decidetest.URL && len(r.Events) == len(decidetest.Events) {
 							n++
 						}
 					}
@@ -247,11 +225,11 @@ func TestPlanWithoutMarkersNeverPrunesUnproven(t *testing.T) {
 						t.Errorf("mask %b %+v %s: keeps unproven %s with %d candidates", mask, pr, adoption, p.Keep.ID, n)
 					}
 				}
-				if p.Conflict != "" && (p.Decision != decideConflict || p.Keep != nil || len(p.Steps) > 0) {
+				if p.Conflict != "" && (p.Decision != decide.Conflict || p.Keep != nil || len(p.Steps) > 0) {
 					t.Errorf("mask %b: conflict but acts", mask)
 				}
 				for _, st := range p.Steps {
-					if st.Kind != stepCreate && st.Kind != stepForget && !own.owns(st.Registration) && (p.Keep == nil || st.Registration.ID != p.Keep.ID) {
+					if st.Kind != decide.StepCreate && st.Kind != decide.StepForget && !own.Owns(st.Registration) && (p.Keep == nil || st.Registration.ID != p.Keep.ID) {
 						t.Errorf("mask %b %+v %s: step %v acts on %s, which is neither proven ours nor adopted", mask, pr, adoption, st.Kind, st.Registration.ID)
 					}
 				}

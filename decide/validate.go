@@ -1,4 +1,4 @@
-package controllers
+package decide
 
 import (
 	"encoding/json"
@@ -9,12 +9,12 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-// validateSpec mirrors the CEL rules (an object admitted before a rule existed, or a CRD
+// ValidateSpec mirrors the CEL rules (an object admitted before a rule existed, or a CRD
 // installed without them, still gets a clear answer). It returns the canonical endpoint URL
 // ("" for spec.endpoint.receiver, whose URL the reconciler derives) and what the provider reads
 // from its block (providers.Provider.Scope: its own rules for its block and events).
-func validateSpec(spec *hookv1.WebhookSubscriptionSpec, registry providers.Registry) (string, providers.Scope, error) {
-	scope, err := providerScope(&spec.Provider, spec.Events, registry)
+func ValidateSpec(spec *hookv1.WebhookSubscriptionSpec, registry providers.Registry) (string, providers.Scope, error) {
+	scope, err := ProviderScope(&spec.Provider, spec.Events, registry)
 	if err != nil {
 		return "", providers.Scope{}, err
 	}
@@ -22,12 +22,12 @@ func validateSpec(spec *hookv1.WebhookSubscriptionSpec, registry providers.Regis
 	return u, scope, err
 }
 
-// providerScope checks spec.provider against the registry: a registered type, no block of
+// ProviderScope checks spec.provider against the registry: a registered type, no block of
 // another provider's, and whatever the provider's Scope says of its own block.
-func providerScope(p *hookv1.ProviderSpec, events []string, registry providers.Registry) (providers.Scope, error) {
+func ProviderScope(p *hookv1.ProviderSpec, events []string, registry providers.Registry) (providers.Scope, error) {
 	provider, ok := registry[string(p.Type)]
 	if !ok {
-		return providers.Scope{}, stall(hookv1.ReasonInvalidSpec, "spec.provider.type %q is not supported (supported: %s)", p.Type, strings.Join(registry.Types(), ", "))
+		return providers.Scope{}, NewStall(hookv1.ReasonInvalidSpec, "spec.provider.type %q is not supported (supported: %s)", p.Type, strings.Join(registry.Types(), ", "))
 	}
 	blocks, err := providerBlocks(p)
 	if err != nil {
@@ -35,12 +35,12 @@ func providerScope(p *hookv1.ProviderSpec, events []string, registry providers.R
 	}
 	for name := range blocks {
 		if name != string(p.Type) {
-			return providers.Scope{}, stall(hookv1.ReasonInvalidSpec, "spec.provider.%s must be set when spec.provider.type is %s, and only then", name, name)
+			return providers.Scope{}, NewStall(hookv1.ReasonInvalidSpec, "spec.provider.%s must be set when spec.provider.type is %s, and only then", name, name)
 		}
 	}
 	scope, err := provider.Scope(blocks[string(p.Type)], events)
 	if err != nil {
-		return providers.Scope{}, stall(hookv1.ReasonInvalidSpec, "%v", err)
+		return providers.Scope{}, NewStall(hookv1.ReasonInvalidSpec, "%v", err)
 	}
 	return scope, nil
 }
@@ -65,7 +65,7 @@ func providerBlocks(p *hookv1.ProviderSpec) (map[string]json.RawMessage, error) 
 // validateEndpoint checks the provider-neutral rest of the spec and returns the canonical URL.
 func validateEndpoint(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 	invalid := func(format string, args ...any) (string, error) {
-		return "", stall(hookv1.ReasonInvalidSpec, format, args...)
+		return "", NewStall(hookv1.ReasonInvalidSpec, format, args...)
 	}
 	if spec.Provider.CredentialsRef.Name == "" {
 		return invalid("spec.provider.credentialsRef.name is required")
@@ -104,14 +104,14 @@ func validateEndpoint(spec *hookv1.WebhookSubscriptionSpec) (string, error) {
 	return canonical, nil
 }
 
-// receiverURL is the bundled receiver's URL for a subscription: base + /hooks/<ns>/<name>.
-func receiverURL(base, namespace, name string) (string, error) {
+// ReceiverURL is the bundled receiver's URL for a subscription: base + /hooks/<ns>/<name>.
+func ReceiverURL(base, namespace, name string) (string, error) {
 	if base == "" {
-		return "", stall(hookv1.ReasonInvalidSpec, "spec.endpoint.receiver needs the manager's --receiver-base-url, which is not set")
+		return "", NewStall(hookv1.ReasonInvalidSpec, "spec.endpoint.receiver needs the manager's --receiver-base-url, which is not set")
 	}
 	u, err := matching.Canonical(strings.TrimRight(base, "/") + "/hooks/" + namespace + "/" + name)
 	if err != nil {
-		return "", stall(hookv1.ReasonInvalidSpec, "--receiver-base-url: %v", err)
+		return "", NewStall(hookv1.ReasonInvalidSpec, "--receiver-base-url: %v", err)
 	}
 	return u, nil
 }

@@ -1,4 +1,4 @@
-package controllers
+package decide
 
 import (
 	"fmt"
@@ -7,86 +7,87 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-// stepKind is what one step of a plan does. Plans list steps in this order.
-type stepKind int
+// StepKind is what one step of a plan does. Plans list steps in this order.
+type StepKind int
 
 const (
-	// stepCreate registers a webhook for the spec: nothing on the account serves it. The new
+	// StepCreate registers a webhook for the spec: nothing on the account serves it. The new
 	// registration's secret is stored (or chosen and stored first) and becomes the current one.
-	stepCreate stepKind = iota
-	// stepReplay repeats keep's original create (same key, same parameters) to get its secret
+	StepCreate StepKind = iota
+	// StepReplay repeats keep's original create (same key, same parameters) to get its secret
 	// back from the provider's idempotency layer. Should the provider create a new registration
 	// instead (its window passed), that one is kept from the next round on.
-	stepReplay
-	// stepFetchSecret reads keep's secret back from the provider (readable or fetched secrets).
-	stepFetchSecret
-	// stepSetSecret sets a client-chosen secret on keep in place (the pending one, or a new one
+	StepReplay
+	// StepFetchSecret reads keep's secret back from the provider (readable or fetched secrets).
+	StepFetchSecret
+	// StepSetSecret sets a client-chosen secret on keep in place (the pending one, or a new one
 	// stored as pending first), with an update that carries the whole spec.
-	stepSetSecret
-	// stepReplace creates a registration to replace keep, make-before-break: keep's secret is
+	StepSetSecret
+	// StepReplace creates a registration to replace keep, make-before-break: keep's secret is
 	// lost and cannot be recovered, or a field drifted that the provider cannot change in place
 	// (Drift names them). The new registration's secret is stored; keep is pruned in the next
 	// round, once the new one is current. It ends the round.
-	stepReplace
-	// stepUpdate changes keep in place (Drift names what).
-	stepUpdate
-	// stepMarkCurrent makes keep's secret the one the signing Secret names current.
-	stepMarkCurrent
-	// stepForget drops a vanished registration's secret from the signing Secret: it signs
+	StepReplace
+	// StepUpdate changes keep in place (Drift names what).
+	StepUpdate
+	// StepMarkCurrent makes keep's secret the one the signing Secret names current.
+	StepMarkCurrent
+	// StepForget drops a vanished registration's secret from the signing Secret: it signs
 	// nothing any more, so the receiver stops accepting it.
-	stepForget
-	// stepPrune deletes a twin, a stale or a replaced registration, and forgets its secret.
-	stepPrune
+	StepForget
+	// StepPrune deletes a twin, a stale or a replaced registration, and forgets its secret.
+	StepPrune
 )
 
-func (k stepKind) String() string {
+// String names the step kind as `hookwarden plan` prints it.
+func (k StepKind) String() string {
 	switch k {
-	case stepCreate:
+	case StepCreate:
 		return "create"
-	case stepReplay:
+	case StepReplay:
 		return "replay-create"
-	case stepFetchSecret:
+	case StepFetchSecret:
 		return "fetch-secret"
-	case stepSetSecret:
+	case StepSetSecret:
 		return "set-secret"
-	case stepReplace:
+	case StepReplace:
 		return "replace"
-	case stepUpdate:
+	case StepUpdate:
 		return "update"
-	case stepMarkCurrent:
+	case StepMarkCurrent:
 		return "mark-current"
-	case stepForget:
+	case StepForget:
 		return "forget-secret"
-	case stepPrune:
+	case StepPrune:
 		return "prune"
 	}
 	return fmt.Sprintf("step(%d)", int(k))
 }
 
-// newSecret is how the secret of a registration a step creates is obtained.
-type newSecret int
+// SecretSource is how the secret of a registration a step creates is obtained.
+type SecretSource int
 
 const (
-	// secretReturned: the provider returns it with the create (or reads it for us).
-	secretReturned newSecret = iota
-	// secretChosen: we choose it, and store it as pending before the provider hears of it.
-	secretChosen
-	// secretNone: deliveries are not signed.
-	secretNone
+	// SecretReturned: the provider returns it with the create (or reads it for us).
+	SecretReturned SecretSource = iota
+	// SecretChosen: we choose it, and store it as pending before the provider hears of it.
+	SecretChosen
+	// SecretNone: deliveries are not signed.
+	SecretNone
 )
 
-// pruneReason says why a registration is deleted.
-type pruneReason string
+// PruneReason says why a registration is deleted.
+type PruneReason string
 
 const (
-	pruneTwin    pruneReason = "twin"
-	pruneStale   pruneReason = "stale"
-	pruneRotated pruneReason = "rotated"
+	PruneTwin    PruneReason = "twin"
+	PruneStale   PruneReason = "stale"
+	PruneRotated PruneReason = "rotated"
 )
 
-// step is one thing a plan does. Which fields are set depends on Kind.
-type step struct {
-	Kind stepKind
+// Step is one thing a plan does. Which fields are set depends on Kind.
+type Step struct {
+	Kind StepKind
 	// Registration is the one acted on: keep (replay, fetch, set, replace, update, mark) or
 	// the one deleted (prune).
 	Registration providers.Registration
@@ -96,14 +97,14 @@ type step struct {
 	// Key is the idempotency key of create, replay and replace.
 	Key string
 	// Secret is how create and replace obtain the new registration's secret.
-	Secret newSecret
+	Secret SecretSource
 	// Ping: ask the provider for a test delivery to the registration created.
 	Ping bool
 	// Drift: what update changes; for replace, the fields that cannot change in place (none:
 	// keep's secret is lost).
 	Drift []string
 	// Why a registration is pruned.
-	Why pruneReason
+	Why PruneReason
 	// ID is the vanished registration whose secret forget drops.
 	ID string
 	// Rotation: the step (set-secret or replace) rotates a secret that is held, because a
@@ -111,31 +112,32 @@ type step struct {
 	Rotation bool
 }
 
-func pruneStep(r providers.Registration, why pruneReason) step {
-	return step{Kind: stepPrune, Registration: r, Why: why}
+// PruneStep deletes r, for why.
+func PruneStep(r providers.Registration, why PruneReason) Step {
+	return Step{Kind: StepPrune, Registration: r, Why: why}
 }
 
 // endsRound reports whether the step changes which registration is kept, so the plan after it
 // is made afresh. (A replay ends the round only when the provider's answer shows a new
 // registration, or refuses the replay.)
-func (s step) endsRound() bool { return s.Kind == stepReplace }
+func (s Step) EndsRound() bool { return s.Kind == StepReplace }
 
 // String says what the step does, for logs and the command line (never a secret).
-func (s step) String() string {
+func (s Step) String() string {
 	id := s.Registration.ID
 	switch s.Kind {
-	case stepCreate:
+	case StepCreate:
 		return "create a registration for " + s.Desired.URL
-	case stepReplay:
+	case StepReplay:
 		return "recover the signing secret of " + id + " by replaying its create"
-	case stepFetchSecret:
+	case StepFetchSecret:
 		return "read the signing secret of " + id + " back from the provider"
-	case stepSetSecret:
+	case StepSetSecret:
 		if s.Rotation {
 			return "rotate the signing secret of " + id + " in place (requested; the old one is accepted until the provider has the new one)"
 		}
 		return "set a new signing secret on " + id + " in place"
-	case stepReplace:
+	case StepReplace:
 		if s.Rotation {
 			return "rotate the signing secret of " + id + " by a new registration (requested; make-before-break: " + id + " goes once the new one is current)"
 		}
@@ -143,13 +145,13 @@ func (s step) String() string {
 			return fmt.Sprintf("replace %s (the provider cannot change %s in place)", id, strings.Join(s.Drift, ", "))
 		}
 		return "replace " + id + " (its signing secret is lost and cannot be recovered)"
-	case stepUpdate:
+	case StepUpdate:
 		return fmt.Sprintf("update %s in place: %s", id, strings.Join(s.Drift, ", "))
-	case stepMarkCurrent:
+	case StepMarkCurrent:
 		return "make the signing secret of " + id + " the current one"
-	case stepForget:
+	case StepForget:
 		return "forget the signing secret of vanished registration " + s.ID
-	case stepPrune:
+	case StepPrune:
 		return fmt.Sprintf("delete %s registration %s (%s)", s.Why, id, s.Registration.URL)
 	}
 	return s.Kind.String()

@@ -1,16 +1,19 @@
-package controllers
+package decide
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"time"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-// planInput is everything the plan depends on; the plan is a pure function of it.
-type planInput struct {
+// PlanInput is everything the plan depends on; the plan is a pure function of it.
+type PlanInput struct {
 	// Desired has its URL in canonical form and Owner set to this subscription.
 	Desired providers.Desired
 	// Generation is the subscription's: idempotency keys are per generation.
@@ -50,14 +53,14 @@ type planInput struct {
 	// (see claims.go), by id: the subscription's namespace/name.
 	ClaimedBy map[string]string
 	// Rounds is what earlier rounds of this reconcile learned.
-	Rounds rounds
+	Rounds Rounds
 	// Keys are the account's parsed URLs (nil: parse each); they change no decision.
-	Keys *urlKeys
+	Keys *URLKeys
 }
 
-// rounds is what the steps of earlier rounds of one reconcile established, so the plan made
+// Rounds is what the steps of earlier rounds of one reconcile established, so the plan made
 // after a step that changed which registration is kept decides from it.
-type rounds struct {
+type Rounds struct {
 	// Retired are registrations a replacement was made for: never kept again, always pruned.
 	Retired map[string]bool
 	// ReplayRefused are registrations whose create the provider would not replay (parameters
@@ -67,59 +70,62 @@ type rounds struct {
 	Rotated bool
 }
 
-func (r *rounds) retire(id string) {
+// Retire records that a replacement was made for id: it is pruned, never kept again.
+func (r *Rounds) Retire(id string) {
 	if r.Retired == nil {
 		r.Retired = map[string]bool{}
 	}
 	r.Retired[id] = true
 }
 
-func (r *rounds) refuseReplay(id string) {
+// RefuseReplay records that the provider would not replay id's create.
+func (r *Rounds) RefuseReplay(id string) {
 	if r.ReplayRefused == nil {
 		r.ReplayRefused = map[string]bool{}
 	}
 	r.ReplayRefused[id] = true
 }
 
-// decision is what the plan does about the spec: keep a registration, create one, or neither.
-type decision int
+// Decision is what the plan does about the spec: keep a registration, create one, or neither.
+type Decision int
 
 const (
-	// decideKeep: a registration on the account serves the spec (plan.Keep).
-	decideKeep decision = iota
-	// decideCreate: nothing serves the spec; the first step creates a registration.
-	decideCreate
-	// decideConflict: neither creating nor adopting is safe (plan.Conflict says why).
-	decideConflict
-	// decideStall: a registration of this subscription's does not fit the provider's shape, or
+	// Keep: a registration on the account serves the spec (plan.Keep).
+	Keep Decision = iota
+	// Create: nothing serves the spec; the first step creates a registration.
+	Create
+	// Conflict: neither creating nor adopting is safe (plan.Conflict says why).
+	Conflict
+	// Stall: a registration of this subscription's does not fit the provider's shape, or
 	// the registration serving the spec is another subscription's (plan.Stall says which);
 	// nothing is done until that changes.
-	decideStall
+	Stall
 )
 
-func (d decision) String() string {
+// String names the decision as `hookwarden plan` prints it.
+func (d Decision) String() string {
 	switch d {
-	case decideKeep:
+	case Keep:
 		return "keep"
-	case decideCreate:
+	case Create:
 		return "create"
-	case decideConflict:
+	case Conflict:
 		return "conflict"
-	case decideStall:
+	case Stall:
 		return "stall"
 	}
 	return fmt.Sprintf("decision(%d)", int(d))
 }
 
-// plan is everything one round of a reconcile does, in order. The executor carries the steps
+// Plan is everything one round of a reconcile does, in order. The executor carries the steps
 // out and never changes them; a step that changes which registration is kept (a replacement, a
 // replay that made a new registration) ends the round, and the next round is planned afresh.
-type plan struct {
-	Decision decision
+type Plan struct {
+	Decision Decision
 	// Keep is the registration that serves the spec (decideKeep).
 	Keep *providers.Registration
 	// Steps, in the order they run.
-	Steps []step
+	Steps []Step
 	// Conflict explains why neither creating nor adopting is safe (decideConflict).
 	Conflict string
 	// KeptTwins are twins left in place because policies.twins is Keep.
@@ -140,15 +146,15 @@ type plan struct {
 }
 
 // Changes reports whether the plan writes anything at the provider or to the signing Secret.
-func (p plan) Changes() bool { return len(p.Steps) > 0 }
+func (p Plan) Changes() bool { return len(p.Steps) > 0 }
 
 // Prunes are the plan's prune steps.
-func (p plan) Prunes() []step { return p.stepsOf(stepPrune) }
+func (p Plan) Prunes() []Step { return p.stepsOf(StepPrune) }
 
 // Drift is what the plan's update step changes (nil when there is none).
-func (p plan) Drift() []string {
+func (p Plan) Drift() []string {
 	for _, s := range p.Steps {
-		if s.Kind == stepUpdate {
+		if s.Kind == StepUpdate {
 			return s.Drift
 		}
 	}
@@ -157,12 +163,12 @@ func (p plan) Drift() []string {
 
 // RecoversSecret reports whether the plan gets a secret for a registration whose secret is not
 // held: by replay, fetch, setting a new one, or a replacement.
-func (p plan) RecoversSecret() bool {
+func (p Plan) RecoversSecret() bool {
 	for _, s := range p.Steps {
 		switch {
-		case s.Kind == stepReplay, s.Kind == stepFetchSecret, s.Kind == stepSetSecret:
+		case s.Kind == StepReplay, s.Kind == StepFetchSecret, s.Kind == StepSetSecret:
 			return true
-		case s.Kind == stepReplace && len(s.Drift) == 0:
+		case s.Kind == StepReplace && len(s.Drift) == 0:
 			return true
 		}
 	}
@@ -170,7 +176,7 @@ func (p plan) RecoversSecret() bool {
 }
 
 // rotates reports whether the plan carries out a requested rotation.
-func (p plan) rotates() bool {
+func (p Plan) Rotates() bool {
 	for _, s := range p.Steps {
 		if s.Rotation {
 			return true
@@ -179,8 +185,8 @@ func (p plan) rotates() bool {
 	return false
 }
 
-func (p plan) stepsOf(k stepKind) []step {
-	var out []step
+func (p Plan) stepsOf(k StepKind) []Step {
+	var out []Step
 	for _, s := range p.Steps {
 		if s.Kind == k {
 			out = append(out, s)
@@ -189,47 +195,21 @@ func (p plan) stepsOf(k stepKind) []step {
 	return out
 }
 
-func computePlan(in planInput) plan {
-	var p plan
-	var prunes []step
-	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
-	own := in.ownership()
-	var candidates, adoptables, taken []providers.Registration
-	for _, r := range in.Observed {
-		switch classify(in, own, r, desiredLoose) {
-		case candidate:
-			candidates = append(candidates, r)
-		case stale:
-			prunes = append(prunes, pruneStep(r, pruneStale))
-		case retired:
-			prunes = append(prunes, pruneStep(r, pruneRotated))
-		case nearTwin:
-			p.NearTwins = append(p.NearTwins, r)
-		case conflicting:
-			p.Conflict = conflictMessage(in, r)
-		case unproven:
-			adoptables = append(adoptables, r)
-		case lookalike:
-			p.Unproven = append(p.Unproven, r)
-		case unfitOurs:
-			p.Stall, p.StallReason = unfitMessage(r), hookv1.ReasonUnfitRegistration
-		case claimed:
-			taken = append(taken, r)
-		case unfitForeign:
-			p.Unfit = append(p.Unfit, r)
-		}
-	}
+// ComputePlan is the plan of one round: a pure function of in.
+func ComputePlan(in PlanInput) Plan {
+	var p Plan
+	candidates, adoptables, taken, prunes := sortObserved(in, &p)
 	if p.Stall != "" {
 		// This subscription's own registration cannot be read: acting on the rest (creating
 		// another, pruning one) would be a guess.
-		p.Decision = decideStall
+		p.Decision = Stall
 		p.NearTwins, p.Unproven = nil, nil
 		return p
 	}
 	if len(candidates) == 0 && len(taken) > 0 {
 		// Another subscription here serves this target already: adopting its registration, a
 		// look-alike of it or a new one would make two subscriptions answer for one URL.
-		p.Decision, p.Stall, p.StallReason = decideStall, claimedMessage(in, taken), hookv1.ReasonOwnedByAnother
+		p.Decision, p.Stall, p.StallReason = Stall, claimedMessage(in, taken), hookv1.ReasonOwnedByAnother
 		p.NearTwins, p.Unproven = nil, nil
 		return p
 	}
@@ -247,19 +227,19 @@ func computePlan(in planInput) plan {
 	if p.Conflict != "" && len(candidates) == 0 {
 		// Neither create (a second hook for the same URL) nor adopt: wait for a human, and
 		// prune nothing meanwhile (ours at an old URL may be the only working hook).
-		p.Decision = decideConflict
+		p.Decision = Conflict
 		return p
 	}
 	p.Conflict = ""
 	if len(candidates) == 0 {
-		p.Decision = decideCreate
-		p.Steps = append(p.Steps, step{Kind: stepCreate, Desired: in.Desired, Key: createKey(in.Desired.Owner.UID, in.Generation, in.RecordedID),
-			Secret: newSecretFor(in.Caps), Ping: in.CanPing})
+		p.Decision = Create
+		p.Steps = append(p.Steps, Step{Kind: StepCreate, Desired: in.Desired, Key: CreateKey(in.Desired.Owner.UID, in.Generation, in.RecordedID),
+			Secret: SecretSourceFor(in.Caps), Ping: in.CanPing})
 		p.Steps = append(p.Steps, tail(in, "", prunes)...)
 		return p
 	}
 	keep := pickKeeper(in, candidates)
-	p.Decision = decideKeep
+	p.Decision = Keep
 	p.Keep = &keep
 	for _, c := range candidates {
 		if c.ID == keep.ID {
@@ -268,7 +248,7 @@ func computePlan(in planInput) plan {
 		if in.Twins == hookv1.TwinsKeep {
 			p.KeptTwins = append(p.KeptTwins, c)
 		} else {
-			prunes = append(prunes, pruneStep(c, pruneTwin))
+			prunes = append(prunes, PruneStep(c, PruneTwin))
 		}
 	}
 	if replace, ok := replacement(in, keep); ok {
@@ -282,12 +262,103 @@ func computePlan(in planInput) plan {
 	return p
 }
 
+// MaxRounds bounds the rounds of one reconcile: a replacement and the round after it, a replay
+// that turned into a new registration, one AlreadyExists refusal; more means the plan does not
+// settle, which is a bug to report, not to loop on.
+const MaxRounds = 6
+
+// NewRegistrationID stands for the id of a registration a foreseen round creates.
+const NewRegistrationID = "<new>"
+
+// PlanRounds plans in round by round, as a reconcile does, as far as the rounds can be foreseen
+// without the provider: after a round that ends with a replacement, the replacement joins the
+// observed list (as NewRegistrationID, its secret held) and the replaced registration is retired,
+// and the next round is planned; a round without such a step is the last. It returns each
+// round's input and plan. (A replay the provider answers with a new registration cannot be
+// foreseen: the rounds end at the plan that holds it.)
+func PlanRounds(in PlanInput) ([]PlanInput, []Plan) {
+	var ins []PlanInput
+	var plans []Plan
+	for len(plans) < MaxRounds {
+		p := ComputePlan(in)
+		ins, plans = append(ins, in), append(plans, p)
+		if len(p.Steps) == 0 || !p.Steps[len(p.Steps)-1].EndsRound() {
+			break
+		}
+		in = afterReplacement(in, p.Steps[len(p.Steps)-1])
+	}
+	return ins, plans
+}
+
+// afterReplacement is in once the replacement st made exists, as the executor leaves it: the
+// new registration on the account with its secret stored, the replaced one retired.
+func afterReplacement(in PlanInput, st Step) PlanInput {
+	next := in
+	made := providers.Registration{ID: NewRegistrationID, URL: st.Desired.URL, Events: st.Desired.Events, Description: st.Desired.Description, Disabled: st.Desired.Disabled}
+	if in.Caps.Markers {
+		made.Owner, made.CreateKey = st.Desired.Owner, st.Key
+	}
+	for _, r := range in.Observed {
+		if r.Created.After(made.Created) {
+			made.Created = r.Created.Add(time.Second)
+		}
+	}
+	next.Observed = append(slices.Clone(in.Observed), made)
+	next.Rounds = Rounds{Retired: maps.Clone(in.Rounds.Retired), ReplayRefused: maps.Clone(in.Rounds.ReplayRefused), Rotated: in.Rounds.Rotated || st.Rotation}
+	next.Rounds.Retire(st.Registration.ID)
+	next.RotateRequested = in.RotateRequested && !next.Rounds.Rotated
+	if st.Secret != SecretNone {
+		next.HeldSecrets = maps.Clone(in.HeldSecrets)
+		if next.HeldSecrets == nil {
+			next.HeldSecrets = map[string]bool{}
+		}
+		next.HeldSecrets[NewRegistrationID] = true
+	}
+	if st.Secret == SecretChosen {
+		next.PendingSecret = false // confirmed under the new id
+	}
+	return next
+}
+
+// sortObserved puts each observed registration where its relation to the spec says: the
+// candidates to keep, the unproven ones that may be adopted, those another subscription
+// claimed, the prunes; what is only reported, and a conflict or a stall, go to p.
+func sortObserved(in PlanInput, p *Plan) (candidates, adoptables, taken []providers.Registration, prunes []Step) {
+	desiredLoose, _ := matching.LooseKey(in.Desired.URL)
+	own := in.Ownership()
+	for _, r := range in.Observed {
+		switch classify(in, own, r, desiredLoose) {
+		case candidate:
+			candidates = append(candidates, r)
+		case stale:
+			prunes = append(prunes, PruneStep(r, PruneStale))
+		case retired:
+			prunes = append(prunes, PruneStep(r, PruneRotated))
+		case nearTwin:
+			p.NearTwins = append(p.NearTwins, r)
+		case conflicting:
+			p.Conflict = conflictMessage(in, r)
+		case unproven:
+			adoptables = append(adoptables, r)
+		case lookalike:
+			p.Unproven = append(p.Unproven, r)
+		case unfitOurs:
+			p.Stall, p.StallReason = unfitMessage(r), hookv1.ReasonUnfitRegistration
+		case claimed:
+			taken = append(taken, r)
+		case unfitForeign:
+			p.Unfit = append(p.Unfit, r)
+		}
+	}
+	return candidates, adoptables, taken, prunes
+}
+
 // replacement returns the step that replaces keep by a new registration, make-before-break,
 // when keep cannot be kept: its secret is not held and the provider can neither give it back
 // nor let us set a new one, or a field drifted that the provider cannot change in place.
-func replacement(in planInput, keep providers.Registration) (step, bool) {
-	replace := step{Kind: stepReplace, Registration: keep, Desired: in.Desired, Key: rotateKey(in.Desired.Owner.UID, in.Generation, keep.ID), Secret: newSecretFor(in.Caps)}
-	if fields := recreateFields(drift(in, keep), in.Caps); len(fields) > 0 {
+func replacement(in PlanInput, keep providers.Registration) (Step, bool) {
+	replace := Step{Kind: StepReplace, Registration: keep, Desired: in.Desired, Key: RotateKey(in.Desired.Owner.UID, in.Generation, keep.ID), Secret: SecretSourceFor(in.Caps)}
+	if fields := recreateFields(in, keep); len(fields) > 0 {
 		replace.Drift = fields
 		return replace, true
 	}
@@ -298,19 +369,19 @@ func replacement(in planInput, keep providers.Registration) (step, bool) {
 			replace.Rotation = true
 			return replace, true
 		}
-		return step{}, false
+		return Step{}, false
 	}
 	switch in.Caps.Secret {
 	case providers.SecretClientChosen:
 		if !updatesInPlace(in.Caps) {
 			return replace, true // no update could carry the new secret
 		}
-		return step{}, false // set anew on keep itself
+		return Step{}, false // set anew on keep itself
 	case providers.SecretReadable, providers.SecretFetched:
-		return step{}, false // read back from keep
+		return Step{}, false // read back from keep
 	}
 	if replayable(in, keep) {
-		return step{}, false
+		return Step{}, false
 	}
 	return replace, true
 }
@@ -324,46 +395,46 @@ func updatesInPlace(caps providers.Capabilities) bool {
 
 // keepSteps get keep's secret where it is not held, then bring keep to the spec and make its
 // secret the current one.
-func keepSteps(in planInput, keep providers.Registration) []step {
-	var steps []step
-	fields := drift(in, keep)
+func keepSteps(in PlanInput, keep providers.Registration) []Step {
+	var steps []Step
+	fields := Drift(in, keep)
 	if needsSecret(in, keep) {
 		switch in.Caps.Secret {
 		case providers.SecretClientChosen:
 			// The update that sets the new secret carries the whole spec: it repairs the drift too.
-			steps = append(steps, step{Kind: stepSetSecret, Registration: keep, Desired: in.Desired})
+			steps = append(steps, Step{Kind: StepSetSecret, Registration: keep, Desired: in.Desired})
 			fields = nil
 		case providers.SecretReadable, providers.SecretFetched:
-			steps = append(steps, step{Kind: stepFetchSecret, Registration: keep})
+			steps = append(steps, Step{Kind: StepFetchSecret, Registration: keep})
 		default:
 			// Before fixing drift: the replay must repeat the original create's parameters,
 			// which keep still has until it is updated.
-			steps = append(steps, step{Kind: stepReplay, Registration: keep, Desired: originalCreate(keep), Key: keep.CreateKey})
+			steps = append(steps, Step{Kind: StepReplay, Registration: keep, Desired: OriginalCreate(keep), Key: keep.CreateKey})
 		}
 	}
 	if len(steps) == 0 && in.RotateRequested && in.Caps.Secret == providers.SecretClientChosen {
 		// A requested rotation, in place: the new secret is stored as pending (the receiver
 		// accepts it beside the old one) before the provider is told, and replaces the old one
 		// once the provider took it. The update carries the whole spec: it repairs drift too.
-		steps = append(steps, step{Kind: stepSetSecret, Registration: keep, Desired: in.Desired, Rotation: true})
+		steps = append(steps, Step{Kind: StepSetSecret, Registration: keep, Desired: in.Desired, Rotation: true})
 		fields = nil
 	}
 	if len(fields) > 0 {
-		steps = append(steps, step{Kind: stepUpdate, Registration: keep, Desired: in.Desired, Drift: fields})
+		steps = append(steps, Step{Kind: StepUpdate, Registration: keep, Desired: in.Desired, Drift: fields})
 	}
-	setsSecret := len(steps) > 0 && steps[0].Kind == stepSetSecret // which makes it current
+	setsSecret := len(steps) > 0 && steps[0].Kind == StepSetSecret // which makes it current
 	if keep.ID != in.CurrentID && in.Caps.Secret != providers.SecretNone && !setsSecret {
-		steps = append(steps, step{Kind: stepMarkCurrent, Registration: keep})
+		steps = append(steps, Step{Kind: StepMarkCurrent, Registration: keep})
 	}
 	return steps
 }
 
 // tail forgets the secret of a vanished recorded registration and prunes, once the kept (or
 // created) registration is current.
-func tail(in planInput, keepID string, prunes []step) []step {
-	var steps []step
+func tail(in PlanInput, keepID string, prunes []Step) []Step {
+	var steps []Step
 	if v := vanished(in); v != "" && v != keepID {
-		steps = append(steps, step{Kind: stepForget, ID: v})
+		steps = append(steps, Step{Kind: StepForget, ID: v})
 	}
 	sort.SliceStable(prunes, func(i, j int) bool { return prunes[i].Registration.ID < prunes[j].Registration.ID })
 	return append(steps, prunes...)
@@ -371,30 +442,30 @@ func tail(in planInput, keepID string, prunes []step) []step {
 
 // replayable reports whether keep's original create can be replayed to get its secret back:
 // the provider replays creates by key, keep carries its key, and it is this incarnation's.
-func replayable(in planInput, keep providers.Registration) bool {
+func replayable(in PlanInput, keep providers.Registration) bool {
 	return in.Caps.ReplayableCreate && keep.CreateKey != "" && keep.Owner == in.Desired.Owner && !in.Rounds.ReplayRefused[keep.ID]
 }
 
-// originalCreate is what keep was created with, as the provider reports it: a replay must send
+// OriginalCreate is what keep was created with, as the provider reports it: a replay must send
 // the same parameters.
-func originalCreate(keep providers.Registration) providers.Desired {
+func OriginalCreate(keep providers.Registration) providers.Desired {
 	return providers.Desired{URL: keep.URL, Events: keep.Events, Description: keep.Description, Owner: keep.Owner}
 }
 
-// newSecretFor is how a new registration's secret is obtained on this provider.
-func newSecretFor(caps providers.Capabilities) newSecret {
+// SecretSourceFor is how a new registration's secret is obtained on this provider.
+func SecretSourceFor(caps providers.Capabilities) SecretSource {
 	switch caps.Secret {
 	case providers.SecretClientChosen:
-		return secretChosen
+		return SecretChosen
 	case providers.SecretNone:
-		return secretNone
+		return SecretNone
 	}
-	return secretReturned
+	return SecretReturned
 }
 
 // vanished returns the recorded registration's id when the account no longer has it and its
 // secret is held ("" otherwise).
-func vanished(in planInput) string {
+func vanished(in PlanInput) string {
 	if in.RecordedID == "" || !in.HeldSecrets[in.RecordedID] {
 		return ""
 	}
@@ -409,7 +480,7 @@ func vanished(in planInput) string {
 // needsSecret reports whether keep's signing secret must be obtained before anything else: it
 // is not held, or (client-chosen) a pending secret may already be the one keep verifies with,
 // so the change it was written for is finished first.
-func needsSecret(in planInput, keep providers.Registration) bool {
+func needsSecret(in PlanInput, keep providers.Registration) bool {
 	switch in.Caps.Secret {
 	case providers.SecretNone:
 		return false
@@ -423,13 +494,13 @@ func needsSecret(in planInput, keep providers.Registration) bool {
 // canonical URL) keeps of them: one whose secret its signing Secret holds (held), else the
 // oldest. `hookwarden import` names it in the one manifest it writes for them.
 func Keeper(twins []providers.Registration, held map[string]bool) providers.Registration {
-	return pickKeeper(planInput{HeldSecrets: held}, twins)
+	return pickKeeper(PlanInput{HeldSecrets: held}, twins)
 }
 
 // pickKeeper prefers, in order: the recorded registration whose secret we hold, any whose secret
 // we hold, the recorded one, one carrying our marker, then the oldest. Keeping the one whose
 // secret we hold avoids a rotation.
-func pickKeeper(in planInput, cs []providers.Registration) providers.Registration {
+func pickKeeper(in PlanInput, cs []providers.Registration) providers.Registration {
 	score := func(r providers.Registration) int {
 		s := 0
 		if in.HeldSecrets[r.ID] {
@@ -438,7 +509,7 @@ func pickKeeper(in planInput, cs []providers.Registration) providers.Registratio
 		if r.ID == in.RecordedID {
 			s += 4
 		}
-		if marked(r, in.Desired.Owner) {
+		if Marked(r, in.Desired.Owner) {
 			s += 2
 		}
 		return s
@@ -453,39 +524,68 @@ func pickKeeper(in planInput, cs []providers.Registration) providers.Registratio
 	return best
 }
 
-// Drift names, as drift lists them.
+// Drift names, as Drift lists them.
 const (
-	driftURL         = "url"
-	driftEvents      = "events"
-	driftDescription = "description"
-	driftDisabled    = "disabled"
-	driftMarker      = "ownership marker"
+	DriftURL         = "url"
+	DriftEvents      = "events"
+	DriftDescription = "description"
+	DriftDisabled    = "disabled"
+	DriftMarker      = "ownership marker"
 )
 
-// drift lists the fields of r that differ from d, among those the provider has: a field it
-// does not have (a GitHub hook's description or marker) is never "changed", which would be
-// perpetual drift. The URL compares as a string: a registration that is only canonically equal
-// is rewritten to the canonical spelling. Provider-specific settings the provider reports as
-// off (Misconfigured) are drift too.
-func drift(in planInput, r providers.Registration) []string {
-	d, caps := in.Desired, in.Caps
+// driftFields is the one mapping between a registration's fields (providers.Field bits) and
+// their names in steps, logs and the command line, in the order Drift lists them.
+var driftFields = []struct {
+	field providers.Field
+	name  string
+}{
+	{providers.FieldURL, DriftURL},
+	{providers.FieldEvents, DriftEvents},
+	{providers.FieldDescription, DriftDescription},
+	{providers.FieldDisabled, DriftDisabled},
+	{providers.FieldMarker, DriftMarker},
+}
+
+// FieldNames names the fields set in f, in Drift's order (nil for none).
+func FieldNames(f providers.Field) []string {
 	var out []string
+	for _, d := range driftFields {
+		if f&d.field != 0 {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// Drift lists the fields of r that differ from the spec (DriftedFields, by name), then the
+// provider-specific settings the provider reports as off (Misconfigured).
+func Drift(in PlanInput, r providers.Registration) []string {
+	return append(FieldNames(DriftedFields(in, r)), r.Misconfigured...)
+}
+
+// DriftedFields are the fields of r that differ from the spec, among those the provider has: a
+// field it does not have (a GitHub hook's description or marker) is never "changed", which
+// would be perpetual drift. The URL compares as a string: a registration that is only
+// canonically equal is rewritten to the canonical spelling.
+func DriftedFields(in PlanInput, r providers.Registration) providers.Field {
+	d, caps := in.Desired, in.Caps
+	var out providers.Field
 	if r.URL != d.URL {
-		out = append(out, driftURL)
+		out |= providers.FieldURL
 	}
 	if !matching.SameEvents(r.Events, d.Events) {
-		out = append(out, driftEvents)
+		out |= providers.FieldEvents
 	}
 	if caps.Has(providers.FieldDescription) && r.Description != d.Description {
-		out = append(out, driftDescription)
+		out |= providers.FieldDescription
 	}
 	if caps.Has(providers.FieldDisabled) && r.Disabled != d.Disabled && (in.SpecEdited || !pausedByProvider(d, r)) {
-		out = append(out, driftDisabled)
+		out |= providers.FieldDisabled
 	}
 	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {
-		out = append(out, driftMarker)
+		out |= providers.FieldMarker
 	}
-	return append(out, r.Misconfigured...)
+	return out
 }
 
 // pausedByProvider reports whether r is disabled although the spec wants it enabled because the
@@ -496,15 +596,8 @@ func pausedByProvider(d providers.Desired, r providers.Registration) bool {
 	return !d.Disabled && r.Disabled && r.Health != nil && r.Health.State == providers.HealthDisabled
 }
 
-// recreateFields are the drifted fields the provider can only change by a new registration.
-func recreateFields(drift []string, caps providers.Capabilities) []string {
-	byName := map[string]providers.Field{driftURL: providers.FieldURL, driftEvents: providers.FieldEvents, driftDescription: providers.FieldDescription,
-		driftDisabled: providers.FieldDisabled, driftMarker: providers.FieldMarker}
-	var out []string
-	for _, d := range drift {
-		if f, ok := byName[d]; ok && caps.Recreate&f != 0 {
-			out = append(out, d)
-		}
-	}
-	return out
+// recreateFields are the drifted fields of keep the provider can only change by a new
+// registration.
+func recreateFields(in PlanInput, keep providers.Registration) []string {
+	return FieldNames(DriftedFields(in, keep) & in.Caps.Recreate)
 }

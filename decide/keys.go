@@ -1,4 +1,4 @@
-package controllers
+package decide
 
 import (
 	"crypto/sha256"
@@ -10,10 +10,10 @@ import (
 // status write replays the same request (on providers with replayable creates, Stripe), and
 // they change with whatever makes the request a different one.
 
-// createKey is deterministic for one generation of subscription uid. It also names the
+// CreateKey is deterministic for one generation of subscription uid. It also names the
 // registration that was recorded before: when that registration vanishes at the provider, the
 // next create gets a new key instead of a replay of the vanished one.
-func createKey(uid string, generation int64, recordedID string) string {
+func CreateKey(uid string, generation int64, recordedID string) string {
 	k := fmt.Sprintf("hookwarden-create-%s-g%d", uid, generation)
 	if recordedID != "" {
 		k += "-after-" + shortID(recordedID)
@@ -21,9 +21,9 @@ func createKey(uid string, generation int64, recordedID string) string {
 	return k
 }
 
-// rotateKey is deterministic per replaced registration and generation, so a crash mid-rotation
+// RotateKey is deterministic per replaced registration and generation, so a crash mid-rotation
 // replays it, and a spec edit after such a crash does not replay it with other parameters.
-func rotateKey(uid string, generation int64, old string) string {
+func RotateKey(uid string, generation int64, old string) string {
 	return fmt.Sprintf("hookwarden-rotate-%s-g%d-%s", uid, generation, shortID(old))
 }
 

@@ -1,4 +1,4 @@
-package controllers
+package decide
 
 import (
 	"fmt"
@@ -29,23 +29,24 @@ const (
 	claimed                      // serves the desired target, owned by another subscription here
 )
 
-// ownership is the evidence that decides whether a registration is this subscription's.
-type ownership struct {
-	me         providers.Owner
-	markers    bool
-	recordedID string
-	held       map[string]bool
-	// receiverURL is the canonical bundled-receiver URL that encodes this subscription.
-	receiverURL string
-	keys        *urlKeys
+// Ownership is the evidence that decides whether a registration is this subscription's.
+type Ownership struct {
+	Me         providers.Owner
+	Markers    bool
+	RecordedID string
+	Held       map[string]bool
+	// ReceiverURL is the canonical bundled-receiver URL that encodes this subscription.
+	ReceiverURL string
+	Keys        *URLKeys
 	// claimedBy are the registrations another subscription of this cluster owns (its status
 	// records it, or this manager kept it for it first), by id: never this one's, whatever
 	// else would prove it.
-	claimedBy map[string]string
+	ClaimedBy map[string]string
 }
 
-func (in planInput) ownership() ownership {
-	return ownership{me: in.Desired.Owner, markers: in.Caps.Markers, recordedID: in.RecordedID, held: in.HeldSecrets, receiverURL: in.ReceiverURL, keys: in.Keys, claimedBy: in.ClaimedBy}
+// Ownership is the evidence in the plan's input that proves a registration ours.
+func (in PlanInput) Ownership() Ownership {
+	return Ownership{Me: in.Desired.Owner, Markers: in.Caps.Markers, RecordedID: in.RecordedID, Held: in.HeldSecrets, ReceiverURL: in.ReceiverURL, Keys: in.Keys, ClaimedBy: in.ClaimedBy}
 }
 
 // owns is the proof of ownership that lets reconcile and deletion change or delete r.
@@ -57,51 +58,51 @@ func (in planInput) ownership() ownership {
 // Where the provider cannot store a marker, r is ours when we recorded its id, when the signing
 // Secret (owned by the subscription, so this survives a wiped status) holds its secret, or when
 // its URL is the bundled receiver's URL for this subscription. Nothing else is proof.
-func (o ownership) owns(r providers.Registration) bool {
-	if o.claimedBy[r.ID] != "" {
+func (o Ownership) Owns(r providers.Registration) bool {
+	if o.ClaimedBy[r.ID] != "" {
 		return false
 	}
-	return o.proves(r)
+	return o.Proves(r)
 }
 
 // proves is owns without the claims of other subscriptions.
-func (o ownership) proves(r providers.Registration) bool { return o.proof(r) != "" }
+func (o Ownership) Proves(r providers.Registration) bool { return o.Proof(r) != "" }
 
 // Proofs of ownership, as messages name them.
 const (
-	proofMarker   = "its ownership marker"
-	proofRecorded = "its status records it"
-	proofHeld     = "its signing Secret holds its secret"
-	proofReceiver = "its URL is the subscription's bundled-receiver URL"
+	ProofMarker   = "its ownership marker"
+	ProofRecorded = "its status records it"
+	ProofHeld     = "its signing Secret holds its secret"
+	ProofReceiver = "its URL is the subscription's bundled-receiver URL"
 )
 
 // proof is what proves r this subscription's ("" for nothing).
-func (o ownership) proof(r providers.Registration) string {
-	recorded := o.recordedID != "" && r.ID == o.recordedID
-	if o.markers {
+func (o Ownership) Proof(r providers.Registration) string {
+	recorded := o.RecordedID != "" && r.ID == o.RecordedID
+	if o.Markers {
 		switch {
-		case r.Owner.IsZero() && recorded, !r.Owner.IsZero() && recorded && sameName(r.Owner, o.me):
-			return proofRecorded
-		case !r.Owner.IsZero() && marked(r, o.me):
-			return proofMarker
+		case r.Owner.IsZero() && recorded, !r.Owner.IsZero() && recorded && sameName(r.Owner, o.Me):
+			return ProofRecorded
+		case !r.Owner.IsZero() && Marked(r, o.Me):
+			return ProofMarker
 		}
 		return ""
 	}
 	switch {
 	case recorded:
-		return proofRecorded
-	case o.held[r.ID]:
-		return proofHeld
-	case o.receiverURL == "":
+		return ProofRecorded
+	case o.Held[r.ID]:
+		return ProofHeld
+	case o.ReceiverURL == "":
 		return ""
 	}
-	if k := o.keys.get(r.URL); k.canonicalOK && k.canonical == o.receiverURL {
-		return proofReceiver
+	if k := o.Keys.Get(r.URL); k.CanonicalOK && k.Canonical == o.ReceiverURL {
+		return ProofReceiver
 	}
 	return ""
 }
 
-func classify(in planInput, own ownership, r providers.Registration, desiredLoose string) relation {
+func classify(in PlanInput, own Ownership, r providers.Registration, desiredLoose string) relation {
 	if r.Variant != in.Caps.Variant {
 		// Another kind of registration of this provider (a Stripe v2 event destination beside
 		// v1 endpoints): it serves another subscription's spec even on the same URL, so it is
@@ -111,14 +112,14 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 	if r.Unfit != "" {
 		// What could be read may still prove it ours (its recorded id, a held secret, a
 		// marker); nothing can be compared with the spec, and nothing is changed.
-		if r.ID != "" && own.owns(r) {
+		if r.ID != "" && own.Owns(r) {
 			return unfitOurs
 		}
 		return unfitForeign
 	}
-	ours := own.owns(r)
-	k := in.Keys.get(r.URL)
-	sameTarget := k.canonicalOK && k.canonical == in.Desired.URL
+	ours := own.Owns(r)
+	k := in.Keys.Get(r.URL)
+	sameTarget := k.CanonicalOK && k.Canonical == in.Desired.URL
 	switch {
 	case in.Rounds.Retired[r.ID]:
 		// Only a registration this reconcile kept (ours, or adopted) is ever retired.
@@ -146,7 +147,7 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 	case ours:
 		return stale
 	}
-	if k.looseOK && k.loose == desiredLoose {
+	if k.LooseOK && k.Loose == desiredLoose {
 		return nearTwin
 	}
 	return foreign
@@ -154,18 +155,18 @@ func classify(in planInput, own ownership, r providers.Registration, desiredLoos
 
 // movedOutOfBand reports whether r is the recorded registration, last found serving the URL
 // the spec still names, and now serves another: the provider's copy moved, not the spec.
-func movedOutOfBand(in planInput, r providers.Registration) bool {
+func movedOutOfBand(in PlanInput, r providers.Registration) bool {
 	return in.RecordedID != "" && r.ID == in.RecordedID && in.RecordedURL != "" && in.RecordedURL == in.Desired.URL
 }
 
-// marked reports whether r carries this subscription's ownership marker.
-func marked(r providers.Registration, me providers.Owner) bool {
+// Marked reports whether r carries this subscription's ownership marker.
+func Marked(r providers.Registration, me providers.Owner) bool {
 	return r.Owner.UID != "" && r.Owner.UID == me.UID && r.Owner.Cluster == me.Cluster
 }
 
 // adoptable reports whether an unmarked registration (or one of an earlier incarnation of this
 // very subscription in this cluster), on a provider that stores markers, may be taken over.
-func adoptable(in planInput, r providers.Registration) bool {
+func adoptable(in PlanInput, r providers.Registration) bool {
 	if in.Adoption == hookv1.AdoptionNever {
 		return false
 	}
@@ -178,7 +179,7 @@ func sameName(a, b providers.Owner) bool {
 	return a.Cluster == b.Cluster && a.Namespace == b.Namespace && a.Name == b.Name
 }
 
-func claimedMessage(in planInput, rs []providers.Registration) string {
+func claimedMessage(in PlanInput, rs []providers.Registration) string {
 	r := rs[0]
 	return fmt.Sprintf("registration %s already serves %s and belongs to subscription %s of this cluster (it claimed it first): two subscriptions never own one registration, so it is left alone and no second registration is made; delete one of the two subscriptions, or point this one at another URL", r.ID, in.Desired.URL, in.ClaimedBy[r.ID])
 }
@@ -187,7 +188,7 @@ func unfitMessage(r providers.Registration) string {
 	return fmt.Sprintf("registration %s is this subscription's, but the provider's object does not fit what its client reads (%s): it cannot be compared with the spec, so nothing is changed until it is repaired at the provider", r.ID, r.Unfit)
 }
 
-func conflictMessage(in planInput, r providers.Registration) string {
+func conflictMessage(in PlanInput, r providers.Registration) string {
 	if r.Owner.IsZero() {
 		return fmt.Sprintf("registration %s already serves %s and carries no ownership marker; policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL)
 	}
@@ -199,14 +200,15 @@ func conflictMessage(in planInput, r providers.Registration) string {
 
 // unprovenMessage explains why unproven registrations serving the spec are neither adopted nor
 // duplicated.
-func unprovenMessage(in planInput, rs []providers.Registration) string {
+func unprovenMessage(in PlanInput, rs []providers.Registration) string {
 	if len(rs) == 1 {
-		return fmt.Sprintf("registration %s already serves %s with these events, and this provider stores no ownership marker, so it cannot be proven ours; policies.adoption is Never, so it is left alone and no second registration is made", registrationIDs(rs), in.Desired.URL)
+		return fmt.Sprintf("registration %s already serves %s with these events, and this provider stores no ownership marker, so it cannot be proven ours; policies.adoption is Never, so it is left alone and no second registration is made", RegistrationIDs(rs), in.Desired.URL)
 	}
-	return fmt.Sprintf("%d registrations serve %s with these events and none can be proven ours (this provider stores no ownership marker): adopting one would be a guess, so all are left alone and none is added; delete all but one at the provider to have it adopted: %s", len(rs), in.Desired.URL, registrationIDs(rs))
+	return fmt.Sprintf("%d registrations serve %s with these events and none can be proven ours (this provider stores no ownership marker): adopting one would be a guess, so all are left alone and none is added; delete all but one at the provider to have it adopted: %s", len(rs), in.Desired.URL, RegistrationIDs(rs))
 }
 
-func registrationIDs(rs []providers.Registration) string {
+// RegistrationIDs lists registrations as "id (url)", for messages.
+func RegistrationIDs(rs []providers.Registration) string {
 	ids := make([]string, 0, len(rs))
 	for _, r := range rs {
 		ids = append(ids, r.ID+" ("+r.URL+")")

@@ -1,4 +1,4 @@
-package controllers
+package decide_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 )
 
@@ -240,7 +241,7 @@ func TestValidateSpec(t *testing.T) {
 		t.Run(c.reason, func(t *testing.T) {
 			spec := validTestSpec()
 			c.mutate(&spec)
-			got, _, err := validateSpec(&spec, builtin.Registry())
+			got, _, err := decide.ValidateSpec(&spec, builtin.Registry())
 			if len(c.wantIn) == 0 {
 				if err != nil {
 					t.Fatalf("validateSpec error = %v; want valid (%s)", err, c.reason)
@@ -253,8 +254,8 @@ func TestValidateSpec(t *testing.T) {
 			if err == nil {
 				t.Fatalf("validateSpec = %q, nil; want an InvalidSpec error (%s)", got, c.reason)
 			}
-			var se *stallError
-			if !errors.As(err, &se) || se.reason != hookv1.ReasonInvalidSpec {
+			var se *decide.StallError
+			if !errors.As(err, &se) || se.Reason != hookv1.ReasonInvalidSpec {
 				t.Errorf("validateSpec error = %#v; want a stall with reason %s: a bad spec must not be retried (%s)", err, hookv1.ReasonInvalidSpec, c.reason)
 			}
 			if got != "" {
@@ -293,15 +294,15 @@ func TestValidateReceiverURL(t *testing.T) {
 		{"an invalid base URL", "ftp://hooks.example.com", "", "--receiver-base-url"},
 	}
 	for _, c := range cases {
-		got, err := receiverURL(c.base, "shop", "orders")
+		got, err := decide.ReceiverURL(c.base, "shop", "orders")
 		if c.wantIn == "" {
 			if err != nil || got != c.want {
 				t.Errorf("receiverURL(%q) = %q, %v; want %q (%s)", c.base, got, err, c.want, c.reason)
 			}
 			continue
 		}
-		var se *stallError
-		if !errors.As(err, &se) || se.reason != hookv1.ReasonInvalidSpec || !strings.Contains(err.Error(), c.wantIn) {
+		var se *decide.StallError
+		if !errors.As(err, &se) || se.Reason != hookv1.ReasonInvalidSpec || !strings.Contains(err.Error(), c.wantIn) {
 			t.Errorf("receiverURL(%q) = %q, %v; want an InvalidSpec stall mentioning %q (%s)", c.base, got, err, c.wantIn, c.reason)
 		}
 	}
