@@ -6,10 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
@@ -76,6 +79,12 @@ func TestImportRESTBuiltinProfile(t *testing.T) {
 	g.Expect(hooks[foreign].Name).To(HavePrefix("hookwarden:" + clusterName + "/" + tn.ns + "/" + name + "/"))
 	g.Expect(hooks[other].Name).To(Equal(otherMarker))
 	g.Expect(hooks[other].Token).To(Equal("other-cluster-token"))
+
+	// Gone before this test's fake GitLab is: the managers of later tests must not reach it.
+	g.Expect(env.Client.Delete(ctx, live)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(live), &hookv1.WebhookSubscription{}))
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
 }
 
 // TestRESTProfileChoiceIsValidated: the CRD takes one profile, and a built-in one by a name the
@@ -95,7 +104,7 @@ func TestRESTProfileChoiceIsValidated(t *testing.T) {
 			},
 		}
 	}
-	g.Expect(env.Client.Create(ctx, sub(hookv1.RESTProvider{Builtin: "gitlab-project-hooks", Parameters: map[string]string{"project": "1"}}))).To(Succeed())
+	createUnreconciled(t, g, sub(hookv1.RESTProvider{Builtin: "gitlab-project-hooks", Parameters: map[string]string{"project": "1"}}))
 	err := env.Client.Create(ctx, sub(hookv1.RESTProvider{Builtin: "gitlab-project-hooks", Profile: "kind: Profile"}))
 	g.Expect(err).To(MatchError(ContainSubstring("spec.provider.rest: set exactly one of builtin, profileRef or profile")))
 	err = env.Client.Create(ctx, sub(hookv1.RESTProvider{}))

@@ -92,6 +92,8 @@ the account.`,
 	fl.StringArrayVar(&f.secrets, "secret", nil, "ID=FILE: the signing secret of registration ID, read from FILE (Stripe: adopt without rotation); repeatable")
 	fl.StringVar(&f.namePrefix, "name-prefix", "", "prefix of the subscriptions' names (default: the provider type, or the REST profile's name)")
 	fl.StringVar(&f.clusterName, "cluster-name", "", "the manager's --cluster-name (default: as the manager's, the UID of kube-system)")
+	_ = cmd.RegisterFlagCompletionFunc("profile", completeProfiles)
+	_ = cmd.RegisterFlagCompletionFunc("provider", fixedCompletion("stripe", "github", "rest"))
 	return cmd
 }
 
