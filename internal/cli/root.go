@@ -65,6 +65,9 @@ type Options struct {
 	Now func() time.Time
 	// DisplayName is how usage names the command ("kubectl hookwarden" as the plugin).
 	DisplayName string
+	// PortForward reaches a pod's port through the API server (default: a SPDY port-forward,
+	// as kubectl port-forward; tests, whose API server has no kubelet, pass another).
+	PortForward PortForwardFunc
 	// SetVerbosity sets the log level of the Kubernetes client (-v; main sets klog's).
 	SetVerbosity func(level int)
 }
