@@ -71,6 +71,11 @@ chart-sync: manifests ## Copy the generated CRD and manager rules into the Helm 
 	@cp config/crd/bases/*.yaml charts/hookwarden/files/crds/
 	@cp config/rbac/role.yaml charts/hookwarden/files/manager-role.yaml
 
+.PHONY: profiles-sync
+profiles-sync: ## Copy the shipped REST profiles (config/samples/rest) into the binaries' built-in profiles (its test fails when they differ).
+	@rm -f providers/rest/profiles/*.yaml
+	@for f in config/samples/rest/*.profile.yaml; do cp "$$f" providers/rest/profiles/$$(basename "$$f" .profile.yaml).yaml; done
+
 # As helm's own release build: the Kubernetes version `helm template` and `helm lint` assume
 # without a cluster is its client-go's (v0.37 → 1.37), not the bare default 1.20, which the
 # chart's kubeVersion (>= 1.30) refuses.

@@ -95,10 +95,15 @@ type StripeProvider struct {
 	EventPayload StripeEventPayload `json:"eventPayload,omitempty"`
 }
 
-// RESTProvider selects a REST profile (from a ConfigMap in this namespace, or inline) and
-// fills its parameters.
-// +kubebuilder:validation:XValidation:rule="has(self.profileRef) != has(self.profile)",message="spec.provider.rest: set exactly one of profileRef or profile"
+// RESTProvider selects a REST profile (one built into Hookwarden, from a ConfigMap in this
+// namespace, or inline) and fills its parameters.
+// +kubebuilder:validation:XValidation:rule="[has(self.builtin), has(self.profileRef), has(self.profile)].filter(x, x).size() == 1",message="spec.provider.rest: set exactly one of builtin, profileRef or profile"
 type RESTProvider struct {
+	// Builtin names a profile shipped inside Hookwarden (the files of config/samples/rest,
+	// without .profile.yaml): it follows the manager's version, nothing to install.
+	// +kubebuilder:validation:Enum=bitbucket-repository-hooks;bitbucket-workspace-hooks;gitlab-group-hooks;gitlab-project-hooks;gitlab-project-hooks-pre-17.1;pagerduty-webhook-subscriptions;svix-endpoints;zendesk-webhooks
+	// +optional
+	Builtin string `json:"builtin,omitempty"`
 	// ProfileRef is the ConfigMap key, in this namespace, that holds the profile (YAML or JSON).
 	// Editing it re-reconciles the subscriptions that use it.
 	// +optional

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,11 +19,13 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -131,7 +134,7 @@ func TestDeadLetters(t *testing.T) {
 	refusedKeys := snk.requests()
 	g.Expect(refusedKeys).To(HaveLen(1))
 
-	g.Eventually(func() int { code, _, _ := dl(viewer, "list"); return code }).Should(Equal(cli.ExitOK)) // the server is up
+	g.Eventually(func() int { code, _, _ := dl(viewer, "list"); return code }).WithTimeout(30 * time.Second).Should(Equal(cli.ExitOK)) // the server is up
 	code, stdout, stderr := dl(viewer, "list")
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)
 	g.Expect(stdout).To(MatchRegexp(`(?m)^ID\s+SUBSCRIPTION\s+EVENT\s+TYPE\s+ATTEMPTS\s+RECEIVED\s+LAST-ERROR$`))
@@ -144,7 +147,8 @@ func TestDeadLetters(t *testing.T) {
 	// A viewer may not replay; an unknown id is bad input; no token is refused.
 	code, _, stderr = dl(viewer, "replay", id)
 	g.Expect(code).To(Equal(cli.ExitError))
-	g.Expect(stderr).To(ContainSubstring("403"))
+	g.Expect(stderr).To(ContainSubstring("403 Forbidden: the token's user may not post /deadletters/"))
+	g.Expect(stderr).To(ContainSubstring("the ClusterRoles deadletters-viewer and deadletters-admin grant it"))
 	code, _, stderr = dl(adminTok, "replay", "999999")
 	g.Expect(code).To(Equal(cli.ExitUsage), stderr)
 	g.Expect(snk.delivered()).To(BeEmpty())
@@ -183,6 +187,77 @@ func TestDeadLetters(t *testing.T) {
 	g.Expect(st.Depth(ctx)).To(BeZero())
 	g.Expect(snk.requests()).To(HaveLen(requestsBefore))
 	g.Expect(snk.delivered()).To(HaveLen(1))
+
+	reachThroughTheAPIServer(t, g, tn.ns, addr, viewer)
+}
+
+// reachThroughTheAPIServer: without --receiver, deadletters finds the receiver's Service by its
+// label and port-forwards to a ready pod behind it. envtest has no kubelet, so the test's
+// PortForward stands in for the tunnel (to the receiver at addr) and records what the command
+// asked for: the discovery (Service, EndpointSlice, pod, port) and the request are the
+// command's. A 401 says whether a token was sent, not which ClusterRole to bind.
+func reachThroughTheAPIServer(t *testing.T, g *WithT, ns, addr, viewer string) {
+	ctx := context.Background()
+	var forwarded []string
+	o := cli.Options{PortForward: func(_ context.Context, cfg *rest.Config, namespace, pod string, port int32) (string, func(), error) {
+		forwarded = append(forwarded, fmt.Sprintf("%s/%s:%d", namespace, pod, port))
+		return addr, func() {}, nil
+	}}
+	code, _, stderr := runFirst(t, o, "deadletters", "list", "--receiver-token-file", viewer)
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(stderr).To(ContainSubstring("no receiver Service (label app.kubernetes.io/name=hookwarden-receiver) in the cluster: pass --receiver URL"))
+
+	labels := map[string]string{"app.kubernetes.io/name": "hookwarden-receiver"}
+	g.Expect(env.Client.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hookwarden-receiver", Labels: labels},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "hooks", Port: 80}, {Name: "metrics", Port: 8443}}}})).To(Succeed())
+	ready, notReady := true, false
+	g.Expect(env.Client.Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "hookwarden-receiver-x1", Labels: map[string]string{discoveryv1.LabelServiceName: "hookwarden-receiver"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.0.0.8"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "receiver-a-starting"}},
+			{Addresses: []string{"10.0.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "receiver-b-ready"}},
+		},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("hooks"), Port: ptr.To[int32](8080)}, {Name: ptr.To("metrics"), Port: ptr.To[int32](8443)}},
+	})).To(Succeed())
+
+	code, stdout, stderr := runFirst(t, o, "deadletters", "list", "--receiver-token-file", viewer)
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).To(MatchRegexp(`(?m)^ID\s+SUBSCRIPTION`))
+	g.Expect(stderr).To(ContainSubstring(fmt.Sprintf("reaching the receiver %s/hookwarden-receiver (port metrics) through a port-forward to pod receiver-b-ready", ns)))
+	g.Expect(forwarded).To(Equal([]string{ns + "/receiver-b-ready:8443"}))
+
+	// The kubeconfig authenticates with a client certificate: no token to send.
+	code, _, stderr = runFirst(t, o, "deadletters", "list")
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(stderr).To(ContainSubstring("401 Unauthorized: no bearer token was sent (the kubeconfig authenticates without one): pass --receiver-token-file"))
+	g.Expect(stderr).NotTo(ContainSubstring("ClusterRole"))
+	// A token of this cluster's shape that its TokenReview refuses (the viewer's, its signature
+	// altered), as an expired or revoked one is.
+	tok, err := os.ReadFile(viewer)
+	g.Expect(err).NotTo(HaveOccurred())
+	tampered := strings.TrimSpace(string(tok))
+	tampered = tampered[:len(tampered)-4] + "AAAA"
+	bogus := filepath.Join(t.TempDir(), "bogus.token")
+	g.Expect(os.WriteFile(bogus, []byte(tampered), 0o600)).To(Succeed())
+	code, _, stderr = runFirst(t, o, "deadletters", "list", "--receiver-token-file", bogus)
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(stderr).To(ContainSubstring("it refused the token from --receiver-token-file (its TokenReview does not accept it"))
+	g.Expect(stderr).NotTo(ContainSubstring("ClusterRole"))
+
+	// The default tunnel asks the API server for a port-forward to that pod, with the
+	// kubeconfig's credentials; envtest, without a kubelet (nor the pod), refuses it.
+	log := &requestLog{}
+	code, _, stderr = runFirst(t, cli.Options{WrapConfig: log.wrap}, "deadletters", "list", "--receiver-token-file", viewer)
+	g.Expect(code).To(Equal(cli.ExitError))
+	g.Expect(stderr).To(ContainSubstring(fmt.Sprintf("port-forward to the receiver's pod %s/receiver-b-ready", ns)))
+	g.Expect(log.all()).To(ContainElement(fmt.Sprintf("POST /api/v1/namespaces/%s/pods/receiver-b-ready/portforward", ns)))
+
+	// --receiver still overrides: no Service, no forward.
+	before := len(forwarded)
+	code, _, stderr = runFirst(t, o, "deadletters", "list", "--receiver", "https://"+addr, "--receiver-token-file", viewer, "--receiver-insecure-skip-tls-verify")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(forwarded).To(HaveLen(before))
 }
 
 // tokenFor makes a ServiceAccount bound to the ClusterRole of config/rbac named role (prefixed

@@ -297,7 +297,7 @@ func TestImportedSubscriptionWaitsForItsSecret(t *testing.T) {
 		live := &hookv1.WebhookSubscription{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sub), live)).To(Succeed())
 		g.Expect(meta.FindStatusCondition(live.Status.Conditions, hookv1.ConditionReady)).NotTo(BeNil(), "the manager has looked at it")
-	}).Should(Succeed())
+	}).WithTimeout(30 * time.Second).Should(Succeed()) // a manager starting on a busy machine
 	t.Logf("REPORT before the Secret is applied: Stripe creates %d", stripeCreates())
 	apply(t, g, secretDoc)
 	live := expectReady(g, sub)

@@ -2,12 +2,8 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,63 +13,23 @@ import (
 	"github.com/hookwarden/hookwarden/receiver"
 )
 
-// receiverFlags reach the receiver's metrics listener (its /metrics and admin API).
-type receiverFlags struct {
-	url         string
-	tokenFile   string
-	insecureTLS bool
-}
-
 func (f *receiverFlags) bind(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&f.url, "receiver", "", "base URL of the receiver's metrics listener, e.g. https://hookwarden-receiver-metrics.hookwarden-system:9090 (or a kubectl port-forward)")
-	cmd.PersistentFlags().StringVar(&f.tokenFile, "receiver-token-file", "", "file with a bearer token (with --metrics-secure the receiver checks it by TokenReview and SubjectAccessReview)")
-	cmd.PersistentFlags().BoolVar(&f.insecureTLS, "receiver-insecure-skip-tls-verify", false, "do not check the receiver's certificate (its default one is self-signed)")
+	cmd.PersistentFlags().StringVar(&f.url, "receiver", "", "base URL of the receiver's metrics listener, e.g. https://localhost:9090 (default: the receiver's Service, found through the API server and reached by a port-forward)")
+	cmd.PersistentFlags().StringVar(&f.service, "receiver-service", "", "NAMESPACE/NAME of the receiver's Service, where the cluster has several (default: the one labelled "+receiverLabel+")")
+	cmd.PersistentFlags().StringVar(&f.tokenFile, "receiver-token-file", "", "file with a bearer token for the receiver (with --metrics-secure it checks it by TokenReview and SubjectAccessReview; default through the API server: the kubeconfig's own token)")
+	cmd.PersistentFlags().BoolVar(&f.insecureTLS, "receiver-insecure-skip-tls-verify", false, "do not check the receiver's certificate (its default one is self-signed; a port-forward never checks it)")
 }
 
-// call sends one admin request and decodes the JSON answer into out.
-func (f *receiverFlags) call(ctx context.Context, method, path string, out any) error {
-	if f.url == "" {
-		return usageError("--receiver is required")
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(f.url, "/")+path, nil)
+// withReceiver runs fn with the receiver reached once for the command (bounded by --timeout).
+func (g *globals) withReceiver(cmd *cobra.Command, f *receiverFlags, fn func(ctx context.Context, r *receiverConn) error) error {
+	ctx, cancel := g.withTimeout(cmd.Context())
+	defer cancel()
+	r, err := g.connectReceiver(ctx, cmd.ErrOrStderr(), f)
 	if err != nil {
-		return usageError("--receiver: %v", err)
+		return err
 	}
-	if f.tokenFile != "" {
-		tok, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return usageError("--receiver-token-file: %v", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	}
-	hc := &http.Client{Timeout: 30 * time.Second}
-	if f.insecureTLS {
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // asked for by flag
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("reaching the receiver: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("reading the receiver's answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		switch resp.StatusCode {
-		case http.StatusNotFound, http.StatusBadRequest:
-			return usageError("the receiver answered %s: %s", resp.Status, msg)
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("the receiver answered %s: the token needs verb %s on %s (ClusterRole deadletters-viewer or deadletters-admin)", resp.Status, strings.ToLower(method), path)
-		}
-		return fmt.Errorf("the receiver answered %s: %s", resp.Status, msg)
-	}
-	return json.Unmarshal(body, out)
+	defer r.stop()
+	return fn(ctx, r)
 }
 
 func newDeadLettersCommand(g *globals) *cobra.Command {
@@ -83,9 +39,13 @@ func newDeadLettersCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deadletters list|show|replay|purge",
 		Short: "The receiver's dead letters: list, show, replay, purge",
-		Long: `deadletters talks to the receiver's admin API, served on its metrics listener and, with
---metrics-secure, authenticated and authorized as /metrics is: a TokenReview of the bearer token,
-then a SubjectAccessReview for the non-resource URL /deadletters (list) or /deadletters/* with
+		Long: `deadletters talks to the receiver's admin API, served on its metrics listener. By default
+it finds the receiver's Service through the API server (label ` + receiverLabel + `, port
+metrics; --receiver-service where there are several) and reaches a ready pod behind it by a
+port-forward made with the kubeconfig's credentials (pods/portforward), sending the
+kubeconfig's own bearer token, or --receiver-token-file's; --receiver URL reaches it directly.
+With --metrics-secure it is authenticated and authorized as /metrics is: a TokenReview of the
+bearer token, then a SubjectAccessReview for the non-resource URL /deadletters (list) or /deadletters/* with
 verb get (list, show) or post (replay, purge). The ClusterRoles deadletters-viewer and
 deadletters-admin grant them.
 
@@ -98,14 +58,14 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 		Use: "list", Short: "List dead letters", Args: cobra.NoArgs,
 		Example: "  hookwarden deadletters list --receiver https://localhost:9090 --receiver-token-file token --receiver-insecure-skip-tls-verify",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			path := receiver.AdminPath + "?limit=" + strconv.Itoa(limit)
 			if subscription != "" {
 				path += "&subscription=" + subscription
 			}
 			var out []receiver.DeadLetter
-			if err := f.call(ctx, http.MethodGet, path, &out); err != nil {
+			if err := g.withReceiver(cmd, &f, func(ctx context.Context, r *receiverConn) error {
+				return r.call(ctx, http.MethodGet, path, &out)
+			}); err != nil {
 				return err
 			}
 			return g.print(cmd.OutOrStdout(), out, func(t *table) {
@@ -121,14 +81,14 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 	show := &cobra.Command{
 		Use: "show ID", Short: "Show one dead letter with its payload", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := g.withTimeout(cmd.Context())
-			defer cancel()
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
 			var d receiver.DeadLetter
-			if err := f.call(ctx, http.MethodGet, receiver.AdminPath+"/"+strconv.FormatInt(id, 10), &d); err != nil {
+			if err := g.withReceiver(cmd, &f, func(ctx context.Context, r *receiverConn) error {
+				return r.call(ctx, http.MethodGet, receiver.AdminPath+"/"+strconv.FormatInt(id, 10), &d)
+			}); err != nil {
 				return err
 			}
 			if g.output == "" || g.output == "table" {
@@ -141,20 +101,24 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 		return &cobra.Command{
 			Use: verb + " ID...", Short: strings.ToUpper(verb[:1]) + verb[1:] + " dead letters", Args: cobra.MinimumNArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				ctx, cancel := g.withTimeout(cmd.Context())
-				defer cancel()
+				ids := make([]int64, len(args))
 				for i, a := range args {
 					id, err := parseID(a)
 					if err != nil {
 						return err
 					}
-					var out map[string]any
-					if err := f.call(ctx, http.MethodPost, fmt.Sprintf("%s/%d/%s", receiver.AdminPath, id, verb), &out); err != nil {
-						return fmt.Errorf("%s %d (%d of %d done): %w", verb, id, i, len(args), err)
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, id)
+					ids[i] = id
 				}
-				return nil
+				return g.withReceiver(cmd, &f, func(ctx context.Context, r *receiverConn) error {
+					for i, id := range ids {
+						var out map[string]any
+						if err := r.call(ctx, http.MethodPost, fmt.Sprintf("%s/%d/%s", receiver.AdminPath, id, verb), &out); err != nil {
+							return fmt.Errorf("%s %d (%d of %d done): %w", verb, id, i, len(ids), err)
+						}
+						fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, id)
+					}
+					return nil
+				})
 			},
 		}
 	}

@@ -121,7 +121,11 @@ func (g *globals) selectSubscriptions(ctx context.Context, c *cluster, args []st
 		}
 		return nil, usageError("name the subscriptions (NAME..., or -l selector), or pass --all to act on every subscription in %s", where)
 	case len(args) == 0:
-		return g.listSubscriptions(ctx, c, f.selector)
+		subs, where, err := g.listSubscriptions(ctx, c, f.selector)
+		if err == nil && len(subs) == 0 {
+			err = usageError("no WebhookSubscription in %s", where)
+		}
+		return subs, err
 	}
 	subs := make([]hookv1.WebhookSubscription, 0, len(args))
 	seen := map[string]bool{}

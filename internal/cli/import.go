@@ -22,6 +22,7 @@ import (
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/rest/profiles"
 )
 
 type importFlags struct {
@@ -74,7 +75,8 @@ So import lists the subscriptions of every namespace and reads the signing Secre
 the account.`,
 		Example: `  hookwarden import --provider stripe --credentials stripe-api -n shop > stripe.yaml
   hookwarden import --provider stripe --credentials stripe-api --secret we_123=whsec.txt > stripe.yaml
-  hookwarden import --provider github --credentials github-api --owner acme --repository shop > github.yaml`,
+  hookwarden import --provider github --credentials github-api --owner acme --repository shop > github.yaml
+  hookwarden import --provider rest --profile gitlab-project-hooks --parameter project=acme/shop --credentials gitlab-token > gitlab.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.runImport(cmd, f) },
 	}
@@ -86,11 +88,13 @@ the account.`,
 	fl.StringVar(&f.owner, "owner", "", "GitHub: repository owner")
 	fl.StringVar(&f.repo, "repository", "", "GitHub: repository name")
 	fl.StringVar(&f.org, "organization", "", "GitHub: organization (organization hooks)")
-	fl.StringVar(&f.profile, "profile", "", "REST: name of the built-in profile")
+	fl.StringVar(&f.profile, "profile", "", "REST: the built-in profile ("+strings.Join(profiles.Names(), ", ")+"); the manifests name it in spec.provider.rest.builtin")
 	fl.StringToStringVar(&f.restParams, "parameter", nil, "REST: profile parameters (NAME=VALUE, repeatable)")
 	fl.StringArrayVar(&f.secrets, "secret", nil, "ID=FILE: the signing secret of registration ID, read from FILE (Stripe: adopt without rotation); repeatable")
-	fl.StringVar(&f.namePrefix, "name-prefix", "", "prefix of the subscriptions' names (default: the provider type)")
+	fl.StringVar(&f.namePrefix, "name-prefix", "", "prefix of the subscriptions' names (default: the provider type, or the REST profile's name)")
 	fl.StringVar(&f.clusterName, "cluster-name", "", "the manager's --cluster-name (default: as the manager's, the UID of kube-system)")
+	_ = cmd.RegisterFlagCompletionFunc("profile", completeProfiles)
+	_ = cmd.RegisterFlagCompletionFunc("provider", fixedCompletion("stripe", "github", "rest"))
 	return cmd
 }
 
@@ -139,7 +143,10 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	case hookv1.ProviderGitHub:
 		tmpl.Spec.Provider.GitHub = &hookv1.GitHubTarget{Owner: f.owner, Repository: f.repo, Organization: f.org}
 	case hookv1.ProviderREST:
-		tmpl.Spec.Provider.REST = &hookv1.RESTProvider{Profile: f.profile, Parameters: f.restParams}
+		if _, ok := profiles.Get(f.profile); !ok {
+			return usageError("--profile %q: want a built-in profile: %s", f.profile, strings.Join(profiles.Names(), ", "))
+		}
+		tmpl.Spec.Provider.REST = &hookv1.RESTProvider{Builtin: f.profile, Parameters: f.restParams}
 	default:
 		return usageError("--provider %q: want stripe, github or rest", f.provider)
 	}
@@ -154,7 +161,11 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		return err
 	}
 	prefix := f.namePrefix
-	if prefix == "" {
+	switch {
+	case prefix != "":
+	case f.profile != "":
+		prefix = f.profile // a REST profile's name says more than "rest"
+	default:
 		prefix = f.provider
 	}
 	var notes []importNote

@@ -29,6 +29,8 @@ import (
 type cluster struct {
 	client    client.Client
 	namespace string // -n, or the kubeconfig context's, or "default"
+	// explicitNamespace: -n was given; a manifest of another namespace is refused (as kubectl).
+	explicitNamespace bool
 }
 
 func (g *globals) cluster() (*cluster, error) {
@@ -49,11 +51,11 @@ func (g *globals) cluster() (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster at %s: %w", cfg.Host, err)
 	}
-	ns, _, err := g.kube.ToRawKubeConfigLoader().Namespace()
+	ns, explicit, err := g.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, usageError("kubeconfig: %v", err)
 	}
-	return &cluster{client: c, namespace: ns}, nil
+	return &cluster{client: c, namespace: ns, explicitNamespace: explicit}, nil
 }
 
 // kubeError says what a failed API call means in one line.
@@ -72,11 +74,11 @@ func isCRDMissing(err error) bool {
 	return errors.As(err, &se) && se.ErrStatus.Details != nil && se.ErrStatus.Details.Kind == "webhooksubscriptions" && se.ErrStatus.Details.Name == ""
 }
 
-// listSubscriptions lists the subscriptions in the namespace (all with -A) that match selector;
-// none is bad input.
-func (g *globals) listSubscriptions(ctx context.Context, c *cluster, selector string) ([]hookv1.WebhookSubscription, error) {
+// listSubscriptions lists the subscriptions in the namespace (all with -A) that match selector,
+// sorted; where says which ("namespace shop matching team=a") for a command that needs one.
+func (g *globals) listSubscriptions(ctx context.Context, c *cluster, selector string) (subs []hookv1.WebhookSubscription, where string, err error) {
 	opts := []client.ListOption{}
-	where := "namespace " + c.namespace
+	where = "namespace " + c.namespace
 	if !g.allNamespaces {
 		opts = append(opts, client.InNamespace(c.namespace))
 	} else {
@@ -85,20 +87,42 @@ func (g *globals) listSubscriptions(ctx context.Context, c *cluster, selector st
 	if selector != "" {
 		sel, err := labels.Parse(selector)
 		if err != nil {
-			return nil, usageError("--selector %q: %v", selector, err)
+			return nil, "", usageError("--selector %q: %v", selector, err)
 		}
 		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
 		where += " matching " + selector
 	}
 	var list hookv1.WebhookSubscriptionList
 	if err := c.client.List(ctx, &list, opts...); err != nil {
-		return nil, kubeError("listing WebhookSubscriptions", err)
-	}
-	if len(list.Items) == 0 {
-		return nil, usageError("no WebhookSubscription in %s", where)
+		return nil, "", kubeError("listing WebhookSubscriptions", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return key(&list.Items[i]) < key(&list.Items[j]) })
-	return list.Items, nil
+	return list.Items, where, nil
+}
+
+// listOrNone is listSubscriptions for the list-like commands (status, plan): a namespace (-A:
+// a cluster) without subscriptions is no error, and says so as kubectl get does (on stderr;
+// none is nil then); a selector matching nothing is bad input (a typo must not pass a gate).
+func (g *globals) listOrNone(ctx context.Context, w io.Writer, c *cluster, selector string) ([]hookv1.WebhookSubscription, error) {
+	subs, where, err := g.listSubscriptions(ctx, c, selector)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(subs) > 0:
+		return subs, nil
+	case selector != "":
+		return nil, usageError("no WebhookSubscription in %s", where)
+	}
+	g.noResources(w, c)
+	return nil, nil
+}
+
+func (g *globals) noResources(w io.Writer, c *cluster) {
+	if g.allNamespaces {
+		fmt.Fprintln(w, "No resources found")
+		return
+	}
+	fmt.Fprintf(w, "No resources found in %s namespace.\n", c.namespace)
 }
 
 func key(s *hookv1.WebhookSubscription) string { return s.Namespace + "/" + s.Name }
@@ -114,7 +138,9 @@ type manifests struct {
 
 // readManifests reads a multi-document YAML or JSON file ("-": stdin), v1 Lists included; one
 // without a WebhookSubscription, or with a document that is no Kubernetes object, is bad input.
-func readManifests(path string, stdin io.Reader, defaultNS string) (manifests, error) {
+// Documents without a namespace are in ns; with enforce (-n given), one naming another
+// namespace is refused, in kubectl's words.
+func readManifests(path string, stdin io.Reader, ns string, enforce bool) (manifests, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -138,8 +164,11 @@ func readManifests(path string, stdin io.Reader, defaultNS string) (manifests, e
 		if len(bytes.TrimSpace(raw)) == 0 || isComment(raw) {
 			continue
 		}
-		if err := out.add(raw, defaultNS); err != nil {
+		if err := out.add(raw, ns); err != nil {
 			return manifests{}, usageError("%s: document %d: %v", path, doc, err)
+		}
+		if err := out.checkNamespace(ns, enforce); err != nil {
+			return manifests{}, err
 		}
 	}
 	if len(out.subs) == 0 {
@@ -195,6 +224,31 @@ func (m *manifests) add(raw []byte, defaultNS string) error {
 		m.others++
 	}
 	return nil
+}
+
+// checkNamespace refuses, when enforce, a document of another namespace than ns: kubectl's
+// words (kubectl apply -n y -f x.yaml).
+func (m *manifests) checkNamespace(ns string, enforce bool) error {
+	if !enforce {
+		return nil
+	}
+	for _, got := range m.namespaces() {
+		if got != ns {
+			return usageError("the namespace from the provided object %q does not match the namespace %q. You must pass '--namespace=%s' to perform this operation.", got, ns, got)
+		}
+	}
+	return nil
+}
+
+func (m *manifests) namespaces() []string {
+	out := make([]string, 0, len(m.subs)+len(m.secrets))
+	for i := range m.subs {
+		out = append(out, m.subs[i].Namespace)
+	}
+	for i := range m.secrets {
+		out = append(out, m.secrets[i].Namespace)
+	}
+	return out
 }
 
 // withSecrets reads Secrets from secrets first (as they would be once applied: stringData

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 type planFlags struct {
@@ -90,12 +92,16 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 	if err != nil {
 		return err
 	}
+	if len(subs) == 0 { // none in the cluster (said): -f holds at least one
+		return nil
+	}
 	all, err := g.clusterSubscriptions(ctx, c)
 	if err != nil {
 		return err
 	}
 	planners := &planners{g: g, ctx: ctx, c: c, flags: f, all: all, published: publishedSettings(all),
 		reader: readOnly{newWithSecrets(c.client, secrets)}, accounts: controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now})}
+	lists := accountLists{}
 	results := make([]planResult, 0, len(subs))
 	pending, failed, blocked := false, 0, 0
 	for i := range subs {
@@ -105,8 +111,7 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 		if err != nil {
 			return err
 		}
-		g.progress(cmd.ErrOrStderr(), "planning %s (%d/%d): listing the %s account", key(sub), i+1, len(subs), sub.Spec.Provider.Type)
-		p, err := g.preview(ctx, cmd, r, sub)
+		p, err := g.preview(ctx, cmd, r, sub, lists, fmt.Sprintf("%d/%d", i+1, len(subs)))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -224,10 +229,34 @@ func (p *planners) forSubscription(cmd *cobra.Command, sub *hookv1.WebhookSubscr
 	return r, nil
 }
 
-// preview plans one subscription, waiting out provider rate limits as the manager would.
-func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controllers.Reconciler, sub *hookv1.WebhookSubscription) (decide.Preview, error) {
+// accountLists are the provider lists a plan run read, one per account, as the manager shares
+// one list per account among its subscriptions: subscriptions of one namespace with the same
+// spec.provider (credential Secret, API URL, target, profile) are on one account.
+type accountLists map[string][]providers.Registration
+
+func accountOf(sub *hookv1.WebhookSubscription) string {
+	b, _ := json.Marshal(sub.Spec.Provider)
+	return sub.Namespace + "\x00" + string(b)
+}
+
+// preview plans one subscription from its account's list (read once per run), waiting out
+// provider rate limits as the manager would.
+func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controllers.Reconciler, sub *hookv1.WebhookSubscription, lists accountLists, nth string) (decide.Preview, error) {
+	acct := accountOf(sub)
 	for {
-		p, err := r.Preview(ctx, sub)
+		var p decide.Preview
+		regs, listed := lists[acct]
+		var err error
+		if !listed {
+			g.progress(cmd.ErrOrStderr(), "planning %s (%s): listing the %s account", key(sub), nth, sub.Spec.Provider.Type)
+			regs, _, err = r.Observe(ctx, sub)
+		} else {
+			g.progress(cmd.ErrOrStderr(), "planning %s (%s): from the account's list", key(sub), nth)
+		}
+		if err == nil {
+			lists[acct] = regs
+			p, err = r.PreviewListed(ctx, sub, regs)
+		}
 		after, limited := decide.RetryAfter(err)
 		if !limited {
 			return p, err
@@ -245,7 +274,7 @@ func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controller
 // one in the cluster, when it exists) and the Secrets beside them, or the cluster's.
 func (g *globals) planTargets(ctx context.Context, cmd *cobra.Command, c *cluster, f planFlags) ([]hookv1.WebhookSubscription, []bool, []corev1.Secret, error) {
 	if len(f.files) == 0 {
-		subs, err := g.listSubscriptions(ctx, c, f.selector)
+		subs, err := g.listOrNone(ctx, cmd.ErrOrStderr(), c, f.selector)
 		inCluster := make([]bool, len(subs))
 		for i := range inCluster {
 			inCluster[i] = true
@@ -256,7 +285,7 @@ func (g *globals) planTargets(ctx context.Context, cmd *cobra.Command, c *cluste
 	var inCluster []bool
 	var secrets []corev1.Secret
 	for _, path := range f.files {
-		got, err := readManifests(path, cmd.InOrStdin(), c.namespace)
+		got, err := readManifests(path, cmd.InOrStdin(), c.namespace, c.explicitNamespace)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -44,8 +44,9 @@ that handled the batch's request (--requested-at, or the value of a request stil
 another) is not asked again.`,
 		Example: `  hookwarden recover -n shop -l team=payments --timeout 30m
   hookwarden recover orders refunds -n shop`,
-		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: g.completeSubscriptions(true),
+		RunE:              func(cmd *cobra.Command, args []string) error { return g.runRecover(cmd, args, f) },
 	}
 	f.add(cmd)
 	return cmd

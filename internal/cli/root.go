@@ -65,6 +65,11 @@ type Options struct {
 	Now func() time.Time
 	// DisplayName is how usage names the command ("kubectl hookwarden" as the plugin).
 	DisplayName string
+	// PortForward reaches a pod's port through the API server (default: a SPDY port-forward,
+	// as kubectl port-forward; tests, whose API server has no kubelet, pass another).
+	PortForward PortForwardFunc
+	// SetVerbosity sets the log level of the Kubernetes client (-v; main sets klog's).
+	SetVerbosity func(level int)
 }
 
 // globals are the flags every command shares.
@@ -74,6 +79,7 @@ type globals struct {
 	allNamespaces bool
 	output        string
 	timeout       time.Duration
+	verbosity     int
 }
 
 // Run runs the command line with args (without the program name) and returns the exit code.
@@ -141,23 +147,31 @@ func NewCommand(o Options) *cobra.Command {
 		Long:          "hookwarden works with the WebhookSubscriptions of the cluster in your kubeconfig (also as the kubectl plugin: kubectl hookwarden).\n\nExit codes: 0 ok, 1 error, 2 plan has pending changes, 3 bad input or usage, 4 timed out or interrupted (run again to resume), 5 plan found a conflict or a stall.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version.Get().Version,
+		Version:       "hookwarden " + version.Get().String(),
 	}
 	if o.DisplayName != "" {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: o.DisplayName}
 	}
+	// --version without a shorthand: -v is kubectl's log level (cobra would make it --version).
+	root.Flags().Bool("version", false, "print the version (as the version command)")
+	root.SetVersionTemplate("{{.Version}}\n")
 	g.kube.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().IntVarP(&g.verbosity, "v", "v", 0, "log level of the Kubernetes client, as kubectl's -v (6: each API request, 8: with bodies)")
 	root.PersistentFlags().BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "work on subscriptions in all namespaces")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "", "output format: table (default), yaml or json")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 5*time.Minute, "give up after this long (exit 4; running the command again resumes)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if g.verbosity > 0 && g.opts.SetVerbosity != nil {
+			g.opts.SetVerbosity(g.verbosity)
+		}
 		switch g.output {
 		case "", "table", "yaml", "json":
 			return nil
 		}
 		return usageError("--output %q: want table, yaml or json", g.output)
 	}
-	root.AddCommand(newPlanCommand(g), newStatusCommand(g), newImportCommand(g), newRotateCommand(g), newDeadLettersCommand(g), newRecoverCommand(g), newCompletionCommand())
+	root.AddCommand(newPlanCommand(g), newStatusCommand(g), newImportCommand(g), newRotateCommand(g), newDeadLettersCommand(g), newRecoverCommand(g), newCompletionCommand(), newVersionCommand(g))
+	g.registerCompletions(root)
 	return root
 }
 
@@ -176,11 +190,11 @@ func (g *globals) progress(w io.Writer, format string, args ...any) {
 
 func newCompletionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:       "completion bash|zsh|fish",
+		Use:       "completion bash|zsh|fish|powershell",
 		Short:     "Print a shell completion script",
-		Long:      "Print a completion script: source <(hookwarden completion bash), or write it where your shell loads completions.",
+		Long:      "Print a completion script: source <(hookwarden completion bash), or write it where your shell loads completions (PowerShell: hookwarden completion powershell | Out-String | Invoke-Expression). Subscription names, namespaces, contexts and built-in REST profiles complete from the cluster and the kubeconfig.",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"bash", "zsh", "fish"},
+		ValidArgs: []string{"bash", "zsh", "fish", "powershell"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			root := cmd.Root()
 			out := cmd.OutOrStdout()
@@ -191,8 +205,28 @@ func newCompletionCommand() *cobra.Command {
 				return root.GenZshCompletion(out)
 			case "fish":
 				return root.GenFishCompletion(out, true)
+			case "powershell":
+				return root.GenPowerShellCompletionWithDesc(out)
 			}
-			return usageError("completion %q: want bash, zsh or fish", args[0])
+			return usageError("completion %q: want bash, zsh, fish or powershell", args[0])
+		},
+	}
+}
+
+// newVersionCommand prints the command line's version (kubectl version --client, flux version
+// --client): -o yaml|json for data.
+func newVersionCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of the command line",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := version.Get()
+			if g.output == "yaml" || g.output == "json" {
+				return g.print(cmd.OutOrStdout(), map[string]any{"version": v.Version, "revision": v.Revision, "modified": v.Modified, "goVersion": v.GoVersion}, nil)
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "hookwarden "+v.String())
+			return err
 		},
 	}
 }

@@ -40,8 +40,9 @@ value the interrupted run printed, or the command starts a new rotation.`,
 		Example: `  hookwarden rotate -n shop -l team=payments
   hookwarden rotate orders refunds --timeout 10m
   hookwarden rotate -n shop --all --dry-run`,
-		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return g.runRotate(cmd, args, f) },
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: g.completeSubscriptions(true),
+		RunE:              func(cmd *cobra.Command, args []string) error { return g.runRotate(cmd, args, f) },
 	}
 	f.add(cmd)
 	return cmd

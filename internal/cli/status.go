@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -39,8 +38,9 @@ the receiver's /metrics: deliveries accepted and duplicates for the route
 count those per route).`,
 		Example: `  hookwarden status -n shop
   hookwarden status orders --receiver-metrics https://receiver.hookwarden-system:8443/metrics --receiver-token-file token`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return g.runStatus(cmd, args, f) },
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: g.completeSubscriptions(false),
+		RunE:              func(cmd *cobra.Command, args []string) error { return g.runStatus(cmd, args, f) },
 	}
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
 	cmd.Flags().StringVar(&f.metricsURL, "receiver-metrics", "", "URL of the receiver's /metrics (optional)")
@@ -88,7 +88,7 @@ func (g *globals) runStatus(cmd *cobra.Command, args []string, f statusFlags) er
 			return notFoundIsUsage(kubeError("reading WebhookSubscription "+c.namespace+"/"+args[0], err), err)
 		}
 		subs = []hookv1.WebhookSubscription{sub}
-	} else if subs, err = g.listSubscriptions(ctx, c, f.selector); err != nil {
+	} else if subs, err = g.listOrNone(ctx, cmd.ErrOrStderr(), c, f.selector); err != nil || subs == nil {
 		return err
 	}
 	var families map[string]*dto.MetricFamily
@@ -176,7 +176,7 @@ func scrape(ctx context.Context, f statusFlags) (map[string]*dto.MetricFamily, e
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
-	hc := &http.Client{Timeout: 20 * time.Second}
+	hc := &http.Client{} // bounded by --timeout (ctx), the one timeout of every command
 	if f.insecureTLS {
 		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // asked for by flag
 	}

@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,9 +47,9 @@ func newClient(t testing.TB, profile, apiURL string, params map[string]string, c
 	return c
 }
 
-// TestSubscriptionSamplesFitTheirProfiles checks each shipped subscription sample (in the
-// proposed spec.provider.rest shape) against the profile it names: the parameters are
-// accepted and, for a flags API, the events exist.
+// TestSubscriptionSamplesFitTheirProfiles checks each shipped subscription sample against the
+// built-in profile it names (read through Scope, as the manager reads spec.provider.rest): the
+// parameters are accepted and, for a flags API, the events exist.
 func TestSubscriptionSamplesFitTheirProfiles(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "..", "config", "samples", "rest", "*.subscription.yaml"))
 	if len(files) < 4 {
@@ -62,11 +63,8 @@ func TestSubscriptionSamplesFitTheirProfiles(t *testing.T) {
 		var sub struct {
 			Spec struct {
 				Provider struct {
-					Type string `json:"type"`
-					REST struct {
-						ProfileRef struct{ Key string } `json:"profileRef"`
-						Parameters map[string]string    `json:"parameters"`
-					} `json:"rest"`
+					Type string          `json:"type"`
+					REST json.RawMessage `json:"rest"`
 				} `json:"provider"`
 				Events []string `json:"events"`
 			} `json:"spec"`
@@ -74,16 +72,26 @@ func TestSubscriptionSamplesFitTheirProfiles(t *testing.T) {
 		if err := yaml.Unmarshal(raw, &sub); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		name := strings.TrimSuffix(sub.Spec.Provider.REST.ProfileRef.Key, ".yaml")
-		if sub.Spec.Provider.Type != "rest" || name == "" {
-			t.Errorf("%s: provider %+v", f, sub.Spec.Provider)
+		var block struct{ Builtin string }
+		_ = json.Unmarshal(sub.Spec.Provider.REST, &block)
+		if want := strings.TrimSuffix(filepath.Base(f), ".subscription.yaml"); sub.Spec.Provider.Type != "rest" || block.Builtin != want {
+			t.Errorf("%s: provider %s, builtin %q (want rest, %q)", f, sub.Spec.Provider.Type, block.Builtin, want)
 			continue
 		}
-		c := newClient(t, name, "https://api.example.com", sub.Spec.Provider.REST.Parameters, "token")
+		scope, err := rest.Scope(sub.Spec.Provider.REST, sub.Spec.Events)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		c, err := rest.New(providers.Config{APIURL: "https://api.example.com", Target: scope.Target, Settings: scope.Settings, Credential: "token", Timeout: 5 * time.Second})
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
 		if p := c.Profile(); p.Events.Style == rest.EventsFlags {
 			for _, e := range sub.Spec.Events {
 				if _, ok := p.Events.Flags[e]; !ok {
-					t.Errorf("%s: event %q is not one of %s's flags", f, e, name)
+					t.Errorf("%s: event %q is not one of %s's flags", f, e, block.Builtin)
 				}
 			}
 		}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hookwarden/hookwarden/providers"
+	"github.com/hookwarden/hookwarden/providers/rest/profiles"
 )
 
 // Provider is "any REST API described by a profile" as the manager and the receiver register
@@ -22,11 +24,12 @@ type block struct {
 		Key  string `json:"key"`
 	} `json:"profileRef,omitempty"`
 	Profile    string            `json:"profile,omitempty"`
+	Builtin    string            `json:"builtin,omitempty"`
 	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
-// Scope reads spec.provider.rest: the profile (inline, or the ConfigMap key profileRef names)
-// is the settings, the parameters are the target (Target).
+// Scope reads spec.provider.rest: the profile (built in, inline, or the ConfigMap key
+// profileRef names) is the settings, the parameters are the target (Target).
 func Scope(raw []byte, _ []string) (providers.Scope, error) {
 	var b *block
 	if len(raw) > 0 {
@@ -34,17 +37,34 @@ func Scope(raw []byte, _ []string) (providers.Scope, error) {
 			return providers.Scope{}, fmt.Errorf("spec.provider.rest: %v", err)
 		}
 	}
-	switch {
-	case b == nil:
+	if b == nil {
 		return providers.Scope{}, errors.New("spec.provider.rest must be set when spec.provider.type is rest, and only then")
-	case (b.ProfileRef != nil) == (b.Profile != ""):
-		return providers.Scope{}, errors.New("spec.provider.rest: set exactly one of profileRef or profile")
+	}
+	if n := countTrue(b.Builtin != "", b.ProfileRef != nil, b.Profile != ""); n != 1 {
+		return providers.Scope{}, errors.New("spec.provider.rest: set exactly one of builtin, profileRef or profile")
 	}
 	s := providers.Scope{Target: Target(b.Parameters)}
-	if b.ProfileRef != nil {
+	switch {
+	case b.Builtin != "":
+		p, ok := profiles.Get(b.Builtin)
+		if !ok {
+			return providers.Scope{}, fmt.Errorf("spec.provider.rest.builtin: no built-in profile %q (built in: %s)", b.Builtin, strings.Join(profiles.Names(), ", "))
+		}
+		s.Settings = p
+	case b.ProfileRef != nil:
 		s.SettingsRef = &providers.ConfigMapKey{Name: b.ProfileRef.Name, Key: b.ProfileRef.Key, Field: "spec.provider.rest.profileRef"}
-	} else {
+	default:
 		s.Settings = []byte(b.Profile)
 	}
 	return s, nil
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
