@@ -81,3 +81,28 @@ func Log(ctx context.Context, log logr.Logger) logr.Logger {
 	}
 	return log.WithValues("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
 }
+
+// MapCarrier is a header map whose keys are written as given, lower case for W3C
+// (traceparent, tracestate): NATS headers are case-sensitive, unlike HTTP's, and the NATS
+// binding spells them in lower case. Use propagation.HeaderCarrier for HTTP.
+type MapCarrier map[string][]string
+
+// Get implements propagation.TextMapCarrier.
+func (c MapCarrier) Get(key string) string {
+	if v := c[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Set implements propagation.TextMapCarrier.
+func (c MapCarrier) Set(key, value string) { c[key] = []string{value} }
+
+// Keys implements propagation.TextMapCarrier.
+func (c MapCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}

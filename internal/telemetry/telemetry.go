@@ -116,11 +116,11 @@ func Setup(ctx context.Context, o Options) *Tracing {
 
 // config is what Setup reads from the environment.
 type config struct {
-	enabled     bool
-	protocol    string // http/protobuf or grpc
-	endpoint    string // for the log line
+	enabled  bool
+	protocol string // http/protobuf or grpc
+	endpoint string // for the log line
 	// url is the exporter's endpoint URL ("": the exporter's default, localhost).
-	url string
+	url         string
 	sampler     sdktrace.Sampler
 	samplerName string
 	// attrs are OTEL_RESOURCE_ATTRIBUTES, then service.name from OTEL_SERVICE_NAME.

@@ -317,7 +317,7 @@ func migrateSingleJob(ctx context.Context, tx *sql.Tx, createJobs string) error 
 }
 
 // addTraceContext adds hw_events.trace_context (Event.Trace) to a database written before
-// tracing: its rows get '' (their attempts start traces of their own). On SQLite the column
+// tracing: its rows get ” (their attempts start traces of their own). On SQLite the column
 // lands after the payload, where a new database has it before.
 func addTraceContext(ctx context.Context, tx *sql.Tx, d dialect) error {
 	has, err := hasColumn(ctx, tx, d, "hw_events", "trace_context")
