@@ -108,8 +108,10 @@ bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holdi
 	go run ./hack/bench-receiver -backlog $(BACKLOG) -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
 .PHONY: bench-receiver
-bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
+bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table); then its CPU per request with tracing off and on.
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
+	@echo "ack path CPU per request, tracing off vs on (100% sampled, local OTLP endpoint):"
+	go test ./receiver/ -run '^$$' -bench AckPathTracing -benchtime 3000x -count=1
 
 .PHONY: bench-reconcile
 bench-reconcile: control-plane ## Measure how the manager's cost grows: N subscriptions over M accounts against the rate-limited fake Stripe and GitHub (prints a table; ARGS=-full for the whole grid).
