@@ -16,13 +16,11 @@ import (
 
 // Span attributes of a delivery, beside the HTTP semantic conventions.
 const (
-	attrSubscription = attribute.Key("hookwarden.subscription")
-	attrProvider     = attribute.Key("hookwarden.provider")
-	attrResult       = attribute.Key("hookwarden.result")
-	attrReason       = attribute.Key("hookwarden.refused.reason")
-	attrEventID      = attribute.Key("cloudevents.event_id")
-	attrEventType    = attribute.Key("cloudevents.event_type")
-	attrDuplicate    = attribute.Key("hookwarden.duplicate")
+	attrProvider  = attribute.Key("hookwarden.provider")
+	attrResult    = attribute.Key("hookwarden.result")
+	attrReason    = attribute.Key("hookwarden.refused.reason")
+	attrEventType = attribute.Key("cloudevents.event_type")
+	attrDuplicate = attribute.Key("hookwarden.duplicate")
 )
 
 // routePattern is the http.route of every delivery.
@@ -68,7 +66,7 @@ func endServer(span trace.Span, result string, status int) {
 // spanRoute names the route on the delivery's span.
 func spanRoute(ctx context.Context, route Route) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrSubscription.String(route.Key()), attrProvider.String(route.Provider))
+		span.SetAttributes(telemetry.AttrSubscription.String(route.Key()), attrProvider.String(route.Provider))
 	}
 }
 
@@ -85,8 +83,8 @@ func spanRefused(ctx context.Context, child trace.Span, reason string) {
 // spanEvent tags the delivery's span and the commit's with the event.
 func spanEvent(ctx context.Context, commit trace.Span, eventID, eventType string) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attrEventID.String(eventID), attrEventType.String(eventType))
-		commit.SetAttributes(attrEventID.String(eventID))
+		span.SetAttributes(telemetry.AttrEventID.String(eventID), attrEventType.String(eventType))
+		commit.SetAttributes(telemetry.AttrEventID.String(eventID))
 	}
 }
 

@@ -17,15 +17,13 @@ import (
 
 // Attributes of an attempt's span.
 const (
-	attrSink         = attribute.Key("hookwarden.sink")
-	attrSinkType     = attribute.Key("hookwarden.sink.type")
-	attrSinkReqID    = attribute.Key("hookwarden.sink.request_id")
-	attrAttempt      = attribute.Key("hookwarden.attempt")
-	attrReplica      = attribute.Key("hookwarden.replica")
-	attrOutcome      = attribute.Key("hookwarden.outcome")
-	attrSubscription = attribute.Key("hookwarden.subscription")
-	attrEventID      = attribute.Key("cloudevents.event_id")
-	attrJobID        = attribute.Key("hookwarden.job_id")
+	attrSink      = attribute.Key("hookwarden.sink")
+	attrSinkType  = attribute.Key("hookwarden.sink.type")
+	attrSinkReqID = attribute.Key("hookwarden.sink.request_id")
+	attrAttempt   = attribute.Key("hookwarden.attempt")
+	attrReplica   = attribute.Key("hookwarden.replica")
+	attrOutcome   = attribute.Key("hookwarden.outcome")
+	attrJobID     = attribute.Key("hookwarden.job_id")
 )
 
 // startAttempt starts the span of one attempt at j, a child of the delivery that brought its
@@ -37,7 +35,7 @@ func (p *Pool) startAttempt(ctx context.Context, j store.Job) (context.Context, 
 	}
 	ctx, span := p.opts.Tracing.Start(telemetry.Decode(ctx, j.Event.Trace), "send "+j.Sink, trace.SpanKindClient)
 	span.SetAttributes(attrSink.String(j.Sink), attrAttempt.Int(j.Attempt), attrReplica.String(p.opts.Replica),
-		attrSubscription.String(j.Event.Subscription), attrEventID.String(j.Event.EventID), attrJobID.Int64(j.ID))
+		telemetry.AttrSubscription.String(j.Event.Subscription), telemetry.AttrEventID.String(j.Event.EventID), attrJobID.Int64(j.ID))
 	return ctx, span
 }
 
