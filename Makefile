@@ -113,8 +113,10 @@ bench-receiver-backlog: ## The receiver on SQLite and PostgreSQL empty and holdi
 	go run ./hack/bench-receiver -backlog $(BACKLOG) -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
 
 .PHONY: bench-receiver
-bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table).
+bench-receiver: ## Measure the receiver's ack path (SQLite, PostgreSQL, a Redis of its own) against a no-op handler and each store's reference (prints a table); then its CPU per request with tracing off and on.
 	go run ./hack/bench-receiver -postgres "$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}"
+	@echo "ack path CPU per request, tracing off vs on (100% sampled, local OTLP endpoint):"
+	go test ./receiver/ -run '^$$' -bench AckPathTracing -benchtime 3000x -count=1
 
 .PHONY: bench-sinks
 bench-sinks: ## Each broker sink (NATS JetStream embedded, the machine's RabbitMQ, kfake) against a plain publish loop of its client library at the same concurrency and durability: ev/s ack→broker ack, CPU per event, ratios, met / not met (prints a table; ARGS=-events N -concurrency C -only nats,amqp,kafka).

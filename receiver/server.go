@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookwarden/hookwarden/internal/logkeys"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
@@ -36,6 +38,9 @@ type Handler struct {
 	Now          func() time.Time
 	// Refresher, when set, re-reads a route whose delivery no secret verifies (refresh.go).
 	Refresher Refresher
+	// Tracing gives each delivery a server span with verify and ledger-commit children, and
+	// the event its trace context (nil: off, see tracing.go).
+	Tracing *telemetry.Tracing
 }
 
 // Results of one delivery request, as counted in metrics.
@@ -97,7 +102,9 @@ func canonicalPath(p string) bool {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r, span := h.startServer(r)
 	result, status := h.serve(w, r)
+	endServer(span, result, status)
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if result == resultUnknownRoute {
 		ns, name = "", "" // not a route: the path is a stranger's
@@ -109,11 +116,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	// The logger is built only when something is logged: this is the hot path.
-	log := func() logr.Logger { return h.Log.WithValues(logkeys.Subscription, ns+"/"+name) }
+	log := func() logr.Logger {
+		return telemetry.Log(r.Context(), h.Log.WithValues(logkeys.Subscription, ns+"/"+name))
+	}
 	route, ok := h.Routes.Lookup(ns, name)
 	if !ok {
 		return resultUnknownRoute, http.StatusNotFound
 	}
+	spanRoute(r.Context(), route)
 	verifier := route.Verifier
 	if verifier == nil {
 		if verifier, ok = h.Verifiers[route.Provider]; !ok {
@@ -130,7 +140,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		return resultBadRequest, http.StatusBadRequest
 	}
 	now := h.Now()
-	v, err := h.verify(r.Context(), route, verifier, providers.Delivery{Header: r.Header, Body: body, Now: now})
+	vctx, vspan := h.Tracing.Start(r.Context(), "verify", trace.SpanKindInternal)
+	v, err := h.verify(vctx, route, verifier, providers.Delivery{Header: r.Header, Body: body, Now: now})
+	if err != nil {
+		spanRefused(r.Context(), vspan, err.Error())
+	}
+	vspan.End()
 	if errors.Is(err, providers.ErrAmbiguous) {
 		// Authentic, but deduping on one reading of the id would be a guess: refused like an
 		// event the ledger cannot record, and a retry is refused alike.
@@ -173,9 +188,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		ReplayKey: v.ReplayKey,
 		// One job per sink; each sink's filter is applied when its job runs.
 		Sinks: route.sinkNames,
+		// The delivery's span: each attempt to each sink is its child.
+		Trace: telemetry.Encode(r.Context()),
 	}
 	ev.OrderKeys = orderKeys(route.Sinks, ev)
+	ctx, cspan := h.Tracing.Start(ctx, "ledger commit", trace.SpanKindInternal)
+	spanEvent(r.Context(), cspan, v.EventID, v.EventType)
 	dup, err := h.Claims.Claim(ctx, ev)
+	endCommit(cspan, dup, err)
 	if errors.Is(err, store.ErrInvalidEvent) {
 		// No retry can store it, so no 503; the provider sees its own request refused. The
 		// message names the rule broken, not the value; the id is logged cut short.

@@ -32,6 +32,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 	"github.com/hookwarden/hookwarden/providers/rest"
@@ -174,6 +175,16 @@ func resolveClusterName(ctx context.Context, r client.Reader, flagValue string) 
 }
 
 func run(ctx context.Context, cfg *krest.Config, o options) error {
+	// OTEL_* settings; off unless configured, and never a reason not to start. The manager's
+	// own spans (reconcile, provider requests, recovery runs) are not written yet: with tracing
+	// on it exports nothing until they are.
+	tracing := telemetry.Setup(ctx, telemetry.Options{Service: "hookwarden-manager", Version: version.Get().Version,
+		Registerer: ctrlmetrics.Registry, Log: ctrl.Log.WithName("tracing")})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tracing.Shutdown(sctx)
+	}()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err

@@ -182,6 +182,7 @@ type receiverProc struct {
 	Probe   string // /healthz, /readyz
 	Store   string
 	args    []string
+	env     []string
 	logPath string
 
 	mu   sync.Mutex
@@ -193,13 +194,14 @@ type receiverConfig struct {
 	Namespace string
 	Store     string
 	Extra     []string // more flags; later ones override the defaults
+	Env       []string // more environment (OTEL_*)
 }
 
 // newReceiver prepares (does not start) a receiver process.
 func newReceiver(t testing.TB, name string, c receiverConfig) *receiverProc {
 	t.Helper()
 	r := &receiverProc{
-		t: t, name: name, Bind: freeAddr(t), Probe: freeAddr(t), Store: c.Store,
+		t: t, name: name, Bind: freeAddr(t), Probe: freeAddr(t), Store: c.Store, env: c.Env,
 		logPath: filepath.Join(t.TempDir(), name+".log"),
 	}
 	r.args = append([]string{"serve",
@@ -249,7 +251,7 @@ func (r *receiverProc) Start() {
 	}
 	r.runs++
 	cmd := exec.Command(receiverBin, r.args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfigPath), r.env...)
 	proc, err := startChild(cmd, r.logPath, fmt.Sprintf("=== run %d: %s", r.runs, strings.Join(r.args, " ")))
 	if err != nil {
 		r.t.Fatalf("%s: starting: %v", r.name, err)

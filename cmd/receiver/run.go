@@ -22,6 +22,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/internal/version"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
@@ -142,6 +143,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	log := ctrl.Log.WithName("receiver")
+	// OTEL_* settings; off unless configured, and never a reason not to start.
+	tracing := telemetry.Setup(ctx, telemetry.Options{Service: "hookwarden-receiver", Version: version.Get().Version,
+		Registerer: metrics.Registry, Log: log.WithName("tracing")})
+	defer func() {
+		// After the manager has stopped: the last deliveries' spans are flushed.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Info("Flushing spans at shutdown failed", "error", err.Error())
+		}
+	}()
+	replica, _ := os.Hostname() // the pod's name in Kubernetes
 	minPromise, err := store.ParsePromise(o.storePromise)
 	if err != nil {
 		return fmt.Errorf("--store-promise: %w", err)
@@ -220,11 +233,12 @@ func run(ctx context.Context, o options) error {
 	rmetrics.SetStorePromise(storeKind(o.storeDSN), promise.String())
 	handler := &receiver.Handler{
 		Routes: routes, Verifiers: fixed, Claims: batcher, MaxBody: o.maxBody, ClaimTimeout: o.claimTimeout,
-		Metrics: rmetrics, Log: log, Now: time.Now, Refresher: reconciler,
+		Metrics: rmetrics, Log: log, Now: time.Now, Refresher: reconciler, Tracing: tracing,
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), routes.Resolve, deliver.Options{
 		Workers: o.workers, SinkWorkers: o.sinkWorkers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(), Grace: o.shutdownGrace,
 		Backoff: deliver.Backoff{Base: o.retryBase, Max: o.retryMax}, Logger: log.WithName("deliver"), Metrics: dmetrics,
+		Tracing: tracing, Replica: replica,
 	})
 
 	srv := &http.Server{

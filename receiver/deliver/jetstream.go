@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
@@ -103,6 +104,9 @@ func (s *JetStream) Publish(ctx context.Context, ev store.Event) (Published, err
 	h.Set("ce-"+IdempotencyKeyAttribute, IdempotencyKey(ev))
 	h.Set("content-type", cmp.Or(ev.ContentType, DefaultContentType))
 	h.Set("Idempotency-Key", IdempotencyKey(ev))
+	// The attempt's traceparent/tracestate as NATS headers, in lower case (tracing on).
+	telemetry.Inject(ctx, telemetry.MapCarrier(h))
+	spanMessaging(ctx, "nats", s.subject, IdempotencyKey(ev))
 	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(IdempotencyKey(ev)))
 	switch {
 	case err == nil:

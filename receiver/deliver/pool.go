@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/hookwarden/hookwarden/internal/logkeys"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
@@ -68,6 +69,10 @@ type Options struct {
 	Now     func() time.Time
 	Logger  logr.Logger
 	Metrics *Metrics
+	// Tracing gives each attempt a span, a child of its event's delivery (nil: off).
+	Tracing *telemetry.Tracing
+	// Replica names this receiver on attempt spans (the pod's name).
+	Replica string
 }
 
 // Pool leases due jobs from the store and delivers each to its sink.
@@ -253,8 +258,10 @@ func (p *Pool) jobLog(j store.Job) logr.Logger {
 
 // deliver makes one attempt at j and records its outcome.
 func (p *Pool) deliver(ctx context.Context, j store.Job) {
+	ctx, span := p.startAttempt(ctx, j)
+	defer span.End()
 	ev := j.Event
-	log := p.jobLog(j)
+	log := telemetry.Log(ctx, p.jobLog(j))
 
 	sink, ok := p.resolve(ev.Subscription, j.Sink)
 	switch {
@@ -282,7 +289,7 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 			return
 		}
 		if !match {
-			p.opts.Metrics.attempt(j, ResultFiltered)
+			p.attempted(ctx, j, ResultFiltered)
 			if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, p.opts.Now()) }) {
 				log.V(1).Info("Not for this sink: its filter does not select the event")
 			}
@@ -314,7 +321,7 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	}
 	if err == nil {
 		now := p.opts.Now()
-		p.opts.Metrics.attempt(j, ResultDelivered)
+		p.attempted(ctx, j, ResultDelivered)
 		p.opts.Metrics.delivered(now.Sub(ev.ReceivedAt))
 		if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, now) }) {
 			log.V(1).Info("Delivered")
@@ -328,6 +335,7 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 // failed records a failed attempt: retried with backoff, or dead-lettered when it cannot
 // succeed or the budget is spent; an attempt cut short by shutdown is given back uncounted.
 func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAttempts int, err error) {
+	spanError(ctx, err)
 	var de *Error
 	if !errors.As(err, &de) {
 		de = &Error{Retryable: true, Err: err}
@@ -350,7 +358,7 @@ func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAtte
 }
 
 func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
-	p.opts.Metrics.attempt(j, ResultRetry)
+	p.attempted(ctx, j, ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Retry(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery failed, will retry", "error", cause.Error(), "retryAt", at)
@@ -358,7 +366,7 @@ func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait tim
 }
 
 func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
-	p.opts.Metrics.attempt(j, ResultRetry)
+	p.attempted(ctx, j, ResultRetry)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)
@@ -366,7 +374,7 @@ func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait t
 }
 
 func (p *Pool) dead(ctx context.Context, log logr.Logger, j store.Job, cause error) {
-	p.opts.Metrics.attempt(j, ResultDead)
+	p.attempted(ctx, j, ResultDead)
 	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Dead(ctx, j, cause.Error()) }) {
 		p.opts.Metrics.deadLetter()
 		log.Info("Delivery failed, dead-lettered", "error", cause.Error())

@@ -209,6 +209,9 @@ func (s *Sender) Send(ctx context.Context, t *HTTPTarget, ev store.Event) (int, 
 	// attributes and drops other headers.
 	h.Set("ce-"+IdempotencyKeyAttribute, IdempotencyKey(ev))
 	h.Set("User-Agent", UserAgent)
+	// W3C traceparent/tracestate of the attempt (tracing on): the HTTP binding's tracing headers.
+	injectHTTP(ctx, h)
+	spanHTTP(ctx, t.URL)
 
 	client := s.client
 	if t.Client != nil {
@@ -218,6 +221,7 @@ func (s *Sender) Send(ctx context.Context, t *HTTPTarget, ev store.Event) (int, 
 	if err != nil {
 		return 0, &Error{Retryable: true, Err: transportError(ctx, err)}
 	}
+	spanHTTPResponse(ctx, resp)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
 	_ = resp.Body.Close()
 

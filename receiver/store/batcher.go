@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrBatcherClosed is returned by Claim after Close.
@@ -206,6 +209,10 @@ func (b *Batcher) commit(batch []*claim) {
 		}
 	}
 	for i, c := range live {
+		if span := trace.SpanFromContext(c.ctx); span.IsRecording() {
+			// The claim's commit span (receiver tracing): how many claims shared its transaction.
+			span.SetAttributes(attribute.Int("hookwarden.ledger.batch_size", len(live)))
+		}
 		c.result <- claimResult{duplicate: results[i].Duplicate, err: results[i].Err}
 	}
 }

@@ -236,6 +236,7 @@ func (s *SQL) migrate(ctx context.Context) error {
 	subscription_uid TEXT NOT NULL DEFAULT '',
 	event_type TEXT NOT NULL DEFAULT '',
 	content_type TEXT NOT NULL DEFAULT '',
+	trace_context TEXT NOT NULL DEFAULT '',
 	payload ` + blob + ` NOT NULL,
 	UNIQUE (subscription, event_id)
 )`,
@@ -284,6 +285,9 @@ func (s *SQL) migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
+	if err := addTraceContext(ctx, tx, s.dialect); err != nil {
+		return fmt.Errorf("migrate: the events' trace context: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
 	}
@@ -310,6 +314,18 @@ func migrateSingleJob(ctx context.Context, tx *sql.Tx, createJobs string) error 
 		}
 	}
 	return nil
+}
+
+// addTraceContext adds hw_events.trace_context (Event.Trace) to a database written before
+// tracing: its rows get ” (their attempts start traces of their own). On SQLite the column
+// lands after the payload, where a new database has it before.
+func addTraceContext(ctx context.Context, tx *sql.Tx, d dialect) error {
+	has, err := hasColumn(ctx, tx, d, "hw_events", "trace_context")
+	if err != nil || has {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `ALTER TABLE hw_events ADD COLUMN trace_context TEXT NOT NULL DEFAULT ''`)
+	return err
 }
 
 // hasColumn reports whether table has column.

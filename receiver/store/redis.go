@@ -249,7 +249,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 		sub := events[chunk[0]].Subscription
 		keys := make([]string, 0, 2+2*len(chunk))
 		keys = append(keys, r.subKey(sub, "seq"), r.subKey(sub, "due"))
-		args := make([]any, 0, 1+11*len(chunk))
+		args := make([]any, 0, 1+12*len(chunk))
 		args = append(args, r.subKey(sub, "j:"))
 		for _, i := range chunk {
 			e := events[i]
@@ -267,7 +267,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 				payload = []byte{}
 			}
 			args = append(args, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, recv[i],
-				e.MaxAttempts, window.Microseconds(), ttl, strings.Join(sinksOf(e), " "), redisOrderKeys(e))
+				e.MaxAttempts, window.Microseconds(), ttl, strings.Join(sinksOf(e), " "), redisOrderKeys(e), e.Trace)
 		}
 		seqs, err := redisClaim.Run(ctx, r.c, keys, args...).Int64Slice()
 		if err == nil && len(seqs) != len(chunk) {
@@ -509,7 +509,7 @@ func jobFromHash(sub string, id int64, h map[string]string) Job {
 		ID: id,
 		Event: Event{
 			Subscription: sub, SubscriptionUID: h["uid"], EventID: h["e"], EventType: h["type"], ContentType: h["ct"],
-			Payload: []byte(h["p"]), ReceivedAt: fromMicros(num("recv")), MaxAttempts: int(num("max")),
+			Payload: []byte(h["p"]), ReceivedAt: fromMicros(num("recv")), MaxAttempts: int(num("max")), Trace: h["tp"],
 		},
 		Sink: cmp.Or(h["sink"], DefaultSink), OrderKey: strings.TrimPrefix(h["ok"], "-"),
 		State: h["st"], Attempt: int(num("att")), LastError: h["err"],

@@ -17,10 +17,11 @@ import "github.com/redis/go-redis/v9"
 
 // redisClaim records the events of one subscription, as if they were claimed one by one.
 // KEYS: the sequence counter, the due set, then per event its dedupe key and its replay key
-// (its dedupe key again when it has none). ARGV[1] is the job key prefix, then 10 values per
+// (its dedupe key again when it has none). ARGV[1] is the job key prefix, then 12 values per
 // event: event id, subscription UID, type, content type, payload, received, max attempts,
 // dedupe window, the replay key's TTL in ms (empty when it has none), the names of its
-// sinks separated by spaces, and for each sink its ordering key ('-': unordered). An event whose replay key is held (already, or by an earlier
+// sinks separated by spaces, for each sink its ordering key ('-': unordered), and its trace
+// context (Event.Trace; a hash written before it existed has no 'tp' field, read as none). An event whose replay key is held (already, or by an earlier
 // event of the call) is a duplicate and writes nothing; any other sets its replay key, with the
 // TTL, even when its event id is a duplicate. A new event gets one job per sink, with
 // consecutive sequence numbers: the first (the head) is the one its dedupe key names and
@@ -29,7 +30,7 @@ import "github.com/redis/go-redis/v9"
 // (P:{s:S}:o:<key>, oldest first) and is due only at its head ('blocked' until then). It
 // returns per event its head's sequence number, or 0 for a duplicate.
 var redisClaim = redis.NewScript(`#!lua
-local V = 11
+local V = 12
 local n = (#KEYS - 2) / 2
 local oprefix = string.sub(ARGV[1], 1, -3) .. 'o:'
 for i = 1, 2 do
@@ -87,7 +88,7 @@ for i = 1, n do
       end
       redis.call('HSET', jk, 'e', ARGV[b + 1], 'uid', ARGV[b + 2], 'type', ARGV[b + 3], 'ct', ARGV[b + 4],
         'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8], 'sink', name, 'ok', ok,
-        'st', st, 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
+        'tp', ARGV[b + 12], 'st', st, 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
       if st == 'pending' then redis.call('ZADD', KEYS[2], ARGV[b + 6], id) end
     end
     out[i] = fresh[i]

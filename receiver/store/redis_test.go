@@ -307,7 +307,7 @@ func TestRedisClaimerDyingMidClaimHidesNothing(t *testing.T) {
 	}
 	dk := s.subKey("ns/a", "e:evt_new")
 	if err := redisClaim.Run(ctx, s.c, []string{s.subKey("ns/a", "seq"), s.subKey("ns/a", "due"), dk, dk},
-		s.subKey("ns/a", "j:"), "evt_new", "uid", "invoice.paid", "application/json", "{}", t0.UnixMicro(), 5, time.Hour.Microseconds(), "", DefaultSink, "-").Err(); err != nil {
+		s.subKey("ns/a", "j:"), "evt_new", "uid", "invoice.paid", "application/json", "{}", t0.UnixMicro(), 5, time.Hour.Microseconds(), "", DefaultSink, "-", "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := redisSettle.Run(ctx, s.c, []string{hint, ver}, s.globalKey("t:"), "ns/a", candidates[1], "").Err(); err != nil {

@@ -354,15 +354,15 @@ func firstByID(events []Event, idx []int) ([]int, map[eventKey]int) {
 }
 
 // claimCols is the number of placeholders in claimRow.
-const claimCols = 8
+const claimCols = 9
 
-const claimRow = `(?, ?, ?, ?, ?, ?, ?, ?)`
+const claimRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // claimSQL is the SQLite claim insert for n rows. Anonymous ? placeholders: SQLite resolves a
 // $N or ?N through a list searched linearly per parameter, so an insert with thousands of them
 // took seconds instead of milliseconds.
 func claimSQL(n int) string {
-	return `INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts) VALUES ` +
+	return `INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, trace_context) VALUES ` +
 		strings.Repeat(claimRow+",", n-1) + claimRow +
 		` ON CONFLICT (subscription, event_id) DO NOTHING RETURNING id, subscription, event_id`
 }
@@ -452,7 +452,7 @@ func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks []
 			if payload == nil {
 				payload = []byte{}
 			}
-			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, c.received(e), int64(e.MaxAttempts))
+			args = append(args, e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, c.received(e), int64(e.MaxAttempts), e.Trace)
 		}
 		rows, err := queryRows(ctx, tx, stmts[k], claimSQL(len(chunk)), args)
 		if err == nil {
@@ -566,14 +566,15 @@ func scanClaimed(rows *sql.Rows, inserted func(eventKey)) (err error) {
 // claimPostgresSQL records a batch in ONE statement over arrays, so the batch costs one round
 // trip and one implicit transaction, and the text never changes with the batch size (pgx
 // prepares it once per connection): the events, then a job per sink of each inserted one
-// ($9–$14: each job's subscription, event id, slot, sink, state and ordering key). Rows go in key order, so
+// ($9–$14: each job's subscription, event id, slot, sink, state and ordering key; $15 is the
+// events' trace context). Rows go in key order, so
 // overlapping batches take the unique-index locks in the same order and cannot deadlock.
 const claimPostgresSQL = `
 WITH ev AS (
-INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
-SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bigint[], $8::int[])
-	AS t(subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts)
+INSERT INTO hw_events (subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, trace_context)
+SELECT subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, trace_context
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bigint[], $8::int[], $15::text[])
+	AS t(subscription, event_id, subscription_uid, event_type, content_type, payload, received_at, max_attempts, trace_context)
 ORDER BY subscription, event_id
 ON CONFLICT (subscription, event_id) DO NOTHING
 RETURNING id, subscription, event_id, received_at
@@ -602,11 +603,11 @@ func (c *sqlClaim) insertEvents(ctx context.Context, q querier, idx []int) error
 		return nil
 	}
 	n := len(uniq)
-	subs, ids, uids, types, ctypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	subs, ids, uids, types, ctypes, traces := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	payloads, received, attempts := make([][]byte, n), make([]int64, n), make([]int32, n)
 	for k, i := range uniq {
 		e := c.events[i]
-		subs[k], ids[k], uids[k], types[k], ctypes[k] = e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType
+		subs[k], ids[k], uids[k], types[k], ctypes[k], traces[k] = e.Subscription, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, e.Trace
 		payloads[k] = e.Payload
 		if payloads[k] == nil {
 			payloads[k] = []byte{}
@@ -626,7 +627,7 @@ func (c *sqlClaim) insertEvents(ctx context.Context, q querier, idx []int) error
 			}
 		}
 	}
-	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts, jSubs, jIDs, jSlots, jSinks, jStates, jKeys)
+	rows, err := q.QueryContext(ctx, claimPostgresSQL, subs, ids, uids, types, ctypes, payloads, received, attempts, jSubs, jIDs, jSlots, jSinks, jStates, jKeys, traces)
 	if err != nil {
 		return fmt.Errorf("store: claim: %w", err)
 	}
@@ -709,7 +710,7 @@ var dueJobsSQLite = func() string {
 // jobColumns are the job columns scanJobs reads, in its order, then eventColumns.
 const (
 	jobColumns   = `event, slot, sink, state, attempts, run_at, lease_until, last_error, order_key`
-	eventColumns = `id, max_attempts, subscription, event_id, subscription_uid, event_type, content_type, payload, received_at`
+	eventColumns = `id, max_attempts, subscription, event_id, subscription_uid, event_type, content_type, trace_context, payload, received_at`
 )
 
 // leasePostgresSQL is Lease's statement on PostgreSQL. FOR UPDATE is not allowed in a UNION, so each
@@ -818,7 +819,7 @@ func (s *SQL) eventsOf(ctx context.Context, jobs []Job) error {
 // scanEvent reads eventColumns.
 func scanEvent(rows *sql.Rows, id *int64, e *Event, more ...any) error {
 	var received, maxAttempts int64
-	dest := append(more, id, &maxAttempts, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Payload, &received)
+	dest := append(more, id, &maxAttempts, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Trace, &e.Payload, &received)
 	if err := rows.Scan(dest...); err != nil {
 		return err
 	}

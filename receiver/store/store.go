@@ -54,6 +54,10 @@ type Event struct {
 	// jobs of one subscription, sink and key, only the oldest not yet done is due; the next
 	// becomes due when it is completed or dead-lettered. A claim reads it.
 	OrderKeys map[string]string
+	// Trace is the span context of the delivery that brought the event, as
+	// telemetry.Encode writes it ("" when tracing was off): every delivery attempt, later and
+	// on any replica, starts its span from it, so the event's whole path is one trace.
+	Trace string
 }
 
 // orderKeyOf is the stored key that orders e's job for sink, scoped to its subscription and
