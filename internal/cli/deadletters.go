@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/adminapi"
 )
 
 // receiverFlags reach the receiver's metrics listener (its /metrics and admin API).
@@ -100,11 +100,11 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := g.withTimeout(cmd.Context())
 			defer cancel()
-			path := receiver.AdminPath + "?limit=" + strconv.Itoa(limit)
+			path := adminapi.DeadLettersPath + "?limit=" + strconv.Itoa(limit)
 			if subscription != "" {
 				path += "&subscription=" + subscription
 			}
-			var out []receiver.DeadLetter
+			var out []adminapi.DeadLetter
 			if err := f.call(ctx, http.MethodGet, path, &out); err != nil {
 				return err
 			}
@@ -127,8 +127,8 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 			if err != nil {
 				return err
 			}
-			var d receiver.DeadLetter
-			if err := f.call(ctx, http.MethodGet, receiver.AdminPath+"/"+strconv.FormatInt(id, 10), &d); err != nil {
+			var d adminapi.DeadLetter
+			if err := f.call(ctx, http.MethodGet, adminapi.DeadLettersPath+"/"+strconv.FormatInt(id, 10), &d); err != nil {
 				return err
 			}
 			if g.output == "" || g.output == "table" {
@@ -149,7 +149,7 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 						return err
 					}
 					var out map[string]any
-					if err := f.call(ctx, http.MethodPost, fmt.Sprintf("%s/%d/%s", receiver.AdminPath, id, verb), &out); err != nil {
+					if err := f.call(ctx, http.MethodPost, fmt.Sprintf("%s/%d/%s", adminapi.DeadLettersPath, id, verb), &out); err != nil {
 						return fmt.Errorf("%s %d (%d of %d done): %w", verb, id, i, len(args), err)
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, id)
