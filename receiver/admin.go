@@ -39,33 +39,8 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(rest, "/")
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	switch {
-	case rest == "" && r.Method == http.MethodGet:
-		limit := 100
-		if v := r.URL.Query().Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 || n > adminScan {
-				adminError(w, http.StatusBadRequest, "limit must be 1.."+strconv.Itoa(adminScan))
-				return
-			}
-			limit = n
-		}
-		jobs, err := a.Store.DeadLetters(ctx, limit)
-		if err != nil {
-			adminError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		out := make([]DeadLetter, 0, len(jobs))
-		for _, j := range jobs {
-			if sub := r.URL.Query().Get("subscription"); sub != "" && j.Event.Subscription != sub {
-				continue
-			}
-			if sink := r.URL.Query().Get("sink"); sink != "" && j.Sink != sink {
-				continue
-			}
-			out = append(out, deadLetter(j, false))
-		}
-		adminJSON(w, http.StatusOK, out)
+	if rest == "" && r.Method == http.MethodGet {
+		a.list(ctx, w, r)
 		return
 	}
 	id, err := strconv.ParseInt(parts[0], 10, 64)
@@ -97,6 +72,35 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		adminError(w, http.StatusMethodNotAllowed, "unsupported method or path")
 	}
+}
+
+// list answers GET /deadletters.
+func (a *Admin) list(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > adminScan {
+			adminError(w, http.StatusBadRequest, "limit must be 1.."+strconv.Itoa(adminScan))
+			return
+		}
+		limit = n
+	}
+	jobs, err := a.Store.DeadLetters(ctx, limit)
+	if err != nil {
+		adminError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := make([]DeadLetter, 0, len(jobs))
+	for _, j := range jobs {
+		if sub := r.URL.Query().Get("subscription"); sub != "" && j.Event.Subscription != sub {
+			continue
+		}
+		if sink := r.URL.Query().Get("sink"); sink != "" && j.Sink != sink {
+			continue
+		}
+		out = append(out, deadLetter(j, false))
+	}
+	adminJSON(w, http.StatusOK, out)
 }
 
 func (a *Admin) answer(w http.ResponseWriter, id int64, done string, err error) {
