@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
@@ -20,6 +21,7 @@ import (
 // storing in dir, until the test ends or it is shut down.
 func startNATS(t *testing.T, dir string, port int) *server.Server {
 	t.Helper()
+	testtier.RequiresServers(t, "a NATS JetStream server")
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
