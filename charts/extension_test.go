@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -133,6 +135,7 @@ func checkPlatformValues(t *testing.T, r rendered) {
 // passes the server's API versions), or when forced; otherwise NOTES says why there are none
 // (helm install against envtest, which has no such CRD).
 func TestMonitoringFollowsTheCluster(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	on := []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"}
 	for _, c := range []struct {
 		reason string

@@ -17,6 +17,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/internal/testenv"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // readmeBlock returns the shell block that follows the README comment
@@ -134,6 +135,7 @@ func (c *installCluster) must(t *testing.T, what, script string) string {
 // and the README's way out for subscriptions whose manager was uninstalled first. Last, the README's step
 // for a cluster that has the CRD from a release that shipped it in crds/ (not owned by Helm).
 func TestREADMEInstallUpgradeUninstall(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	c := newInstallCluster(t)
 	out := c.must(t, "README install", readmeBlock(t, "install"))
 	for _, want := range []string{"STATUS: deployed", "orders", "refunds"} {

@@ -19,6 +19,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // countingSink is a subscription's sink that can be down (503) or up, and counts by event id
@@ -118,6 +119,7 @@ func installedReceiverArgs(t *testing.T, c *installCluster, release, ns string) 
 // SQLite ledger on the release's volume claim. helm uninstall keeps the claim, a reinstall under
 // the same name takes it over, and the receiver started on it delivers each event once.
 func TestUninstallKeepsReceiverLedger(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	c := newInstallCluster(t)
 	ctx := context.Background()
 	const release, ns = "hookwarden", "hookwarden-system"
@@ -212,6 +214,7 @@ func TestUninstallKeepsReceiverLedger(t *testing.T) {
 // naming the owner), and a namespaced release whose watched namespace does not exist yet
 // (refused at install, naming it, rather than a manager that cannot start).
 func TestRollbackAndSecondRelease(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	c := newInstallCluster(t)
 	base := " --set image.registry=" + testRegistry
 	c.must(t, "helm install 0.1.0", "helm install hookwarden charts/hookwarden -n hookwarden-system --create-namespace"+base)

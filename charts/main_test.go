@@ -3,6 +3,7 @@ package charts_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/hookwarden/hookwarden/internal/testenv"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 const chartDir = "hookwarden"
@@ -44,6 +46,11 @@ const testRegistry = "registry.example.com/hookwarden"
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if testtier.Short() {
+		testtier.SkippingSetup("charts", "helm, the image binaries and the control plane")
+		return m.Run()
+	}
 	fail := func(format string, a ...any) int { fmt.Fprintf(os.Stderr, "charts: "+format+"\n", a...); return 1 }
 	var err error
 	if tmpDir, err = os.MkdirTemp("", "charts-test-"); err != nil {

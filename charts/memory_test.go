@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -51,6 +52,7 @@ const mib = 1 << 20
 // rotated credential still re-triggers it (and, arriving on the same watch after the 300, shows
 // they have all been seen).
 func TestManagerHeapIgnoresUnrelatedSecrets(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	ctx := context.Background()
 	for _, ns := range []string{"heap", "bulk"} {

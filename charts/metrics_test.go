@@ -13,6 +13,8 @@ import (
 	"unicode"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // Metrics the alerts and the dashboard may use before a binary serves them. Each must still be
@@ -29,6 +31,7 @@ func promtool(t *testing.T) string {
 }
 
 func TestAlertRules(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	p := promtool(t)
 	for _, args := range [][]string{
 		{"check", "rules", filepath.Join(chartDir, "files", "alerts.yaml")},

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // installed applies, for real, the chart in cluster mode (release hw in hw-system), the chart
@@ -141,6 +143,7 @@ var columns = regexp.MustCompile(`\s{2,}`)
 // cluster and namespaced mode, against the README's "What each ServiceAccount can touch". A
 // grant wider than the README's fails here. Spot checks (SubjectAccessReview) follow.
 func TestServiceAccountPermissions(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	if _, err := kube.CoreV1().ServiceAccounts("hw-system").Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -252,6 +255,7 @@ func TestServiceAccountPermissions(t *testing.T) {
 // signing Secrets, its route Secrets in the release namespace (the only Secrets it may delete)
 // and out of kube-system. Checked with the manager's own token.
 func TestManagerSecretWritesPolicy(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	for _, who := range []struct{ ns, sa string }{{"hw-system", "hw-hookwarden-manager"}, {"hookwarden-system", "hookwarden-controller-manager"}} {
 		_, rc := saKubeconfig(t, who.ns, who.sa)
@@ -343,6 +347,7 @@ func TestManagerSecretWritesPolicy(t *testing.T) {
 // follows: the server's own admin/edit/view roles select our roles' labels (and view does not
 // select the writer).
 func TestAggregatedRoles(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	ctx := context.Background()
 	for _, c := range []struct {

@@ -11,11 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // The chart's CRD and the manager's rules are copies of what controller-gen generates
 // (make chart-sync): they follow every API or marker change, or this fails.
 func TestChartFollowsGeneratedFiles(t *testing.T) {
+	testtier.RequiresServers(t, "helm")
 	pairs := map[string]string{filepath.Join("..", "config", "rbac", "role.yaml"): filepath.Join(chartDir, "files", "manager-role.yaml")}
 	gen, err := filepath.Glob(filepath.Join("..", "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(gen) == 0 {
@@ -77,6 +80,7 @@ func TestChartFollowsGeneratedFiles(t *testing.T) {
 }
 
 func TestHelmLint(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	for _, set := range [][]string{
 		nil,
 		{"receiver.store.type=postgres", "receiver.store.postgres.dsnSecret.name=db", "receiver.replicas=3", "receiver.ingress.enabled=true"},
@@ -97,6 +101,7 @@ func TestHelmLint(t *testing.T) {
 // values.schema.json for types, enums, ranges and unknown keys (Helm prints the JSON pointer of
 // the key), the templates for what depends on several values.
 func TestBadValuesFailAtRender(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	cases := []struct {
 		reason string
 		set    []string
@@ -210,6 +215,7 @@ func (r rendered) kinds() map[string]int {
 // helm template | kubectl apply --dry-run=server: the API server validates every object
 // (schemas, admission, the CRD's CEL rules) without keeping any.
 func TestTemplateAppliesToAPIServer(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	ensureNamespace(t, "hw-system")
 	ensureNamespace(t, "team-a")
 	ensureNamespace(t, "team-system")
@@ -410,7 +416,7 @@ func TestTemplateAppliesToAPIServer(t *testing.T) {
 
 // podField returns a field of a Deployment's pod spec; ints index lists.
 func podField(d *unstructured.Unstructured, path ...any) any {
-	var cur any = d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"]
+	cur := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"]
 	for _, p := range path {
 		switch k := p.(type) {
 		case string:

@@ -31,6 +31,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/childproc"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 	"github.com/hookwarden/hookwarden/receiver"
@@ -229,6 +230,7 @@ func scrapedLabels(body string) map[string]map[string]bool {
 // authenticated metrics, readiness means ready, and the metrics the alerts and the dashboard
 // name are the ones they serve.
 func TestBinariesAsServiceAccounts(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	ctx := context.Background()
 	ks, err := kube.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
@@ -443,6 +445,7 @@ func dropDatabase(t *testing.T, dsn string) {
 // A manager watching team-a reconciles there, as its namespaced RBAC allows, and ignores a
 // subscription in another namespace: no finalizer, no status.
 func TestWatchNamespaceIgnoresOthers(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	stripe := fake.New()
 	apiURL, stopStripe := stripe.Start()

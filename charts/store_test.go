@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
@@ -18,6 +19,7 @@ import (
 // against a real redis-server that requires that password. Only the listen addresses and the
 // file's directory are the test's.
 func TestReceiverOnRedisAsRendered(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)
 	const password = "chart-redis-pw"
 	rd := storetest.StartRedis(t, append(storetest.DurableRedis(), "requirepass", password)...)

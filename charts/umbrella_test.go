@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // umbrella writes a parent chart (a platform team's) that depends on ours from its folder, with
@@ -53,6 +55,7 @@ func umbrella(t *testing.T, values string) string {
 // reads global.imageRegistry and global.imagePullSecrets, and the rest of the umbrella's
 // values for it under hookwarden:.
 func TestUmbrellaChart(t *testing.T) {
+	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	ensureNamespace(t, "platform-system")
 	cases := []struct {
 		reason, values  string

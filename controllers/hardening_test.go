@@ -117,7 +117,7 @@ func expectRefusalsStall(glKind *restKind) {
 		all = append(all, refusal{provider: "stripe", op: op, sub: s, requests: func() int { return len(t.requests("", "/")) }})
 		setUp(op, s, func(method string) {
 			path := "/v1/webhook_endpoints"
-			if method != http.MethodGet && !(method == http.MethodPost && op == "create") {
+			if method != http.MethodGet && (method != http.MethodPost || op != "create") {
 				path += "/" + get(Default, s).Status.EndpointID
 			}
 			t.srv.Inject(fake.Fault{Method: method, PathPrefix: path, APIKey: t.apiKey, Status: http.StatusForbidden,

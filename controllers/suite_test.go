@@ -35,6 +35,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
@@ -67,6 +68,7 @@ var (
 )
 
 func TestControllers(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest)")
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Controllers Suite")
 }

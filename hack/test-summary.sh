@@ -4,7 +4,8 @@
 # kept in bin/test.log (TEST_LOG overrides the path). When something failed, what failed follows
 # at the end, from the log: each failed test's own output (its t.Log and t.Error lines, such as a
 # golden's diff; the manager's JSON log lines left out), each failed Ginkgo spec's report, build
-# errors and panics.
+# errors and panics. Before that, how long each package took, slowest first (from go test's
+# ok/FAIL lines), so the next slow package is seen.
 set -uo pipefail
 log=${TEST_LOG:-bin/test.log}
 mkdir -p "$(dirname "$log")"
@@ -50,6 +51,26 @@ failures() {
     after != "" && line ~ /^    / { print line }
   ' "$1"
 }
+
+# timings prints each package's time from the ok/FAIL lines of a `go test` log, slowest first
+# (cached results and packages that did not build have none).
+timings() {
+  awk -F'\t' '
+    /^(ok|FAIL)[ \t]/ && NF >= 3 && $3 ~ /^[0-9.]+s$/ {
+      result = $1; sub(/ +$/, "", result)
+      pkg = $2; sub(/^github.com\/hookwarden\/hookwarden\/?/, "./", pkg)
+      secs = $3; sub(/s$/, "", secs)
+      printf "%s\t%s\t%s\n", secs, pkg, result
+    }' "$1" | sort -t "$(printf '\t')" -k1,1 -rn |
+    awk -F'\t' '{ total += $1; printf "%9.1fs  %s%s\n", $1, $2, ($3 == "FAIL" ? "  (FAIL)" : "") }
+      END { if (NR) printf "%9.1fs  in all (%d packages; they run in parallel, so more than the wall time)\n", total, NR }'
+}
+
+if grep -qE '^(ok|FAIL)[[:space:]]' "$log"; then
+  echo
+  echo "== time per package, slowest first"
+  timings "$log"
+fi
 
 if grep -qE '^(--- FAIL|FAIL)' "$log"; then
   echo

@@ -9,18 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookwarden/hookwarden/receiver/adminapi"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
-// AdminPath is where the admin API is served, on the metrics listener: with --metrics-secure
-// it is authenticated and authorized as /metrics is (TokenReview, then a SubjectAccessReview
-// on the non-resource URL with the request's verb):
-//
-//	GET  /deadletters               list, ?subscription=ns/name&sink=name to narrow (verb get on /deadletters)
-//	GET  /deadletters/{id}          show, with the payload (verb get on /deadletters/*)
-//	POST /deadletters/{id}/replay   back on the delivery path, same event id (verb post on /deadletters/*)
-//	POST /deadletters/{id}/purge    never delivered, still remembered for dedupe (verb post on /deadletters/*)
-const AdminPath = "/deadletters"
+// AdminPath is where the admin API is served (adminapi.DeadLettersPath, which documents its
+// routes and their authorization).
+const AdminPath = adminapi.DeadLettersPath
 
 // Admin serves the dead-letter admin API over the store.
 type Admin struct {
@@ -29,20 +24,7 @@ type Admin struct {
 }
 
 // DeadLetter is one dead-lettered delivery as the admin API returns it.
-type DeadLetter struct {
-	ID           int64  `json:"id"`
-	Subscription string `json:"subscription"`
-	// Sink is the name of the sink the delivery failed for ("default": spec.delivery.sink).
-	Sink        string    `json:"sink"`
-	EventID     string    `json:"eventID"`
-	EventType   string    `json:"eventType,omitempty"`
-	Attempts    int       `json:"attempts"`
-	ReceivedAt  time.Time `json:"receivedAt"`
-	LastError   string    `json:"lastError,omitempty"`
-	ContentType string    `json:"contentType,omitempty"`
-	// Payload is the event as the provider sent it (show only).
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
+type DeadLetter = adminapi.DeadLetter
 
 // Handlers are the admin API's routes, for metricsserver.Options.ExtraHandlers.
 func (a *Admin) Handlers() map[string]http.Handler {
@@ -57,33 +39,8 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(rest, "/")
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	switch {
-	case rest == "" && r.Method == http.MethodGet:
-		limit := 100
-		if v := r.URL.Query().Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 || n > adminScan {
-				adminError(w, http.StatusBadRequest, "limit must be 1.."+strconv.Itoa(adminScan))
-				return
-			}
-			limit = n
-		}
-		jobs, err := a.Store.DeadLetters(ctx, limit)
-		if err != nil {
-			adminError(w, http.StatusInternalServerError, err.Error())
-			return
-		}
-		out := make([]DeadLetter, 0, len(jobs))
-		for _, j := range jobs {
-			if sub := r.URL.Query().Get("subscription"); sub != "" && j.Event.Subscription != sub {
-				continue
-			}
-			if sink := r.URL.Query().Get("sink"); sink != "" && j.Sink != sink {
-				continue
-			}
-			out = append(out, deadLetter(j, false))
-		}
-		adminJSON(w, http.StatusOK, out)
+	if rest == "" && r.Method == http.MethodGet {
+		a.list(ctx, w, r)
 		return
 	}
 	id, err := strconv.ParseInt(parts[0], 10, 64)
@@ -117,6 +74,35 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// list answers GET /deadletters.
+func (a *Admin) list(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > adminScan {
+			adminError(w, http.StatusBadRequest, "limit must be 1.."+strconv.Itoa(adminScan))
+			return
+		}
+		limit = n
+	}
+	jobs, err := a.Store.DeadLetters(ctx, limit)
+	if err != nil {
+		adminError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := make([]DeadLetter, 0, len(jobs))
+	for _, j := range jobs {
+		if sub := r.URL.Query().Get("subscription"); sub != "" && j.Event.Subscription != sub {
+			continue
+		}
+		if sink := r.URL.Query().Get("sink"); sink != "" && j.Sink != sink {
+			continue
+		}
+		out = append(out, deadLetter(j, false))
+	}
+	adminJSON(w, http.StatusOK, out)
+}
+
 func (a *Admin) answer(w http.ResponseWriter, id int64, done string, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotDead):
@@ -124,7 +110,7 @@ func (a *Admin) answer(w http.ResponseWriter, id int64, done string, err error) 
 	case err != nil:
 		adminError(w, http.StatusInternalServerError, err.Error())
 	default:
-		adminJSON(w, http.StatusOK, map[string]any{"id": id, "result": done})
+		adminJSON(w, http.StatusOK, adminapi.Result{ID: id, Result: done})
 	}
 }
 
@@ -169,5 +155,5 @@ func adminJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func adminError(w http.ResponseWriter, status int, msg string) {
-	adminJSON(w, status, map[string]string{"error": msg})
+	adminJSON(w, status, adminapi.Error{Error: msg})
 }

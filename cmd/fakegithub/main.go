@@ -99,6 +99,7 @@ type deliverRequest struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+//nolint:funlen // the fake's route table, one case per route
 func handler(srv *fake.Server, m *fakeapi.Meter, clock *fakeapi.Clock) http.Handler {
 	mux := http.NewServeMux()
 	fakeapi.HandleDebug(mux, m, srv.Requests, srv.Chaos)

@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/receiver"
@@ -77,6 +78,7 @@ func (s *sink) requests() []string {
 // the sink then gets it once, with the Idempotency-Key of the refused attempt. A purged one is
 // never delivered and its redelivery by the provider is still a duplicate.
 func TestDeadLetters(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

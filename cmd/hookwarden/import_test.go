@@ -20,6 +20,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 	"github.com/hookwarden/hookwarden/providers/stripe"
@@ -31,6 +32,7 @@ import (
 // with the secret the user supplied, the GitHub one by setting a new secret on the same hook.
 // One Stripe endpoint carrying another cluster's marker is refused.
 func TestImport(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "import")
@@ -116,6 +118,7 @@ func apply(t *testing.T, g *WithT, doc string) {
 // secret on shop/repo's hook (which would break its deliveries' verification), no Stripe
 // create.
 func TestImportSkipsWhatThisClusterOwns(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "import-owned")
@@ -197,6 +200,7 @@ func key(s *hookv1.WebhookSubscription) string { return s.Namespace + "/" + s.Na
 // rotating to a new endpoint). On GitHub the hook whose secret was supplied is adopted without
 // a new secret, its twin left alone and reported.
 func TestImportGroupsTwins(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	tn := newTenant(t, g, "import-twins")
 	older := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://Hooks.Example.com:443/twins", EnabledEvents: []string{"invoice.paid"}, Description: "first try"})
@@ -271,6 +275,7 @@ func applyImported(t *testing.T, g *WithT, outputs ...string) (imported []*hookv
 // subscription, and a subscription applied before its Secret anyway (another order, a slow
 // apply) waits for it instead of rotating: no Stripe create, the supplied secret kept.
 func TestImportedSubscriptionWaitsForItsSecret(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "import-late-secret")

@@ -32,6 +32,7 @@ import (
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/cli"
 	"github.com/hookwarden/hookwarden/internal/testenv"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers/builtin"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -56,6 +57,10 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if testtier.Short() {
+		testtier.SkippingSetup("cmd/hookwarden", "the control plane and the fakes")
+		os.Exit(m.Run())
+	}
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	dir, err := os.MkdirTemp("", "hookwarden-cli")
 	if err != nil {

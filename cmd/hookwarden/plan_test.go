@@ -17,6 +17,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -26,6 +27,7 @@ import (
 // unchanged GitHub hook, planned from a manifest file against the recorded state the manager
 // left; every request the plan sends (the API server, Stripe, GitHub) is a read.
 func TestPlan(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "plan")
@@ -131,6 +133,7 @@ func TestPlan(t *testing.T) {
 // TestPlanBadInput: each bad input is one line on stderr and exit 3 (or 1 for a failure),
 // with nothing on stdout and no stack trace.
 func TestPlanBadInput(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	tn := newTenant(t, g, "badinput")
 	dir := t.TempDir()
@@ -200,6 +203,7 @@ func writeManifests(t *testing.T, path string, subs ...*hookv1.WebhookSubscripti
 // TestPlanWaitsOutRateLimits: a provider answering 429 is waited out as the manager would (its
 // limiter's wait), said on stderr, and the plan then completes.
 func TestPlanWaitsOutRateLimits(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	tn := newTenant(t, g, "ratelimit")
 	manifests := filepath.Join(t.TempDir(), "subscriptions.yaml")
@@ -224,6 +228,7 @@ func TestPlanWaitsOutRateLimits(t *testing.T) {
 // the plan reads, so adopting the Stripe endpoint needs no rotation; other kinds are not
 // planned, and said so on stderr.
 func TestPlanReadsImportsOutput(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	tn := newTenant(t, g, "import-plan")
 	ep := stripeSrv.Seed(tn.apiKey, stripefake.Endpoint{URL: "https://hooks.example.com/fits", EnabledEvents: []string{"invoice.paid"}, Secret: "whsec_fits"})
@@ -258,6 +263,7 @@ func TestPlanReadsImportsOutput(t *testing.T) {
 // planned for the manager's receiver URL, and a conflict fails the gate with its own exit code
 // (5), not 0.
 func TestPlanLearnsTheManagersSettings(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	tn := newTenant(t, g, "plan-settings")
 	const base = "https://in.example.com/base"

@@ -14,6 +14,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
@@ -21,6 +22,7 @@ import (
 // annotation set; the next run follows the same request instead of making a new one. (The
 // manager's side, status.recovery, is written by the missed-events work.)
 func TestRecoverResumes(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "recover")
@@ -46,6 +48,7 @@ func TestRecoverResumes(t *testing.T) {
 // 503 come back through `hookwarden recover`: the manager's run hands each to the endpoint once,
 // signed as Stripe signs, and the command prints the run's figures.
 func TestRecoverFollowsTheManagersRun(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	tn := newTenant(t, g, "recover-run")
 	var mu sync.Mutex
@@ -104,6 +107,7 @@ func TestRecoverFollowsTheManagersRun(t *testing.T) {
 // Failed; `hookwarden recover` prints that result and the run's message, and exits 1, not "0
 // recovered" and 0.
 func TestRecoverReportsAFailedRun(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "recover-failed")

@@ -17,6 +17,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
@@ -27,6 +28,7 @@ import (
 // confirmed: Stripe endpoints replaced and the old ones deleted, GitHub hooks kept with a new
 // secret, each signing Secret holding exactly the provider's current secret.
 func TestRotate(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "rotate")
@@ -130,6 +132,7 @@ func (s *syncBuffer) String() string {
 // the rerun resumes the same batch. Each subscription rotates exactly once: one new secret on
 // each GitHub hook, one new Stripe endpoint each, no second request.
 func TestRotateResumesTheBatch(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "rotate-batch")
@@ -204,6 +207,7 @@ func createTeam(g *WithT, tn *tenant, team string, stripe, github []string) []*h
 // several names are taken; --dry-run asks nothing; following does not stop at a stalled
 // subscription nor wait on a suspended one: each one's outcome is in the table, exit 1.
 func TestRotateGuardRails(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "rotate-rails")

@@ -17,6 +17,7 @@ import (
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/receiver"
@@ -29,6 +30,7 @@ import (
 // receiver (its handler, a SQLite ledger, its metrics) that accepted one delivery, saw it again
 // as a duplicate and refused a forged one.
 func TestStatus(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	g := NewWithT(t)
 	ctx := context.Background()
 	tn := newTenant(t, g, "status")

@@ -812,7 +812,7 @@ func (e *recEnv) stripeBurst(key string, n int, at time.Time) []string {
 	var ids []string
 	for i := range n {
 		// Pin the fake's clock to the second: the emits take longer than a second of wall time.
-		e.stripeOffset.Store(int64(at.Add(time.Duration(i) * time.Millisecond / 2).Sub(time.Now())))
+		e.stripeOffset.Store(int64(time.Until(at.Add(time.Duration(i) * time.Millisecond / 2))))
 		ids = append(ids, e.stripe.Emit(key, []string{"invoice.paid", "charge.failed"}[i%2], map[string]any{"n": i}).ID)
 	}
 	e.stripeOffset.Store(0)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // The small run is part of make test; `make chaos-receiver` runs the full one
@@ -47,6 +49,7 @@ const (
 // Idempotency-Keys, no event accepted (202) twice and no dead letter. Redeliveries under the
 // same key (at-least-once towards the sink) are counted and attributed.
 func TestChaos(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

@@ -9,6 +9,7 @@ package main_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -33,6 +34,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
@@ -47,6 +49,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testtier.Short() {
+		testtier.SkippingSetup("cmd/receiver", "the receiver binary and the control plane")
+		return m.Run()
+	}
 	logf.SetLogger(logr.Discard())
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "receiver e2e setup: "+format+"\n", args...)
@@ -120,6 +127,7 @@ func runMain(m *testing.M) int {
 // a. One event delivered 200 times at once, spread over three receivers sharing one
 // PostgreSQL (or one Redis): exactly one 202, 199 × 200, and the sink sees the event exactly once.
 func TestConcurrentDuplicatesAcrossReplicas(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	t.Run("postgres", func(t *testing.T) {
 		concurrentDuplicates(t, "receiver-a", "PostgreSQL", storetest.PostgresDSN(t))
 	})
@@ -187,6 +195,7 @@ func concurrentDuplicates(t *testing.T, label, storeName, dsn string) {
 // about half were acknowledged and restarted on the same store. Every acknowledged event
 // reaches the sink, none is processed twice, and no event is accepted (202) twice.
 func TestKillMidStream(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	t.Run("sqlite", func(t *testing.T) {
 		killMidStream(t, "receiver-b", "sqlite://"+filepath.Join(t.TempDir(), "receiver.db"))
 	})
@@ -346,6 +355,7 @@ func killMidStream(t *testing.T, label, dsn string) {
 // c. Sink failures: retries with backoff, Retry-After, permanent 4xx, exhausted attempts, the
 // dead-letters and replay commands.
 func TestSinkFailures(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	dsn := "sqlite://" + filepath.Join(t.TempDir(), "receiver.db")
 	ns := newNamespace(t)
 	sk := newSink(t)
@@ -479,6 +489,7 @@ func parseDeadLetters(t *testing.T, out string) map[string]string {
 // e. Rotation through Kubernetes: the signing Secret holds old and new secrets, then only the
 // new one; the receiver follows without a restart.
 func TestSecretRotation(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	dsn := "sqlite://" + filepath.Join(t.TempDir(), "receiver.db")
 	ns := newNamespace(t)
 	sk := newSink(t)
@@ -537,6 +548,7 @@ func TestSecretRotation(t *testing.T) {
 // down (503 instead), clients' retries are acknowledged once it is back, and every acknowledged
 // event reaches the sink exactly once.
 func TestPostgresRestartUnderLoad(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	pg := startPrivatePostgres(t)
 	l := restartUnderLoad(t, "PostgreSQL", pg.DSN(), nil, false, pg.StopImmediate, pg.Start)
 	l.check(t)
@@ -546,6 +558,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 // f, Redis. SIGKILL of a Redis with appendfsync always under a steady stream: 503 while it is
 // down, and nothing acknowledged is lost (every acknowledged write was fsynced before the reply).
 func TestRedisRestartUnderLoad(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	rd := storetest.StartRedis(t, storetest.DurableRedis()...)
 	l := restartUnderLoad(t, "Redis (appendfsync always)", rd.URL(), nil, false, func() error { rd.Kill(); return nil }, rd.Start)
 	l.check(t)
@@ -555,6 +568,7 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 // Measured, not asserted: what a Redis with appendfsync everysec loses when Redis itself is
 // SIGKILLed under load. The receiver runs with --store-promise=best-effort, as it must to start.
 func TestRedisEverysecLossOnKill(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	rd := storetest.StartRedis(t, "appendonly", "yes", "appendfsync", "everysec", "maxmemory-policy", "noeviction")
 	l := restartUnderLoad(t, "Redis (appendfsync everysec)", rd.URL(), []string{"--store-promise", "best-effort"}, true,
 		func() error { rd.Kill(); return nil }, rd.Start)
@@ -746,6 +760,7 @@ func restartUnderLoad(t *testing.T, storeName, dsn string, extra []string, lossy
 // Graceful shutdown: SIGTERM with requests in flight (their handlers are reading the body) →
 // they complete with 2xx, the process exits 0, and their events are delivered after a restart.
 func TestGracefulShutdown(t *testing.T) {
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	dsn := "sqlite://" + filepath.Join(t.TempDir(), "receiver.db")
 	ns := newNamespace(t)
 	sk := newSink(t)

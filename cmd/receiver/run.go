@@ -138,6 +138,7 @@ func verifiers(registry providers.Registry) (map[string]providers.Verifier, map[
 	return fixed, described
 }
 
+//nolint:funlen // the receiver's wiring in start-up order, read top to bottom
 func run(ctx context.Context, o options) error {
 	if err := o.validate(); err != nil {
 		return err

@@ -293,6 +293,8 @@ func (w *worker) account(it *item, dup, strict bool, status int, err error) {
 // its next request when the previous one is answered) or, when spec.rate > 0, open loop
 // (arrivals scheduled at spec.rate whatever the answers; latency counts from the scheduled
 // arrival, so queueing in the client is charged, not hidden).
+//
+//nolint:funlen // closed and open loop share the clock and the tallies
 func runPhase(ctx context.Context, cfg config, addr string, gen *generator, p *pool, spec phaseSpec) (*phaseResult, error) {
 	res := &phaseResult{spec: spec, status: map[int]int{}}
 	workers := make([]*worker, spec.conns)

@@ -169,7 +169,8 @@ func main() {
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-receiver:", err)
 		stop()
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // exitAfterDefer: stop ran on the line above
+
 	}
 }
 
@@ -198,6 +199,7 @@ type bench struct {
 	paceBase float64
 }
 
+//nolint:funlen // a benchmark's phases in the order the report prints them
 func run(ctx context.Context, cfg config) error {
 	began := time.Now()
 	if cfg.cpuprofile != "" {
@@ -561,6 +563,8 @@ func fsyncRate(dir string, d time.Duration) (perSec float64, each time.Duration,
 }
 
 // print writes the report.
+//
+//nolint:funlen // the report's tables, one after another
 func (b *bench) print(out io.Writer, header []string, took time.Duration) {
 	cfg := b.cfg
 	fmt.Fprintln(out)

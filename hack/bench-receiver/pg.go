@@ -35,7 +35,7 @@ func createScratchDB(ctx context.Context, dsn string) (*scratchDB, error) {
 	}
 	s := &scratchDB{admin: admin, name: name}
 	if s.dsn, err = withDatabase(dsn, name); err != nil {
-		s.drop()
+		_ = s.drop() // best effort: the bad DSN is the error to report
 		return nil, err
 	}
 	return s, nil

@@ -122,6 +122,8 @@ func (s setup) resyncFor(r row) time.Duration {
 }
 
 // runRow runs one row on a control plane, a fake and a manager of its own, and stops them all.
+//
+//nolint:funlen // one row's set-up, load and teardown read top to bottom
 func runRow(ctx context.Context, s setup, r row) (res result, err error) {
 	res.Row = r
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)

@@ -13,6 +13,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hookwarden/hookwarden/internal/fakeapi"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // TestSmallRows is make bench-reconcile in small, as a correctness test: it checks what must
@@ -24,6 +25,7 @@ import (
 // short by an unreachable URL. GitLab's row has 5 hooks a project, as many as GitLab lets a
 // project create at once.
 func TestSmallRows(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the manager binary")
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		if os.Getenv("CI") == "true" {
@@ -99,6 +101,7 @@ func TestSmallRows(t *testing.T) {
 // account that finished early does not have its next list counted while another account's wave
 // is still running, nor its previous one.
 func TestDuring(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the manager binary")
 	fp := &stripeBench{}
 	list, _ := fp.routes()
 	look, _ := fp.look()

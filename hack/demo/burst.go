@@ -136,6 +136,8 @@ func (s *sender) concurrently(ctx context.Context, e *burstEvent, n int) {
 // correctly signed deliveries of distinct events straight to the receiver, about 30 % of them
 // duplicates (some concurrent, some later), mixing the subscriptions, then checks the answers,
 // a forgery per provider, the sink (each event exactly once) and the receiver's metrics.
+//
+//nolint:funlen // the demo's story, step by step, as it prints it
 func (d *demo) burst(ctx context.Context) error {
 	var titles []string
 	for _, p := range d.providers {
@@ -388,6 +390,8 @@ func firstN(s []string, n int) []string {
 // checkSink waits (bounded) until the sink holds every event, waits a little longer for late
 // repeats, and checks that each event arrived exactly once, under the right headers and path,
 // and that nothing else (the forgery) did.
+//
+//nolint:funlen // each check says what the demo proves, in order
 func (d *demo) checkSink(ctx context.Context, targets []*target, events []*burstEvent, started time.Time) error {
 	want := map[string]*burstEvent{} // Idempotency-Key → event
 	for _, e := range events {

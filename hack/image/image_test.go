@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hookwarden/hookwarden/hack/internal/imagebuild"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // testVersion is given to make with a leading v, which make drops (as the chart's appVersion
@@ -107,6 +108,9 @@ func binaries(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if testtier.Short() {
+		os.Exit(code) // builtBinaries would build them only to remove them
+	}
 	if dir, err := builtBinaries(); err == nil {
 		_ = os.RemoveAll(filepath.Dir(dir))
 	}
@@ -150,6 +154,7 @@ func TestOneVersion(t *testing.T) {
 }
 
 func TestImages(t *testing.T) {
+	testtier.RequiresServers(t, "the image binaries (make image-binaries)")
 	bin := binaries(t)
 	out := t.TempDir()
 	revision := gitRevision(t)
@@ -415,6 +420,7 @@ func runInImage(t *testing.T, root string, argv ...string) string {
 // (go-containerregistry's in-memory one, the same protocol) as that index, from which each
 // platform's image can be pulled.
 func TestImageReproducibleAndPushable(t *testing.T) {
+	testtier.RequiresServers(t, "the image binaries (make image-binaries)")
 	bin := binaries(t)
 	build := func(extra ...string) map[string]string {
 		return digests(imageTool(t, append([]string{"-version", testTag, "-platforms", strings.Join(platforms, ","), "-binaries", bin}, append(extra, "receiver")...)...))

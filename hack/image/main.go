@@ -42,6 +42,7 @@ func main() {
 	}
 }
 
+//nolint:funlen // flag parsing and the build in order
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	var spec imagebuild.Spec

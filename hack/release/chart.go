@@ -72,10 +72,10 @@ func packageChart(dir, version, registry string, mtime time.Time) (archive, char
 		switch rel {
 		case "Chart.yaml":
 			if b, err = setLine(b, chartVersionLine, "version: "+version); err != nil {
-				return fmt.Errorf("Chart.yaml: %w", err)
+				return fmt.Errorf("Chart.yaml: %w", err) //nolint:staticcheck // ST1005: a file name, spelled as it is
 			}
 			if b, err = setLine(b, chartAppVersionLine, "appVersion: "+fmt.Sprintf("%q", version)); err != nil {
-				return fmt.Errorf("Chart.yaml: %w", err)
+				return fmt.Errorf("Chart.yaml: %w", err) //nolint:staticcheck // ST1005: a file name, spelled as it is
 			}
 			chartYAML = b
 		case "values.yaml":

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hookwarden/hookwarden/internal/testenv"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 const (
@@ -127,6 +128,7 @@ func verify(ref string, co *cosign.CheckOpts) (int, error) {
 // whose image references resolve in the registry to the signed digests. Then the same inputs
 // published into a new, empty registry at the same address give the same digests.
 func TestRelease(t *testing.T) {
+	testtier.RequiresServers(t, "the image binaries, a registry and a control plane (envtest)")
 	dir := t.TempDir()
 	host, stop := startRegistry(t, "127.0.0.1:0")
 	reg := host + "/hookwarden"

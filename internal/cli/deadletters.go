@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/receiver/adminapi"
 )
 
 func (f *receiverFlags) bind(cmd *cobra.Command) {
@@ -58,11 +58,11 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 		Use: "list", Short: "List dead letters", Args: cobra.NoArgs,
 		Example: "  hookwarden deadletters list --receiver https://localhost:9090 --receiver-token-file token --receiver-insecure-skip-tls-verify",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := receiver.AdminPath + "?limit=" + strconv.Itoa(limit)
+			path := adminapi.DeadLettersPath + "?limit=" + strconv.Itoa(limit)
 			if subscription != "" {
 				path += "&subscription=" + subscription
 			}
-			var out []receiver.DeadLetter
+			var out []adminapi.DeadLetter
 			if err := g.withReceiver(cmd, &f, func(ctx context.Context, r *receiverConn) error {
 				return r.call(ctx, http.MethodGet, path, &out)
 			}); err != nil {
@@ -85,9 +85,9 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 			if err != nil {
 				return err
 			}
-			var d receiver.DeadLetter
+			var d adminapi.DeadLetter
 			if err := g.withReceiver(cmd, &f, func(ctx context.Context, r *receiverConn) error {
-				return r.call(ctx, http.MethodGet, receiver.AdminPath+"/"+strconv.FormatInt(id, 10), &d)
+				return r.call(ctx, http.MethodGet, adminapi.DeadLettersPath+"/"+strconv.FormatInt(id, 10), &d)
 			}); err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ it (the event stays in the ledger, so a redelivery by the provider is still a du
 				return g.withReceiver(cmd, &f, func(ctx context.Context, r *receiverConn) error {
 					for i, id := range ids {
 						var out map[string]any
-						if err := r.call(ctx, http.MethodPost, fmt.Sprintf("%s/%d/%s", receiver.AdminPath, id, verb), &out); err != nil {
+						if err := r.call(ctx, http.MethodPost, fmt.Sprintf("%s/%d/%s", adminapi.DeadLettersPath, id, verb), &out); err != nil {
 							return fmt.Errorf("%s %d (%d of %d done): %w", verb, id, i, len(ids), err)
 						}
 						fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, id)

@@ -85,6 +85,8 @@ func firstAmbiguous(counts []int) int {
 // values[k] (when values is not nil) and raws[k] (the value as written, when raws is not nil);
 // when counts is not nil it counts in counts[k] the members whose key equals keys[k] under
 // case folding. It reports whether body is a valid JSON object.
+//
+//nolint:funlen // one scanner loop; splitting it costs an allocation per member
 func topLevel(body []byte, keys, values []string, counts []int, raws [][]byte) bool {
 	s := scanner{b: body}
 	i := s.ws(0)

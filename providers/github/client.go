@@ -236,6 +236,8 @@ func reported(raw json.RawMessage) string {
 // tool may leave events null. null for a flag (active) reads as false; insecure_ssl may be a
 // string or a number, as GitHub's description allows; last_response may be null or of another
 // shape, which only drops the delivery report.
+//
+//nolint:funlen // one field per block, each with the shape GitHub may send
 func decodeHook(raw json.RawMessage) (providers.Registration, []string) {
 	var r providers.Registration
 	var problems []string

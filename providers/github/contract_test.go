@@ -186,7 +186,7 @@ func TestGoGitHubAgainstTheFake(t *testing.T) {
 }
 
 func asErrorResponse(err error, target **gogithub.ErrorResponse) bool {
-	er, ok := err.(*gogithub.ErrorResponse)
+	er, ok := err.(*gogithub.ErrorResponse) //nolint:errorlint // go-github returns it unwrapped; a wrapped one is a change to notice
 	*target = er
 	return ok
 }

@@ -42,6 +42,8 @@ type errorBody struct {
 // classify turns a response that is not the expected success into a *providers.Error whose
 // message never contains the token. It reads the status code itself: Go clients that only
 // classify 403s (go-github) miss GitHub's 429s.
+//
+//nolint:funlen // one case per status GitHub answers with
 func (c *Client) classify(resp *resty.Response, op operation) error {
 	status := resp.StatusCode()
 	h := resp.Header()

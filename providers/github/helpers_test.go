@@ -107,7 +107,7 @@ func asError(t *testing.T, err error) *providers.Error {
 	if err == nil {
 		t.Fatal("err = nil, want a *providers.Error")
 	}
-	pe, ok := err.(*providers.Error)
+	pe, ok := err.(*providers.Error) //nolint:errorlint // the boundary returns a *providers.Error itself, not wrapped
 	if !ok {
 		t.Fatalf("err is %T (%v), want *providers.Error", err, err)
 	}

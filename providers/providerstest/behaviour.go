@@ -89,6 +89,8 @@ func checkReads(t *testing.T, caps providers.Capabilities, r providers.Registrat
 }
 
 // RunBehaviour runs every case against p.
+//
+//nolint:funlen // the suite's table of cases
 func RunBehaviour(t *testing.T, p Provider) {
 	ctx := context.Background()
 	run := func(name string, fn func(t *testing.T, a Account)) {

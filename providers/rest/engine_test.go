@@ -335,8 +335,8 @@ type topicAPI struct {
 func (a *topicAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	switch {
-	case r.Method == http.MethodGet:
+	switch r.Method {
+	case http.MethodGet:
 		out := []map[string]any{}
 		for _, id := range slices.Sorted(func(yield func(int) bool) {
 			for id := range a.hooks {
@@ -348,7 +348,7 @@ func (a *topicAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			out = append(out, a.hooks[id])
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"webhooks": out})
-	case r.Method == http.MethodPost:
+	case http.MethodPost:
 		var body struct {
 			Webhook map[string]any `json:"webhook"`
 		}
@@ -365,7 +365,7 @@ func (a *topicAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.hooks[a.seq] = body.Webhook
 		w.WriteHeader(201)
 		_ = json.NewEncoder(w).Encode(map[string]any{"webhook": body.Webhook})
-	case r.Method == http.MethodPut:
+	case http.MethodPut:
 		id, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/webhooks/"), ".json"))
 		var body struct {
 			Webhook map[string]any `json:"webhook"`
@@ -375,7 +375,7 @@ func (a *topicAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.hooks[id][k] = v
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"webhook": a.hooks[id]})
-	case r.Method == http.MethodDelete:
+	case http.MethodDelete:
 		id, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/webhooks/"), ".json"))
 		if a.hooks[id] == nil {
 			w.WriteHeader(404)

@@ -82,6 +82,8 @@ const (
 )
 
 // build returns the request body for d. event is the one event of a per-registration style.
+//
+//nolint:funlen // one block per profile field the body may carry
 func (c *Client) build(d providers.Desired, kind bodyKind, events []string) ([]byte, error) {
 	p := c.c.p
 	obj := []byte("{}")
@@ -292,6 +294,8 @@ func (s *shape) add(field, path, problem string) {
 // (false for a boolean: APIs render a flag a registration never set as null), as if absent
 // but without a problem. The registration holds whatever could be read; the problems say what
 // could not.
+//
+//nolint:funlen // one block per profile field a registration may carry
 func (c *Client) read(r gjson.Result, purpose readPurpose) (providers.Registration, []string) {
 	p := c.c.p
 	var reg providers.Registration

@@ -74,6 +74,8 @@ type paged struct {
 }
 
 // pages fetches every page of a paged request and returns the raw items.
+//
+//nolint:funlen // the three paging styles share one loop and its guards
 func (c *Client) pages(ctx context.Context, src paged) ([]gjson.Result, error) {
 	lp := *src.op
 	pg := lp.Pagination

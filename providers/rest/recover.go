@@ -338,8 +338,7 @@ func (c *Client) health(r gjson.Result) *providers.DeliveryHealth {
 		}
 	}
 	now := c.now()
-	switch {
-	case !until.IsZero() && until.After(now):
+	if !until.IsZero() && until.After(now) {
 		return &providers.DeliveryHealth{State: providers.HealthDisabled, DisabledUntil: until, Message: "deliveries failed; the provider sends none until " + until.UTC().Format(time.RFC3339)}
 	}
 	if msg, ok := holds(h.Disabled); ok {

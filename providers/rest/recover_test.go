@@ -520,7 +520,7 @@ func TestSvixRecoverSince(t *testing.T) {
 }
 
 func errorAs(err error, target **providers.Error) bool {
-	pe, ok := err.(*providers.Error)
+	pe, ok := err.(*providers.Error) //nolint:errorlint // the boundary returns a *providers.Error itself, not wrapped
 	if ok {
 		*target = pe
 	}

@@ -284,6 +284,8 @@ func (ck *checker) matches(path string, ms []Match) {
 func oneOf(v string, allowed ...string) bool { return slices.Contains(allowed, v) }
 
 // compile validates p and parses its templates.
+//
+//nolint:funlen // one check per profile field, in the profile's order
 func compile(p *Profile) (*compiled, error) {
 	c := &compiled{p: p, tmpls: map[string]*template.Template{}, params: map[string]Parameter{}}
 	ck := &checker{c: c}

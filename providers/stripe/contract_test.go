@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 )
@@ -144,6 +145,7 @@ func TestContractStripeMockEvents(t *testing.T) {
 // its HTTP base URL. Any failure fails the test: a contract test that skips proves nothing.
 func startStripeMock(t *testing.T) string {
 	t.Helper()
+	testtier.RequiresServers(t, "stripe-mock")
 	root := repoRoot(t)
 
 	installCtx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

@@ -12,12 +12,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookwarden/hookwarden/internal/brokertest"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // startNATS runs an embedded nats-server with JetStream (see brokertest.StartNATS).
 func startNATS(t *testing.T, dir string, port int) *server.Server {
 	t.Helper()
+	testtier.RequiresServers(t, "a NATS JetStream server")
 	return brokertest.StartNATS(t, dir, port)
 }
 

@@ -116,6 +116,8 @@ func New(st store.Store, sender *Sender, resolve Resolver, opts Options) *Pool {
 // Run delivers jobs until ctx ends, then waits for in-flight deliveries (up to Options.Grace)
 // and returns. Store errors are logged and retried at the next poll; Run returns an error only
 // for an unusable configuration.
+//
+//nolint:funlen // the poll loop and its shutdown share the in-flight bookkeeping
 func (p *Pool) Run(ctx context.Context) error {
 	switch {
 	case p.st == nil || p.sender == nil || p.resolve == nil:

@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
@@ -29,6 +31,11 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	flag.Parse()
+	if testtier.Short() {
+		testtier.SkippingSetup("receiver/store", "the package's Redis Cluster")
+		return m.Run()
+	}
 	cluster, clusterErr = storetest.NewRedisCluster(dir, storetest.DurableRedis()...)
 	if cluster != nil {
 		defer cluster.Stop()
@@ -39,6 +46,7 @@ func runTests(m *testing.M) int {
 // clusterDSN is the package's cluster with a fresh key prefix.
 func clusterDSN(t *testing.T) string {
 	t.Helper()
+	testtier.RequiresServers(t, "a Redis Cluster")
 	if clusterErr != nil {
 		if errors.Is(clusterErr, storetest.ErrNoRedis) && os.Getenv("CI") != "true" {
 			t.Skip("SKIPPED, NOT PASSED: ", clusterErr)

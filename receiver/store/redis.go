@@ -126,8 +126,7 @@ func validate(e Event) error {
 	if err := CheckEvent(e); err != nil {
 		return fmt.Errorf("store: claim: %w", err)
 	}
-	switch {
-	case strings.ContainsAny(e.Subscription, "{}"):
+	if strings.ContainsAny(e.Subscription, "{}") {
 		return fmt.Errorf("store: claim: subscription %q contains a brace", e.Subscription)
 	}
 	return nil

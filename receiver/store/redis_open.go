@@ -153,10 +153,9 @@ var redisSettings = []string{"appendonly", "appendfsync", "no-appendfsync-on-rew
 // checkRedis reads every master's version and settings and returns the weakest promise.
 func checkRedis(ctx context.Context, c redis.UniversalClient) (Promise, []string, error) {
 	type node struct {
-		addr     string
-		promise  Promise
-		reasons  []string
-		checkErr error
+		addr    string
+		promise Promise
+		reasons []string
 	}
 	var nodes []*node
 	check := func(ctx context.Context, c *redis.Client) error {

@@ -819,7 +819,7 @@ func (s *SQL) eventsOf(ctx context.Context, jobs []Job) error {
 // scanEvent reads eventColumns.
 func scanEvent(rows *sql.Rows, id *int64, e *Event, more ...any) error {
 	var received, maxAttempts int64
-	dest := append(more, id, &maxAttempts, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Trace, &e.Payload, &received)
+	dest := slices.Concat(more, []any{id, &maxAttempts, &e.Subscription, &e.EventID, &e.SubscriptionUID, &e.EventType, &e.ContentType, &e.Trace, &e.Payload, &received})
 	if err := rows.Scan(dest...); err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func Labels(s Spec) map[string]string {
 // Index builds the image of s for each platform (s.Platform and s.Binary set per platform by
 // binary) into an OCI image index, annotated like the images.
 func Index(s Spec, platforms []string, binary func(platform string) string) (v1.ImageIndex, error) {
-	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range platforms {
 		ps := s
 		ps.Platform, ps.Binary = p, binary(p)

@@ -370,9 +370,10 @@ func (s *Server) listDestinations(a *account, q url.Values) result {
 	}
 	offset := 0
 	if tok := q.Get("page"); tok != "" {
-		b, err := base64.RawURLEncoding.DecodeString(tok)
+		b, decodeErr := base64.RawURLEncoding.DecodeString(tok)
 		n, ok := strings.CutPrefix(string(b), "ed-page:")
-		if offset, err = strconv.Atoi(n); err != nil || !ok || offset < 0 {
+		var err error
+		if offset, err = strconv.Atoi(n); decodeErr != nil || err != nil || !ok || offset < 0 {
 			return badV2("page: invalid page token.")
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookwarden/hookwarden/internal/childproc"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // DurableRedis is the configuration under which the Redis store keeps the strict promise:
@@ -50,6 +51,7 @@ func (r *RedisServer) URL() string { return "redis://" + r.Addr }
 // and skips, loudly, elsewhere.
 func StartRedis(tb testing.TB, conf ...string) *RedisServer {
 	tb.Helper()
+	testtier.RequiresServers(tb, "redis-server")
 	dir, err := os.MkdirTemp("", "hookwarden-redis-")
 	if err != nil {
 		tb.Fatal(err)

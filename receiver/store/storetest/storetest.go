@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
+
+	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
 // EnvPostgres names the variable holding the admin DSN of the test server; the user must be
@@ -29,6 +31,7 @@ const DefaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 // receiver's PostgreSQL guarantees are only tested when the tests run against one.
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
+	testtier.RequiresServers(t, "PostgreSQL")
 	u, db := adminDB(t)
 	defer func() { _ = db.Close() }()
 	admin := u.String()
@@ -68,6 +71,7 @@ func PostgresDSN(t testing.TB) string {
 // name must be a valid identifier part (letters, digits, underscores).
 func PostgresSlotDSN(t testing.TB, name string) string {
 	t.Helper()
+	testtier.RequiresServers(t, "PostgreSQL")
 	u, db := adminDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
