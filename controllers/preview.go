@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -72,6 +73,6 @@ func (r *Reconciler) Observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 // credentials from the API server.
 func (r *Reconciler) readFromAPI() {
 	if r.credentials == nil {
-		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+		r.credentials = &account.Credentials{API: r.APIReader, Entries: map[account.CredentialKey]account.CredentialEntry{}}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -53,7 +54,7 @@ type Reconciler struct {
 	// APIReader reads signing Secrets uncached: a stale read would look like a lost secret.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Accounts  *Accounts
+	Accounts  *account.Accounts
 	// ClusterName goes into the ownership marker, so clusters sharing an account never prune
 	// each other's registrations.
 	ClusterName string
@@ -75,7 +76,7 @@ type Reconciler struct {
 	Now func() time.Time
 	// credentials (and REST profiles) are read from the API server, once per version of their
 	// Secret (ConfigMap).
-	credentials *credentials
+	credentials *account.Credentials
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
 	Metrics *Metrics
@@ -130,7 +131,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		r.Metrics = unregisteredMetrics()
 	}
 	r.normalEvents = r.Events.limiter()
-	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+	r.credentials = &account.Credentials{Meta: mgr.GetCache(), API: r.APIReader, Entries: map[account.CredentialKey]account.CredentialEntry{}}
 	r.ownWrites = newOwnWrites()
 	r.signingMemo = newSigningMemo(mgr.GetCache())
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
@@ -311,7 +312,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 type session struct {
 	r       *Reconciler
 	sub     *hookv1.WebhookSubscription
-	ops     ops
+	ops     account.Ops
 	caps    providers.Capabilities
 	desired providers.Desired
 	// signing is what the signing Secret holds, kept in step with this session's own writes.
@@ -370,7 +371,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		return ctrl.Result{}, err
 	}
 	desiredURL, ownReceiverURL, acct, rotate, s, o, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.s.ops, ob.unlock
-	s.ops.before = s.flush
+	s.ops.Before = s.flush
 	o = s.ops
 	recorded := sub.Status.EndpointID
 	defer func() {
@@ -463,7 +464,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 // that holds the account's lock until unlock.
 type observation struct {
 	desiredURL, ownReceiverURL string
-	acct                       *account
+	acct                       *account.Account
 	// rotate is the rotation request not yet handled ("" for none).
 	rotate string
 	s      *session
@@ -508,7 +509,7 @@ func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 
 // observeList lists the account's registrations (a cached list up to maxAge old), a failure
 // classified: the one list of sync's rounds, the preview and Observe.
-func observeList(ctx context.Context, o ops, maxAge time.Duration) ([]providers.Registration, error) {
+func observeList(ctx context.Context, o account.Ops, maxAge time.Duration) ([]providers.Registration, error) {
 	regs, err := o.List(ctx, maxAge)
 	if err != nil {
 		return nil, decide.FromList(err)

@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"bytes"
@@ -13,35 +13,39 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// credentials reads the keys subscriptions name in Secrets (their credentials) and ConfigMaps
+// Credentials reads the keys subscriptions name in Secrets (their credentials) and ConfigMaps
 // (their REST profiles), from the API server, once per version of the object: the
 // metadata-only watches say which version is current, so a wave of reconciles on one account
 // costs no read per subscription, and a rotated credential or an edited profile (a new
 // version) is read again. Only the named key of an object some subscription uses is kept, as
 // the provider clients keep it anyway.
-type credentials struct {
-	meta client.Reader // Secrets' and ConfigMaps' metadata (the manager's cache); nil: always read the API
-	api  client.Reader
+type Credentials struct {
+	Meta client.Reader // Secrets' and ConfigMaps' metadata (the manager's cache); nil: always read the API
+	// API reads the objects themselves from the API server.
+	API client.Reader
 
 	mu sync.Mutex
-	m  map[credentialKey]credentialEntry
+	// Entries are the keys read so far (make it before use).
+	Entries map[CredentialKey]CredentialEntry
 }
 
-type credentialKey struct {
+// CredentialKey names one key of one Secret or ConfigMap.
+type CredentialKey struct {
 	kind   string // Secret or ConfigMap
 	object types.NamespacedName
 	key    string
 }
 
-type credentialEntry struct {
+// CredentialEntry is one key's value as of a version of its object.
+type CredentialEntry struct {
 	resourceVersion string
 	value           []byte
 	found           bool
 }
 
-// read returns the trimmed value of key in the Secret (empty when the key is absent), or the
+// Read returns the trimmed value of key in the Secret (empty when the key is absent), or the
 // API server's error (NotFound when the Secret is gone).
-func (c *credentials) read(ctx context.Context, secret types.NamespacedName, key string) (string, error) {
+func (c *Credentials) Read(ctx context.Context, secret types.NamespacedName, key string) (string, error) {
 	v, _, err := c.readKey(ctx, &corev1.Secret{}, "Secret", secret, key, func(o client.Object) ([]byte, bool) {
 		v, ok := o.(*corev1.Secret).Data[key]
 		return v, ok
@@ -49,9 +53,9 @@ func (c *credentials) read(ctx context.Context, secret types.NamespacedName, key
 	return strings.TrimSpace(string(v)), err
 }
 
-// profile returns key of the ConfigMap, from its data or binary data (found false when it has
+// Profile returns key of the ConfigMap, from its data or binary data (found false when it has
 // neither), or the API server's error (NotFound when the ConfigMap is gone).
-func (c *credentials) profile(ctx context.Context, configMap types.NamespacedName, key string) ([]byte, bool, error) {
+func (c *Credentials) Profile(ctx context.Context, configMap types.NamespacedName, key string) ([]byte, bool, error) {
 	v, found, err := c.readKey(ctx, &corev1.ConfigMap{}, "ConfigMap", configMap, key, func(o client.Object) ([]byte, bool) {
 		cm := o.(*corev1.ConfigMap)
 		if v, ok := cm.Data[key]; ok {
@@ -65,31 +69,31 @@ func (c *credentials) profile(ctx context.Context, configMap types.NamespacedNam
 
 // readKey returns value(obj) for the current version of the object named nn of kind, read
 // into obj from the API server unless that version was read before.
-func (c *credentials) readKey(ctx context.Context, obj client.Object, kind string, nn types.NamespacedName, key string, value func(client.Object) ([]byte, bool)) ([]byte, bool, error) {
-	k := credentialKey{kind, nn, key}
-	if c.meta != nil {
+func (c *Credentials) readKey(ctx context.Context, obj client.Object, kind string, nn types.NamespacedName, key string, value func(client.Object) ([]byte, bool)) ([]byte, bool, error) {
+	k := CredentialKey{kind, nn, key}
+	if c.Meta != nil {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
-		if err := c.meta.Get(ctx, nn, m); err == nil {
+		if err := c.Meta.Get(ctx, nn, m); err == nil {
 			c.mu.Lock()
-			e, ok := c.m[k]
+			e, ok := c.Entries[k]
 			c.mu.Unlock()
 			if ok && e.resourceVersion == m.ResourceVersion {
 				return e.value, e.found, nil
 			}
 		}
 	}
-	if err := c.api.Get(ctx, nn, obj); err != nil {
+	if err := c.API.Get(ctx, nn, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.mu.Lock()
-			delete(c.m, k)
+			delete(c.Entries, k)
 			c.mu.Unlock()
 		}
 		return nil, false, err
 	}
 	v, found := value(obj)
 	c.mu.Lock()
-	c.m[k] = credentialEntry{resourceVersion: obj.GetResourceVersion(), value: v, found: found}
+	c.Entries[k] = CredentialEntry{resourceVersion: obj.GetResourceVersion(), value: v, found: found}
 	c.mu.Unlock()
 	return v, found, nil
 }
