@@ -30,7 +30,7 @@ func (r *Reconciler) PreviewListed(ctx context.Context, sub *hookv1.WebhookSubsc
 // preview is Preview from observed, or from a fresh list when observed is nil.
 func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscription, observed []providers.Registration) (decide.Preview, error) {
 	r.readFromAPI()
-	ob, err := r.observe(ctx, sub)
+	ob, err := r.observe(ctx, sub, true)
 	if err != nil {
 		return decide.Preview{}, err
 	}

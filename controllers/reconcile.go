@@ -339,9 +339,7 @@ func rotateRequest(sub *hookv1.WebhookSubscription) string {
 // replace a registration that was just made (a new Stripe endpoint, twice).
 func (r *Reconciler) pendingRotation(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
 	rotate := rotateRequest(sub)
-	if rotate == "" || r.APIReader == nil || sub.UID == "" {
-		// Nothing to confirm, or a subscription not created yet (a preview of a manifest):
-		// no status of it can have recorded the request handled.
+	if rotate == "" || r.APIReader == nil {
 		return rotate, nil
 	}
 	live := &hookv1.WebhookSubscription{}
@@ -366,7 +364,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
 func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
-	ob, err := r.observe(ctx, sub)
+	ob, err := r.observe(ctx, sub, false)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -472,8 +470,9 @@ type observation struct {
 }
 
 // observe is the one prologue of sync and Preview: a preview plans from what the reconcile
-// would plan from.
-func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription) (observation, error) {
+// would plan from. A preview may be of a manifest not in the cluster yet (preview): no status
+// of it can have recorded a rotation request handled.
+func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription, preview bool) (observation, error) {
 	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return observation{}, err
@@ -493,6 +492,9 @@ func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 		return observation{}, err
 	}
 	rotate, err := r.pendingRotation(ctx, sub)
+	if preview && apierrors.IsNotFound(err) {
+		rotate, err = rotateRequest(sub), nil
+	}
 	if err != nil {
 		return observation{}, err
 	}
