@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/matching"
@@ -60,7 +61,7 @@ func (r *Reconciler) claimKeyOf(sub *hookv1.WebhookSubscription) []string {
 	if err != nil {
 		return nil
 	}
-	return []string{claimKey(scopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, scope.Target), sub.Status.EndpointID)}
+	return []string{claimKey(account.ScopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, scope.Target), sub.Status.EndpointID)}
 }
 
 // claimBook is what this manager kept for each subscription, by scope and registration id: it
@@ -239,7 +240,7 @@ func (r *Reconciler) Owners(tmpl *hookv1.WebhookSubscription, regs []providers.R
 	if err != nil {
 		return nil, err
 	}
-	want := scopeKey(string(tmpl.Spec.Provider.Type), tmpl.Spec.Provider.APIURL, scope.Target)
+	want := account.ScopeKey(string(tmpl.Spec.Provider.Type), tmpl.Spec.Provider.APIURL, scope.Target)
 	keys := &decide.URLKeys{}
 	out := map[string]Owned{}
 	for _, reg := range regs {
@@ -250,7 +251,7 @@ func (r *Reconciler) Owners(tmpl *hookv1.WebhookSubscription, regs []providers.R
 	for i := range subs {
 		sub := &subs[i]
 		s, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
-		if err != nil || scopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, s.Target) != want {
+		if err != nil || account.ScopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, s.Target) != want {
 			continue
 		}
 		h, err := held(sub)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/decide/decidetest"
@@ -167,7 +168,7 @@ func TestClaimBook(t *testing.T) {
 // and a registration serving the URL of a subscription on the account is its twin; nothing on
 // another account (another repository) counts.
 func TestOwners(t *testing.T) {
-	r := &Reconciler{Accounts: NewAccounts(builtin.Registry(), AccountOptions{}), ClusterName: "prod"}
+	r := &Reconciler{Accounts: account.NewAccounts(builtin.Registry(), account.AccountOptions{}), ClusterName: "prod"}
 	gh := func(ns, name, repo, url string) hookv1.WebhookSubscription {
 		s := hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: hookv1.WebhookSubscriptionSpec{
 			Provider: hookv1.ProviderSpec{Type: hookv1.ProviderGitHub, GitHub: &hookv1.GitHubTarget{Owner: "acme", Repository: repo}},

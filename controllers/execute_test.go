@@ -356,7 +356,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	ctx := context.Background()
 	stale := decidetest.Reg("we_0", 0, decidetest.WithURL(decidetest.OldURL))
 	h := newExecHarness(t, stale)
-	h.s.ops.before, h.logSecretWrites = h.s.flush, true
+	h.s.ops.Before, h.logSecretWrites = h.s.flush, true
 	create := decide.Step{Kind: decide.StepCreate, Desired: decidetest.Desired(decidetest.URL), Key: "key-create", Secret: decide.SecretReturned}
 	out, _, err := h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create, decidetest.Stale(stale)}})
 	if err != nil {
@@ -370,7 +370,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	}
 
 	h = newExecHarness(t)
-	h.s.ops.before, h.logSecretWrites = h.s.flush, true
+	h.s.ops.Before, h.logSecretWrites = h.s.flush, true
 	out, _, err = h.run(decide.Plan{Decision: decide.Create, Steps: []decide.Step{create}})
 	if err != nil {
 		t.Fatalf("execute: %v", err)

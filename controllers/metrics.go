@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -18,7 +19,7 @@ import (
 // snake_case.
 type Metrics struct {
 	// provider are the provider request series, which the accounts count (AccountOptions.Metrics).
-	provider *providerMetrics
+	provider *account.Metrics
 	ready    *prometheus.GaugeVec
 	// Recovery of missed deliveries, per subscription (recovery.go).
 	recoveryRuns   *prometheus.CounterVec
@@ -71,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		readyProvider:    map[string]string{},
 		recoveryProvider: map[string]string{},
 	}
-	provider, err := newProviderMetrics(reg)
+	provider, err := account.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +83,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// Provider are the provider request series, for account.AccountOptions.Metrics (nil for nil:
+// the accounts then count without serving).
+func (m *Metrics) Provider() *account.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m.provider
 }
 
 // unregisteredMetrics are the metrics of a component given none: counted, never served.

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookwarden/hookwarden/account"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -18,7 +19,7 @@ func TestRateLimitSeriesExistFromStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	NewAccounts(providers.Registry{"stripe": {}, "github": {}, "rest": {}}, AccountOptions{Metrics: m})
+	account.NewAccounts(providers.Registry{"stripe": {}, "github": {}, "rest": {}}, account.AccountOptions{Metrics: m.Provider()})
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -29,7 +30,7 @@ func (r *Reconciler) PreviewListed(ctx context.Context, sub *hookv1.WebhookSubsc
 // preview is Preview from observed, or from a fresh list when observed is nil.
 func (r *Reconciler) preview(ctx context.Context, sub *hookv1.WebhookSubscription, observed []providers.Registration) (decide.Preview, error) {
 	r.readFromAPI()
-	ob, err := r.observe(ctx, sub)
+	ob, err := r.observe(ctx, sub, true)
 	if err != nil {
 		return decide.Preview{}, err
 	}
@@ -72,6 +73,6 @@ func (r *Reconciler) Observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 // credentials from the API server.
 func (r *Reconciler) readFromAPI() {
 	if r.credentials == nil {
-		r.credentials = &credentials{api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+		r.credentials = &account.Credentials{API: r.APIReader, Entries: map[account.CredentialKey]account.CredentialEntry{}}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -58,7 +59,7 @@ type Reconciler struct {
 	// APIReader reads signing Secrets uncached: a stale read would look like a lost secret.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Accounts  *Accounts
+	Accounts  *account.Accounts
 	// ClusterName goes into the ownership marker, so clusters sharing an account never prune
 	// each other's registrations.
 	ClusterName string
@@ -80,7 +81,7 @@ type Reconciler struct {
 	Now func() time.Time
 	// credentials (and REST profiles) are read from the API server, once per version of their
 	// Secret (ConfigMap).
-	credentials *credentials
+	credentials *account.Credentials
 	// Metrics are the manager's series (subscription readiness here; the provider requests in
 	// Accounts); nil: counted, never served.
 	Metrics *Metrics
@@ -135,7 +136,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		r.Metrics = unregisteredMetrics()
 	}
 	r.normalEvents = r.Events.limiter()
-	r.credentials = &credentials{meta: mgr.GetCache(), api: r.APIReader, m: map[credentialKey]credentialEntry{}}
+	r.credentials = &account.Credentials{Meta: mgr.GetCache(), API: r.APIReader, Entries: map[account.CredentialKey]account.CredentialEntry{}}
 	r.ownWrites = newOwnWrites()
 	r.signingMemo = newSigningMemo(mgr.GetCache())
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, credentialsIndex, func(o client.Object) []string {
@@ -327,7 +328,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 type session struct {
 	r       *Reconciler
 	sub     *hookv1.WebhookSubscription
-	ops     ops
+	ops     account.Ops
 	caps    providers.Capabilities
 	desired providers.Desired
 	// signing is what the signing Secret holds, kept in step with this session's own writes.
@@ -354,9 +355,7 @@ func rotateRequest(sub *hookv1.WebhookSubscription) string {
 // replace a registration that was just made (a new Stripe endpoint, twice).
 func (r *Reconciler) pendingRotation(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
 	rotate := rotateRequest(sub)
-	if rotate == "" || r.APIReader == nil || sub.UID == "" {
-		// Nothing to confirm, or a subscription not created yet (a preview of a manifest):
-		// no status of it can have recorded the request handled.
+	if rotate == "" || r.APIReader == nil {
 		return rotate, nil
 	}
 	live := &hookv1.WebhookSubscription{}
@@ -381,12 +380,12 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
 func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
-	ob, err := r.observe(ctx, sub)
+	ob, err := r.observe(ctx, sub, false)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	desiredURL, ownReceiverURL, acct, rotate, s, o, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.s.ops, ob.unlock
-	s.ops.before = s.flush
+	s.ops.Before = s.flush
 	o = s.ops
 	recorded := sub.Status.EndpointID
 	defer func() {
@@ -479,7 +478,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 // that holds the account's lock until unlock.
 type observation struct {
 	desiredURL, ownReceiverURL string
-	acct                       *account
+	acct                       *account.Account
 	// rotate is the rotation request not yet handled ("" for none).
 	rotate string
 	s      *session
@@ -487,8 +486,9 @@ type observation struct {
 }
 
 // observe is the one prologue of sync and Preview: a preview plans from what the reconcile
-// would plan from.
-func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription) (observation, error) {
+// would plan from. A preview may be of a manifest not in the cluster yet (preview): no status
+// of it can have recorded a rotation request handled.
+func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription, preview bool) (observation, error) {
 	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
 	if err != nil {
 		return observation{}, err
@@ -508,6 +508,9 @@ func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 		return observation{}, err
 	}
 	rotate, err := r.pendingRotation(ctx, sub)
+	if preview && apierrors.IsNotFound(err) {
+		rotate, err = rotateRequest(sub), nil
+	}
 	if err != nil {
 		return observation{}, err
 	}
@@ -524,7 +527,7 @@ func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 
 // observeList lists the account's registrations (a cached list up to maxAge old), a failure
 // classified: the one list of sync's rounds, the preview and Observe.
-func observeList(ctx context.Context, o ops, maxAge time.Duration) ([]providers.Registration, error) {
+func observeList(ctx context.Context, o account.Ops, maxAge time.Duration) ([]providers.Registration, error) {
 	regs, err := o.List(ctx, maxAge)
 	if err != nil {
 		return nil, decide.FromList(err)

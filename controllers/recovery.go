@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -36,7 +37,7 @@ const persistEvery = 100
 
 // recoveryTarget is what a reconcile that found the registration in step hands on.
 type recoveryTarget struct {
-	acct *account
+	acct *account.Account
 	kept providers.Registration
 	// secret is the current signing secret ("" when none is held).
 	secret string
@@ -62,7 +63,7 @@ func disabledByProvider(observed []providers.Registration, id string) bool {
 type recoveryRunner struct {
 	r      *Reconciler
 	sub    *hookv1.WebhookSubscription
-	ro     recoveryOps
+	ro     account.RecoveryOps
 	reg    providers.Registration
 	secret string
 	d      decide.RecoveryDecision
@@ -88,7 +89,7 @@ func quiet(page providers.MissedPage, d decide.RecoveryDecision, now time.Time) 
 // recoverMissed reports delivery health and recovers what the decision says; it returns the wait
 // before the next reconcile the run asks for (0: the resync's).
 func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubscription, t recoveryTarget) time.Duration {
-	ro := t.acct.recovery()
+	ro := t.acct.Recovery()
 	now := r.Now()
 	persisted := sub.Status.Recovery.DeepCopy()
 	st := r.startRecoveryStatus(sub, ro, t, now)
@@ -148,7 +149,7 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 
 // startRecoveryStatus makes sure status.recovery exists and records what the provider offers
 // and when the registration was first found disabled by the provider.
-func (r *Reconciler) startRecoveryStatus(sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, now time.Time) *hookv1.RecoveryStatus {
+func (r *Reconciler) startRecoveryStatus(sub *hookv1.WebhookSubscription, ro account.RecoveryOps, t recoveryTarget, now time.Time) *hookv1.RecoveryStatus {
 	if sub.Status.Recovery == nil {
 		sub.Status.Recovery = &hookv1.RecoveryStatus{}
 	}
@@ -168,7 +169,7 @@ func (r *Reconciler) startRecoveryStatus(sub *hookv1.WebhookSubscription, ro rec
 // reportHealth reads the provider's view of deliveries to the kept registration and reports it
 // (the Delivering condition, the health metric); a registration delivering again ends the span
 // the provider had it disabled.
-func (r *Reconciler) reportHealth(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, now time.Time) providers.DeliveryHealth {
+func (r *Reconciler) reportHealth(ctx context.Context, sub *hookv1.WebhookSubscription, ro account.RecoveryOps, t recoveryTarget, now time.Time) providers.DeliveryHealth {
 	health := r.deliveryHealth(ctx, sub, ro, t.kept, now)
 	if !t.providerDisabled && health.State != providers.HealthDisabled {
 		r.disabledSpanEnded(sub, ro, health, now)
@@ -182,7 +183,7 @@ func (r *Reconciler) reportHealth(ctx context.Context, sub *hookv1.WebhookSubscr
 // (SharedLook: a provider whose listing of missed events is account-wide, Stripe;
 // recovery_look.go): ok when it shows nothing missed for the subscription since the run's
 // start, up to covered. A look that cannot answer for certain lets the run go on as before.
-func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, d decide.RecoveryDecision) (covered time.Time, ok bool) {
+func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscription, ro account.RecoveryOps, t recoveryTarget, d decide.RecoveryDecision) (covered time.Time, ok bool) {
 	if !d.SharedLook {
 		return time.Time{}, false
 	}
@@ -395,7 +396,7 @@ func (x *recoveryRunner) rangeRecover(ctx context.Context) {
 // reenable enables reg, which the provider disabled, once its endpoint answered: the Reenabled
 // Event, Delivering Unknown until the provider reports again, and the span it was disabled ended
 // (a gap where the provider cannot list what it never sent).
-func (r *Reconciler) reenable(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, reg providers.Registration) error {
+func (r *Reconciler) reenable(ctx context.Context, sub *hookv1.WebhookSubscription, ro account.RecoveryOps, reg providers.Registration) error {
 	if err := ro.Reenable(ctx, reg); err != nil {
 		log.FromContext(ctx).Info("enabling the registration the provider disabled failed", logSubscription, subscriptionKey(sub), logEndpointID, reg.ID, "error", err.Error())
 		return err
@@ -414,7 +415,7 @@ func (r *Reconciler) reenable(ctx context.Context, sub *hookv1.WebhookSubscripti
 // event (providers.EventLister: Stripe) brings the span's events back in the next run, which
 // clears ProviderDisabledAt itself; on any other the span is a gap: its events were never sent
 // and are in no log (GitLab).
-func (r *Reconciler) disabledSpanEnded(sub *hookv1.WebhookSubscription, ro recoveryOps, h providers.DeliveryHealth, now time.Time) {
+func (r *Reconciler) disabledSpanEnded(sub *hookv1.WebhookSubscription, ro account.RecoveryOps, h providers.DeliveryHealth, now time.Time) {
 	st := sub.Status.Recovery
 	if st == nil || ro.CanListEvents() {
 		return

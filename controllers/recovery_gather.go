@@ -3,6 +3,7 @@ package controllers
 import (
 	"time"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -14,12 +15,12 @@ import (
 // decide.Recovery's decision.
 
 // recoveryAvailability is what the provider offers, for status.recovery.
-func recoveryAvailability(ro recoveryOps) (available bool, window time.Duration) {
+func recoveryAvailability(ro account.RecoveryOps) (available bool, window time.Duration) {
 	return decide.Availability(ro.Caps(), ro.CanRecover())
 }
 
 // gatherRecoveryInput is decide.Recovery's input for sub, whose status.recovery exists.
-func gatherRecoveryInput(sub *hookv1.WebhookSubscription, ro recoveryOps, t recoveryTarget, health providers.DeliveryHealth, now time.Time) decide.RecoveryInput {
+func gatherRecoveryInput(sub *hookv1.WebhookSubscription, ro account.RecoveryOps, t recoveryTarget, health providers.DeliveryHealth, now time.Time) decide.RecoveryInput {
 	st := sub.Status.Recovery
 	in := decide.RecoveryInput{
 		Provider: string(sub.Spec.Provider.Type), Mode: sub.Spec.Recovery.Mode, Requested: sub.Annotations[hookv1.AnnotationRecoverRequestedAt], LastHandled: st.LastHandledRequestedAt,

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -17,7 +18,7 @@ import (
 
 // deliveryHealth is the provider's view of deliveries to reg: what its list says, and what a
 // HealthReporter says, asked at most once per resync interval. A list that says disabled wins.
-func (r *Reconciler) deliveryHealth(ctx context.Context, sub *hookv1.WebhookSubscription, ro recoveryOps, reg providers.Registration, now time.Time) providers.DeliveryHealth {
+func (r *Reconciler) deliveryHealth(ctx context.Context, sub *hookv1.WebhookSubscription, ro account.RecoveryOps, reg providers.Registration, now time.Time) providers.DeliveryHealth {
 	var h providers.DeliveryHealth
 	if reg.Health != nil {
 		h = *reg.Health

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/hookwarden/hookwarden/account"
 	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
@@ -212,7 +213,7 @@ type recHarness struct {
 	kube     client.Client
 	sub      *hookv1.WebhookSubscription
 	r        *Reconciler
-	acct     *account
+	acct     *account.Account
 	clock    *accounttest.Clock
 	reg      providers.Registration
 	metrics  *prometheus.Registry

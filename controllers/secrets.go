@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -305,7 +306,7 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 	}
 	// From the API server (the manager watches Secrets by their metadata only), once per
 	// version of the Secret.
-	v, err := r.credentials.read(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, key)
+	v, err := r.credentials.Read(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, key)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", &decide.StallError{Reason: hookv1.ReasonCredentialsNotFound, Msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
@@ -320,7 +321,7 @@ func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscrip
 
 // account returns the provider account the subscription talks to: what its provider block
 // names (scope), with its credential and settings.
-func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscription) (*account, error) {
+func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscription) (*account.Account, error) {
 	scope, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
 	if err != nil {
 		return nil, err
@@ -333,7 +334,7 @@ func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return nil, err
 	}
-	acct, err := r.Accounts.For(subscriptionKey(sub), AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
+	acct, err := r.Accounts.For(subscriptionKey(sub), account.AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
 	if err != nil {
 		return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
 	}
@@ -349,7 +350,7 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 	if ref == nil {
 		return scope.Settings, nil
 	}
-	v, found, err := r.credentials.profile(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ref.Key)
+	v, found, err := r.credentials.Profile(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ref.Key)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s not found", ref.Field, sub.Namespace, ref.Name)
@@ -381,7 +382,7 @@ func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscripti
 // flush. The view's obj stays the Secret as the API server answered: writes start from it.
 func (s *session) mutate(ctx context.Context, fn func(sec *corev1.Secret)) error {
 	s.unwritten = append(s.unwritten, fn)
-	if s.ops.before == nil {
+	if s.ops.Before == nil {
 		return s.flush(ctx)
 	}
 	view, _, err := s.r.signingSecretWith(s.sub, s.signing.obj, s.applyUnwritten)

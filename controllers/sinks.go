@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/eventfilter"
@@ -120,11 +119,7 @@ func (g *sinkGatherer) problem(format string, args ...any) {
 // copyKey copies key of Secret name into the route Secret as field; required says whether
 // its absence is a problem.
 func (g *sinkGatherer) copyKey(name, key, field string, required bool) bool {
-	v, found, err := g.r.credentials.readKey(g.ctx, &corev1.Secret{}, "Secret", types.NamespacedName{Namespace: g.sub.Namespace, Name: name}, key,
-		func(o client.Object) ([]byte, bool) {
-			v, ok := o.(*corev1.Secret).Data[key]
-			return v, ok
-		})
+	v, found, err := g.r.credentials.SecretKey(g.ctx, types.NamespacedName{Namespace: g.sub.Namespace, Name: name}, key)
 	switch {
 	case apierrors.IsNotFound(err):
 		g.problem("Secret %s/%s not found", g.sub.Namespace, name)
@@ -177,8 +172,7 @@ func (g *sinkGatherer) nats(n *hookv1.NATSSink) {
 			g.copyKey(c.Name, sinkKeyPassword, routesecret.SinkFieldPassword, true)
 		}
 		if !token && !user && len(g.errs) == 0 {
-			if _, found, _ := g.r.credentials.readKey(g.ctx, &corev1.Secret{}, "Secret", types.NamespacedName{Namespace: g.sub.Namespace, Name: c.Name}, sinkKeyCreds,
-				func(o client.Object) ([]byte, bool) { v, ok := o.(*corev1.Secret).Data[sinkKeyCreds]; return v, ok }); found {
+			if _, found, _ := g.r.credentials.SecretKey(g.ctx, types.NamespacedName{Namespace: g.sub.Namespace, Name: c.Name}, sinkKeyCreds); found {
 				g.problem("Secret %s/%s holds %s, which this version does not send: give it token, or username and password", g.sub.Namespace, c.Name, sinkKeyCreds)
 			} else {
 				g.problem("Secret %s/%s has none of the keys token, or username and password", g.sub.Namespace, c.Name)

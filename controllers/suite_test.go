@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/testtier"
@@ -203,7 +204,7 @@ func startManager(o managerOptions) *runningManager {
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(registry, controllers.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics}),
+		Accounts:    account.NewAccounts(registry, account.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics.Provider()}),
 		Metrics:     metrics,
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/cli"
@@ -211,7 +212,7 @@ func startManager(t *testing.T, opts ...func(*controllers.Reconciler)) (stop fun
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    controllers.NewAccounts(builtin.Registry(), controllers.AccountOptions{QPS: 200, Burst: 50, RequestTimeout: 5 * time.Second}),
+		Accounts:    account.NewAccounts(builtin.Registry(), account.AccountOptions{QPS: 200, Burst: 50, RequestTimeout: 5 * time.Second}),
 		ClusterName: clusterName,
 	}
 	for _, o := range opts {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
@@ -233,7 +234,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:                controllers.NewAccounts(registry, controllers.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout, Metrics: metrics}),
+		Accounts:                account.NewAccounts(registry, account.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout, Metrics: metrics.Provider()}),
 		Metrics:                 metrics,
 		ClusterName:             clusterName,
 		ListTTL:                 o.listTTL,

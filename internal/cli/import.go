@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/decide"
@@ -150,7 +151,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	default:
 		return usageError("--provider %q: want stripe, github or rest", f.provider)
 	}
-	r := &controllers.Reconciler{APIReader: readOnly{c.client}, Accounts: controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now}), ClusterName: name}
+	r := &controllers.Reconciler{APIReader: readOnly{c.client}, Accounts: account.NewAccounts(g.opts.Registry, account.AccountOptions{Now: g.opts.Now}), ClusterName: name}
 	g.progress(cmd.ErrOrStderr(), "listing the %s account's registrations", f.provider)
 	regs, caps, err := r.Observe(ctx, tmpl)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/decide"
@@ -100,7 +101,7 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 		return err
 	}
 	planners := &planners{g: g, ctx: ctx, c: c, flags: f, all: all, published: publishedSettings(all),
-		reader: readOnly{newWithSecrets(c.client, secrets)}, accounts: controllers.NewAccounts(g.opts.Registry, controllers.AccountOptions{Now: g.opts.Now})}
+		reader: readOnly{newWithSecrets(c.client, secrets)}, accounts: account.NewAccounts(g.opts.Registry, account.AccountOptions{Now: g.opts.Now})}
 	lists := accountLists{}
 	results := make([]planResult, 0, len(subs))
 	pending, failed, blocked := false, 0, 0
@@ -186,7 +187,7 @@ type planners struct {
 	all       []hookv1.WebhookSubscription
 	published *hookv1.ManagerSettings
 	reader    client.Reader
-	accounts  *controllers.Accounts
+	accounts  *account.Accounts
 	made      map[hookv1.ManagerSettings]*controllers.Reconciler
 	warned    bool
 }

@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"context"
@@ -111,12 +111,12 @@ func TestAccountsWritesUpdateCache(t *testing.T) {
 	}
 	cases := []struct {
 		reason string
-		write  func(o ops) error
+		write  func(o Ops) error
 		want   []providers.Registration // cached list after the write, sorted by ID
 	}{
 		{
 			reason: "Create adds the new registration, without its secret",
-			write: func(o ops) error {
+			write: func(o Ops) error {
 				r, err := o.Create(context.Background(), desired, "key-c")
 				if err == nil && r.Secret == "" {
 					return errors.New("Create must still return the secret to its caller")
@@ -129,7 +129,7 @@ func TestAccountsWritesUpdateCache(t *testing.T) {
 		},
 		{
 			reason: "Update replaces the registration in place",
-			write: func(o ops) error {
+			write: func(o Ops) error {
 				_, err := o.Update(context.Background(), "we_2", desired)
 				return err
 			},
@@ -140,12 +140,12 @@ func TestAccountsWritesUpdateCache(t *testing.T) {
 		},
 		{
 			reason: "Delete drops the registration",
-			write:  func(o ops) error { return o.Delete(context.Background(), "we_1") },
+			write:  func(o Ops) error { return o.Delete(context.Background(), "we_1") },
 			want:   []providers.Registration{accountsSeed[1]},
 		},
 		{
 			reason: "Remember stores the given view but never its secret",
-			write: func(o ops) error {
+			write: func(o Ops) error {
 				r := accountsSeed[0]
 				r.Description, r.Secret = "remembered", "whsec_must_not_be_cached"
 				o.Remember(r)
@@ -193,17 +193,17 @@ func TestAccountsWriteErrorInvalidatesCache(t *testing.T) {
 	cases := []struct {
 		reason string
 		op     string
-		write  func(o ops) error
+		write  func(o Ops) error
 	}{
-		{"a failed Create may still have created (timeout): re-list", "Create", func(o ops) error {
+		{"a failed Create may still have created (timeout): re-list", "Create", func(o Ops) error {
 			_, err := o.Create(context.Background(), desired, "key-c")
 			return err
 		}},
-		{"a failed Update leaves the registration unknown: re-list", "Update", func(o ops) error {
+		{"a failed Update leaves the registration unknown: re-list", "Update", func(o Ops) error {
 			_, err := o.Update(context.Background(), "we_1", desired)
 			return err
 		}},
-		{"a failed Delete leaves the registration unknown: re-list", "Delete", func(o ops) error {
+		{"a failed Delete leaves the registration unknown: re-list", "Delete", func(o Ops) error {
 			return o.Delete(context.Background(), "we_1")
 		}},
 	}
@@ -329,7 +329,7 @@ func TestAccountsRateLimitBackoff(t *testing.T) {
 	})}}
 	// Half the most jitter: each computed wait is an eighth longer than the policy's step.
 	accts := NewAccounts(registry, AccountOptions{QPS: 1e6, Burst: 1000, Now: clock.Now, Jitter: func() float64 { return 0.5 }})
-	get := func(target, cred string) (ops, *accounttest.FakeClient) {
+	get := func(target, cred string) (Ops, *accounttest.FakeClient) {
 		a, err := accts.Get(AccountKey{Provider: "github", Target: target, Credential: cred})
 		if err != nil {
 			t.Fatal(err)
@@ -479,7 +479,7 @@ func TestAccountsForgetUnusedAccounts(t *testing.T) {
 	})}}
 	accts := NewAccounts(registry, AccountOptions{})
 	old, rotated := AccountKey{Provider: "stripe", Credential: "sk_test_old"}, AccountKey{Provider: "stripe", Credential: "sk_test_new"}
-	use := func(user string, k AccountKey) *account {
+	use := func(user string, k AccountKey) *Account {
 		t.Helper()
 		a, err := accts.For(user, k)
 		if err != nil {

@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"context"
@@ -28,10 +28,10 @@ import (
 type Accounts struct {
 	registry providers.Registry
 	opts     AccountOptions
-	metrics  *providerMetrics
+	metrics  *Metrics
 
 	mu       sync.Mutex
-	m        map[string]*account
+	m        map[string]*Account
 	limiters map[string]*limiter
 	// users are the subscriptions ("namespace/name") using each account, by account id; owner
 	// is the account each subscription uses. An account no subscription uses any more (its
@@ -78,9 +78,9 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	if o.Jitter == nil {
 		o.Jitter = rand.Float64
 	}
-	metrics := unregisteredProviderMetrics()
+	metrics := UnregisteredMetrics()
 	if o.Metrics != nil {
-		metrics = o.Metrics.provider
+		metrics = o.Metrics
 	}
 	types := make([]string, 0, len(registry))
 	for t := range registry {
@@ -89,7 +89,7 @@ func NewAccounts(registry providers.Registry, o AccountOptions) *Accounts {
 	metrics.knowProviders(types)
 	return &Accounts{
 		registry: registry, opts: o, metrics: metrics,
-		m: map[string]*account{}, limiters: map[string]*limiter{},
+		m: map[string]*Account{}, limiters: map[string]*limiter{},
 		users: map[string]map[string]bool{}, owner: map[string]string{},
 	}
 }
@@ -133,8 +133,8 @@ type errUnknownProvider string
 func (e errUnknownProvider) Error() string { return "provider type " + string(e) + " is not supported" }
 
 // For returns the account for key, on behalf of subscription user ("namespace/name"): the
-// account the user used before is released (and evicted if nobody else uses it).
-func (a *Accounts) For(user string, key AccountKey) (*account, error) {
+// Account the user used before is released (and evicted if nobody else uses it).
+func (a *Accounts) For(user string, key AccountKey) (*Account, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	acct, err := a.get(key)
@@ -196,13 +196,13 @@ func (a *Accounts) Len() (accounts, limiters int) {
 
 // Get returns the account for key, creating it (and its client) on first use; an account
 // obtained here without a user is kept until a user of it is released.
-func (a *Accounts) Get(key AccountKey) (*account, error) {
+func (a *Accounts) Get(key AccountKey) (*Account, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.get(key)
 }
 
-func (a *Accounts) get(key AccountKey) (*account, error) {
+func (a *Accounts) get(key AccountKey) (*Account, error) {
 	id := key.id()
 	if acct, ok := a.m[id]; ok {
 		return acct, nil
@@ -226,7 +226,7 @@ func (a *Accounts) get(key AccountKey) (*account, error) {
 		lim = newLimiter(r, caps.RateLimitBackoff, a.opts.Now, a.opts.Jitter)
 		a.limiters[lid] = lim
 	}
-	acct := &account{id: id, provider: key.Provider, scope: scopeKey(key.Provider, key.APIURL, key.Target), client: c, caps: caps, limiter: lim, now: a.opts.Now, metrics: a.metrics}
+	acct := &Account{id: id, provider: key.Provider, scope: ScopeKey(key.Provider, key.APIURL, key.Target), client: c, caps: caps, limiter: lim, now: a.opts.Now, metrics: a.metrics}
 	a.m[id] = acct
 	return acct, nil
 }
@@ -248,8 +248,8 @@ func (a *Accounts) pace(documented providers.Rate) providers.Rate {
 	return r
 }
 
-// account is one provider account. Callers hold Lock while they observe, plan and act.
-type account struct {
+// Account is one provider account. Callers hold Lock while they observe, plan and act.
+type Account struct {
 	id       string
 	provider string
 	// scope is what its list covers, without the credential (scopeKey).
@@ -258,7 +258,7 @@ type account struct {
 	caps    providers.Capabilities
 	limiter *limiter
 	now     func() time.Time
-	metrics *providerMetrics
+	metrics *Metrics
 
 	mu        sync.Mutex
 	regs      []providers.Registration
@@ -275,45 +275,45 @@ type account struct {
 	look sharedLook
 }
 
-// ops is the view of an account given to one reconcile while it holds the account's lock.
-type ops struct {
-	a *account
-	// before runs ahead of every request to the provider: the session makes its signing
+// Ops is the view of an account given to one reconcile while it holds the account's lock.
+type Ops struct {
+	a *Account
+	// Before runs ahead of every request to the provider: the session makes its signing
 	// Secret writes durable there (session.flush), so the provider never hears of anything
 	// that depends on a write still waiting.
-	before func(context.Context) error
+	Before func(context.Context) error
 }
 
 // Lock serializes observe-plan-act for the account and returns the operations to use meanwhile.
-func (a *account) Lock() (ops, func()) {
+func (a *Account) Lock() (Ops, func()) {
 	a.mu.Lock()
-	return ops{a: a}, a.mu.Unlock
+	return Ops{a: a}, a.mu.Unlock
 }
 
 // Capabilities are the account's provider's.
-func (o ops) Capabilities() providers.Capabilities { return o.a.caps }
+func (o Ops) Capabilities() providers.Capabilities { return o.a.caps }
 
 // Scope is what the account's list covers, without the credential (scopeKey).
-func (o ops) Scope() string { return o.a.scope }
+func (o Ops) Scope() string { return o.a.scope }
 
 // FetchedAt is when the cached list was read from the provider (zero when there is none).
-func (o ops) FetchedAt() time.Time { return o.a.fetchedAt }
+func (o Ops) FetchedAt() time.Time { return o.a.fetchedAt }
 
 // Epoch is the time of the account's first list (zero before it): the origin of the resync
 // grid that keeps all its subscriptions in one wave.
-func (o ops) Epoch() time.Time { return o.a.epoch }
+func (o Ops) Epoch() time.Time { return o.a.epoch }
 
 // URLKeys are the parsed URLs of the account's registrations, for plans made under the lock.
-func (o ops) URLKeys() *decide.URLKeys { return &o.a.keys }
+func (o Ops) URLKeys() *decide.URLKeys { return &o.a.keys }
 
 // Invalidate makes the next List read the provider.
-func (o ops) Invalidate() { o.a.valid = false }
+func (o Ops) Invalidate() { o.a.valid = false }
 
 // call runs one provider operation (its HTTP requests paced by the credential's bucket) unless
 // the credential is waiting out a rate limit, and counts and times it.
-func (o ops) call(ctx context.Context, op string, fn func() error) error {
-	if o.before != nil {
-		if err := o.before(ctx); err != nil {
+func (o Ops) call(ctx context.Context, op string, fn func() error) error {
+	if o.Before != nil {
+		if err := o.Before(ctx); err != nil {
 			return err
 		}
 	}
@@ -330,7 +330,7 @@ func (o ops) call(ctx context.Context, op string, fn func() error) error {
 }
 
 // List returns the account's registrations, from the cache when it is younger than maxAge.
-func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Registration, error) {
+func (o Ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Registration, error) {
 	a := o.a
 	if a.valid && a.now().Sub(a.fetchedAt) < maxAge {
 		return append([]providers.Registration(nil), a.regs...), nil
@@ -358,7 +358,7 @@ func (o ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 }
 
 // Create registers a webhook and adds it to the cached list.
-func (o ops) Create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
+func (o Ops) Create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
 	var r providers.Registration
 	err := o.call(ctx, "create", func() (err error) {
 		r, err = o.a.client.Create(ctx, d, key)
@@ -374,7 +374,7 @@ func (o ops) Create(ctx context.Context, d providers.Desired, key string) (provi
 }
 
 // Update changes a registration in place and refreshes it in the cached list.
-func (o ops) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
+func (o Ops) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
 	var r providers.Registration
 	err := o.call(ctx, "update", func() (err error) {
 		r, err = o.a.client.Update(ctx, id, d)
@@ -389,7 +389,7 @@ func (o ops) Update(ctx context.Context, id string, d providers.Desired) (provid
 }
 
 // Delete removes a registration (gone already counts as removed) and drops it from the cache.
-func (o ops) Delete(ctx context.Context, id string) error {
+func (o Ops) Delete(ctx context.Context, id string) error {
 	err := o.call(ctx, "delete", func() error { return o.a.client.Delete(ctx, id) })
 	if err != nil {
 		o.a.valid = false
@@ -401,7 +401,7 @@ func (o ops) Delete(ctx context.Context, id string) error {
 
 // Ping asks the provider for a test delivery to registration id. ok is false when the provider
 // has no such request (not a providers.Pinger).
-func (o ops) Ping(ctx context.Context, id string) (ok bool, err error) {
+func (o Ops) Ping(ctx context.Context, id string) (ok bool, err error) {
 	p, ok := o.a.client.(providers.Pinger)
 	if !ok {
 		return false, nil
@@ -410,14 +410,14 @@ func (o ops) Ping(ctx context.Context, id string) (ok bool, err error) {
 }
 
 // CanPing reports whether the provider can be asked for a test delivery (providers.Pinger).
-func (o ops) CanPing() bool {
+func (o Ops) CanPing() bool {
 	_, ok := o.a.client.(providers.Pinger)
 	return ok
 }
 
 // VerifierSpec is the provider's description of its verification scheme, when it has one
 // (providers.VerifierDescriber).
-func (o ops) VerifierSpec() ([]byte, bool) {
+func (o Ops) VerifierSpec() ([]byte, bool) {
 	d, ok := o.a.client.(providers.VerifierDescriber)
 	if !ok {
 		return nil, false
@@ -426,7 +426,7 @@ func (o ops) VerifierSpec() ([]byte, bool) {
 }
 
 // FetchSecret reads registration id's signing secret from the provider (providers.SecretFetcher).
-func (o ops) FetchSecret(ctx context.Context, id string) (string, error) {
+func (o Ops) FetchSecret(ctx context.Context, id string) (string, error) {
 	f, ok := o.a.client.(providers.SecretFetcher)
 	if !ok {
 		return "", &providers.Error{Kind: providers.Permanent, Message: "the provider cannot read a registration's secret back"}
@@ -442,7 +442,7 @@ func (o ops) FetchSecret(ctx context.Context, id string) (string, error) {
 // FirstSighting reports whether the unfit registration r is reported for the first time on
 // this account, and counts it then: one odd object is reported once, not once per subscription
 // and resync.
-func (o ops) FirstSighting(r providers.Registration) bool {
+func (o Ops) FirstSighting(r providers.Registration) bool {
 	a := o.a
 	k := unfitKey(r)
 	if a.unfitSeen[k] {
@@ -461,7 +461,7 @@ func (o ops) FirstSighting(r providers.Registration) bool {
 func unfitKey(r providers.Registration) string { return r.ID + "\x00" + r.Unfit }
 
 // retainUnfit forgets reported registrations a list no longer shows unfit.
-func (a *account) retainUnfit(regs []providers.Registration) {
+func (a *Account) retainUnfit(regs []providers.Registration) {
 	if len(a.unfitSeen) == 0 {
 		return
 	}
@@ -479,9 +479,9 @@ func (a *account) retainUnfit(regs []providers.Registration) {
 }
 
 // Remember puts r into the cached list as the current view of that registration.
-func (o ops) Remember(r providers.Registration) { o.a.replace(r) }
+func (o Ops) Remember(r providers.Registration) { o.a.replace(r) }
 
-func (a *account) replace(r providers.Registration) {
+func (a *Account) replace(r providers.Registration) {
 	r.Secret = "" // the cache never holds secrets
 	for i := range a.regs {
 		if a.regs[i].ID == r.ID {
@@ -492,7 +492,7 @@ func (a *account) replace(r providers.Registration) {
 	a.regs = append([]providers.Registration{r}, a.regs...)
 }
 
-func (a *account) remove(id string) {
+func (a *Account) remove(id string) {
 	for i := range a.regs {
 		if a.regs[i].ID == id {
 			a.regs = append(a.regs[:i:i], a.regs[i+1:]...)
@@ -501,9 +501,9 @@ func (a *account) remove(id string) {
 	}
 }
 
-// scopeKey names what one provider list covers, without the credential: the provider type, its
+// ScopeKey names what one provider list covers, without the credential: the provider type, its
 // API and the target (a GitHub repository, a REST profile's parameters). Registration ids are
 // unique within it.
-func scopeKey(provider, apiURL, target string) string {
+func ScopeKey(provider, apiURL, target string) string {
 	return provider + "\x00" + apiURL + "\x00" + target
 }

@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"context"
@@ -37,7 +37,7 @@ const lookPage = 100
 // time up to which a "nothing" holds (when the listing was asked for); sure is false when the
 // listing cannot answer for certain (cut at lookPage, or holding malformed entries a run would
 // report): the caller runs.
-func (o recoveryOps) Look(ctx context.Context, types []string, since, floor time.Time, maxAge time.Duration) (nothing bool, covered time.Time, sure bool, err error) {
+func (o RecoveryOps) Look(ctx context.Context, types []string, since, floor time.Time, maxAge time.Duration) (nothing bool, covered time.Time, sure bool, err error) {
 	l := &o.a.look
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"context"
@@ -12,23 +12,24 @@ import (
 
 // What a recovery run asks of the provider and of the receiver's endpoint. Provider requests go
 // through the credential's limiter, as every other request does; they do not need the
-// account's lock (the client is safe for concurrent use, and nothing here touches the cached
+// Account's lock (the client is safe for concurrent use, and nothing here touches the cached
 // list), so a long run never holds up the other subscriptions of the account.
 
-// recoveryOps is the view of an account a recovery run uses.
-type recoveryOps struct{ a *account }
+// RecoveryOps is the view of an account a recovery run uses.
+type RecoveryOps struct{ a *Account }
 
-func (a *account) recovery() recoveryOps { return recoveryOps{a} }
+// Recovery is the account as a recovery run uses it (no lock needed).
+func (a *Account) Recovery() RecoveryOps { return RecoveryOps{a} }
 
-func (o recoveryOps) call(ctx context.Context, op string, fn func() error) error {
-	return ops{a: o.a}.call(ctx, op, fn)
+func (o RecoveryOps) call(ctx context.Context, op string, fn func() error) error {
+	return Ops{a: o.a}.call(ctx, op, fn)
 }
 
 // Caps are the provider's recovery capabilities.
-func (o recoveryOps) Caps() providers.RecoveryCapabilities { return o.a.caps.Recovery }
+func (o RecoveryOps) Caps() providers.RecoveryCapabilities { return o.a.caps.Recovery }
 
 // CanRecover reports whether the client implements what its recovery mode needs.
-func (o recoveryOps) CanRecover() bool {
+func (o RecoveryOps) CanRecover() bool {
 	switch o.a.caps.Recovery.Mode {
 	case providers.RecoveryRedeliver:
 		_, ok := o.a.client.(providers.Recoverer)
@@ -45,20 +46,20 @@ func (o recoveryOps) CanRecover() bool {
 }
 
 // CanReenable reports whether the client implements providers.Reenabler.
-func (o recoveryOps) CanReenable() bool {
+func (o RecoveryOps) CanReenable() bool {
 	_, ok := o.a.client.(providers.Reenabler)
 	return ok
 }
 
 // CanListEvents reports whether the provider can list every event, delivered or not
 // (providers.EventLister).
-func (o recoveryOps) CanListEvents() bool {
+func (o RecoveryOps) CanListEvents() bool {
 	_, ok := o.a.client.(providers.EventLister)
 	return ok
 }
 
 // Events lists every event of the given types since since (providers.EventLister).
-func (o recoveryOps) Events(ctx context.Context, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+func (o RecoveryOps) Events(ctx context.Context, events []string, since time.Time, limit int) (providers.MissedPage, error) {
 	var page providers.MissedPage
 	err := o.call(ctx, "events", func() (err error) {
 		page, err = o.a.client.(providers.EventLister).Events(ctx, events, since, limit)
@@ -67,7 +68,9 @@ func (o recoveryOps) Events(ctx context.Context, events []string, since time.Tim
 	return page, err
 }
 
-func (o recoveryOps) Missed(ctx context.Context, reg providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
+// Missed lists the deliveries (or events) the provider reports undelivered since since
+// (providers.Recoverer).
+func (o RecoveryOps) Missed(ctx context.Context, reg providers.Registration, events []string, since time.Time, limit int) (providers.MissedPage, error) {
 	var page providers.MissedPage
 	err := o.call(ctx, "missed", func() (err error) {
 		page, err = o.a.client.(providers.Recoverer).Missed(ctx, reg, events, since, limit)
@@ -78,7 +81,7 @@ func (o recoveryOps) Missed(ctx context.Context, reg providers.Registration, eve
 
 // Redeliver asks for one redelivery. A wait longer than zero says the provider's own
 // redelivery rate (RecoveryCapabilities.RedeliverRate) allows none now: nothing was sent.
-func (o recoveryOps) Redeliver(ctx context.Context, reg providers.Registration, m providers.Missed) (wait time.Duration, err error) {
+func (o RecoveryOps) Redeliver(ctx context.Context, reg providers.Registration, m providers.Missed) (wait time.Duration, err error) {
 	if r := o.a.caps.Recovery.RedeliverRate; !r.IsZero() {
 		if wait := o.a.limiter.redeliverWait(r); wait > 0 {
 			return wait, nil
@@ -87,16 +90,18 @@ func (o recoveryOps) Redeliver(ctx context.Context, reg providers.Registration, 
 	return 0, o.call(ctx, "redeliver", func() error { return o.a.client.(providers.Recoverer).Redeliver(ctx, reg, m) })
 }
 
-func (o recoveryOps) RecoverSince(ctx context.Context, reg providers.Registration, since time.Time) error {
+// RecoverSince asks the provider to resend everything since since (providers.RangeRecoverer).
+func (o RecoveryOps) RecoverSince(ctx context.Context, reg providers.Registration, since time.Time) error {
 	return o.call(ctx, "recover_since", func() error { return o.a.client.(providers.RangeRecoverer).RecoverSince(ctx, reg, since) })
 }
 
-func (o recoveryOps) Reenable(ctx context.Context, reg providers.Registration) error {
+// Reenable enables a registration the provider disabled (providers.Reenabler).
+func (o RecoveryOps) Reenable(ctx context.Context, reg providers.Registration) error {
 	return o.call(ctx, "reenable", func() error { return o.a.client.(providers.Reenabler).Reenable(ctx, reg) })
 }
 
 // Health asks a providers.HealthReporter; ok is false when the client is none.
-func (o recoveryOps) Health(ctx context.Context, reg providers.Registration) (h providers.DeliveryHealth, ok bool, err error) {
+func (o RecoveryOps) Health(ctx context.Context, reg providers.Registration) (h providers.DeliveryHealth, ok bool, err error) {
 	hr, ok := o.a.client.(providers.HealthReporter)
 	if !ok {
 		return h, false, nil
@@ -109,7 +114,7 @@ func (o recoveryOps) Health(ctx context.Context, reg providers.Registration) (h 
 }
 
 // Sign returns the headers the provider sends with payload (providers.DeliverySigner).
-func (o recoveryOps) Sign(payload []byte, secret string, now time.Time) (http.Header, error) {
+func (o RecoveryOps) Sign(payload []byte, secret string, now time.Time) (http.Header, error) {
 	return o.a.client.(providers.DeliverySigner).SignDelivery(payload, secret, now)
 }
 

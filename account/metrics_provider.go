@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"strings"
@@ -10,17 +10,17 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-// providerMetrics are the series of requests to provider APIs, counted by the accounts.
-type providerMetrics struct {
+// Metrics are the series of requests to provider APIs, counted by the accounts.
+type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	rateLimited *prometheus.CounterVec
 	unfit       *prometheus.CounterVec
 }
 
-// newProviderMetrics creates the provider request series and registers them with reg.
-func newProviderMetrics(reg prometheus.Registerer) (*providerMetrics, error) {
-	m := &providerMetrics{
+// NewMetrics creates the provider request series and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwarden_provider_requests_total",
 			Help: "Requests to provider APIs by provider, operation (list, create, update, delete, ping, fetch_secret; recovery's look, missed, events, redeliver, recover_since, reenable, health) and result (ok or the error class: transient, not_found, permanent, unauthorized, rate_limited, quota_exceeded, already_exists).",
@@ -48,9 +48,9 @@ func newProviderMetrics(reg prometheus.Registerer) (*providerMetrics, error) {
 	return m, nil
 }
 
-// unregisteredProviderMetrics count, never served.
-func unregisteredProviderMetrics() *providerMetrics {
-	m, err := newProviderMetrics(prometheus.NewRegistry())
+// UnregisteredMetrics count, never served.
+func UnregisteredMetrics() *Metrics {
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		panic(err) // a fresh registry refuses nothing
 	}
@@ -59,7 +59,7 @@ func unregisteredProviderMetrics() *providerMetrics {
 
 // knowProviders creates the rate-limit series of each provider at 0, so rate() and alerts see
 // the first rate limit.
-func (m *providerMetrics) knowProviders(types []string) {
+func (m *Metrics) knowProviders(types []string) {
 	for _, t := range types {
 		m.rateLimited.WithLabelValues(t)
 		m.unfit.WithLabelValues(t)
@@ -67,7 +67,7 @@ func (m *providerMetrics) knowProviders(types []string) {
 }
 
 // observeRequest records one request to the provider.
-func (m *providerMetrics) observeRequest(provider, op string, took time.Duration, err error) {
+func (m *Metrics) observeRequest(provider, op string, took time.Duration, err error) {
 	result := resultLabel(err)
 	m.requests.WithLabelValues(provider, op, result).Inc()
 	m.duration.WithLabelValues(provider, op, result).Observe(took.Seconds())
@@ -77,7 +77,7 @@ func (m *providerMetrics) observeRequest(provider, op string, took time.Duration
 }
 
 // rateLimitWait records a request not sent because the credential's rate limit is in force.
-func (m *providerMetrics) rateLimitWait(provider string) {
+func (m *Metrics) rateLimitWait(provider string) {
 	m.rateLimited.WithLabelValues(provider).Inc()
 }
 

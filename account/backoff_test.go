@@ -1,4 +1,4 @@
-package controllers
+package account
 
 import (
 	"context"
@@ -30,8 +30,8 @@ type backoffCase struct {
 	name string
 	// open starts the case at clock and returns the account key and what the case needs:
 	// refuse makes the provider refuse the next request (it may move the clock, as time spent
-	// before the refusal); call is the request; requests counts what reached the provider.
-	open func(t *testing.T, clock *accounttest.Clock) (key AccountKey, refuse func(), call func(ops) error, requests func() int)
+	// Before the refusal); call is the request; requests counts what reached the provider.
+	open func(t *testing.T, clock *accounttest.Clock) (key AccountKey, refuse func(), call func(Ops) error, requests func() int)
 	// stated is the wait each refusal states (zero: none, the provider's backoff applies).
 	stated time.Duration
 	// policy is the provider's backoff the waits must follow when none is stated.
@@ -51,7 +51,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 	cases := []backoffCase{
 		{
 			name: "stripe", policy: providers.Backoff{First: time.Second, Factor: 2, Max: 30 * time.Second},
-			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(Ops) error, func() int) {
 				srv := stripefake.New()
 				base, stop := srv.Start()
 				t.Cleanup(stop)
@@ -64,7 +64,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "github secondary", policy: ghBackoff,
-			open: func(t *testing.T, clock *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, clock *accounttest.Clock) (AccountKey, func(), func(Ops) error, func() int) {
 				srv, key := githubBackoffAccount(t, clock)
 				// A secondary limit without retry-after, remaining above 0 (PROVIDERS.md §2.2).
 				refuse := func() {
@@ -77,7 +77,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "github primary", stated: 40 * time.Minute, policy: ghBackoff,
-			open: func(t *testing.T, clock *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, clock *accounttest.Clock) (AccountKey, func(), func(Ops) error, func() int) {
 				srv, key := githubBackoffAccount(t, clock)
 				// The token spends its hour's budget in 20 minutes: 403 with remaining 0 until
 				// x-ratelimit-reset, 40 minutes on; then a fresh hour, spent the same way.
@@ -90,14 +90,14 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "gitlab create", stated: time.Minute, policy: providers.Backoff{First: 10 * time.Second, Factor: 2, Max: time.Minute},
-			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(Ops) error, func() int) {
 				srv, key := gitlabBackoffAccount(t)
 				// GitLab's hook-creation limit: 429 with Retry-After: 60 (REST-PROVIDERS.md §1.6).
 				refuse := func() {
 					srv.Inject(core.Fault{Method: http.MethodPost, Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "60"},
 						Body: `{"message":"This endpoint has been requested too many times. Try again later."}`, Times: 1})
 				}
-				create := func(o ops) error {
+				create := func(o Ops) error {
 					_, err := o.Create(context.Background(), providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"push"}, Owner: providers.Owner{Cluster: "c", Namespace: "ns", Name: "n", UID: "u"}, Secret: "tok"}, "k")
 					return err
 				}
@@ -106,7 +106,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "gitlab unstated", policy: providers.Backoff{First: 10 * time.Second, Factor: 2, Max: time.Minute},
-			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(Ops) error, func() int) {
 				srv, key := gitlabBackoffAccount(t)
 				// A 429 that states no wait: the profile's errors.rateLimit.backoff applies.
 				refuse := func() {
@@ -117,7 +117,7 @@ func TestLimiterBackoffPerProvider(t *testing.T) {
 		},
 		{
 			name: "pagerduty", stated: 23 * time.Second, policy: providers.DefaultRateLimitBackoff,
-			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(ops) error, func() int) {
+			open: func(t *testing.T, _ *accounttest.Clock) (AccountKey, func(), func(Ops) error, func() int) {
 				srv := pagerduty.New()
 				base, stop := srv.Start()
 				t.Cleanup(stop)
@@ -263,7 +263,7 @@ func fmtWait(d time.Duration) string {
 	return s
 }
 
-func listOnce(o ops) error {
+func listOnce(o Ops) error {
 	_, err := o.List(context.Background(), 0)
 	return err
 }
