@@ -111,10 +111,8 @@ lint: ## golangci-lint v2 (pinned in hack/golangci-lint.sh, built once into $(CA
 unit: ## Run every test that needs no control plane, database server, broker or built binary (go test -short; about a minute warm).
 	go test -short -count=1 -v ./... 2>&1 | TEST_LOG=bin/unit.log hack/test-summary.sh
 
-# TODO(issue-29): add lint to test's prerequisites (test: lint verify-lean ...) once controllers/
-# and internal/cli, being split by issue-29b, are clean: 7 findings remain there (make lint lists them).
 .PHONY: test
-test: verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, the release against a loopback registry, Helm chart, alerts; small bench-reconcile and chaos runs).
+test: lint verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, the release against a loopback registry, Helm chart, alerts; small bench-reconcile and chaos runs).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
 	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh

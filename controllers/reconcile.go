@@ -384,9 +384,9 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	desiredURL, ownReceiverURL, acct, rotate, s, o, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.s.ops, ob.unlock
+	desiredURL, ownReceiverURL, acct, rotate, s, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.unlock
 	s.ops.Before = s.flush
-	o = s.ops
+	o := s.ops
 	recorded := sub.Status.EndpointID
 	defer func() {
 		if err == nil || sub.Status.EndpointID != recorded {

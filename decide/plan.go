@@ -363,7 +363,7 @@ func replacement(in PlanInput, keep providers.Registration) (Step, bool) {
 		return replace, true
 	}
 	if !needsSecret(in, keep) {
-		if in.RotateRequested && in.Caps.Secret != providers.SecretNone && !(in.Caps.Secret == providers.SecretClientChosen && updatesInPlace(in.Caps)) {
+		if in.RotateRequested && in.Caps.Secret != providers.SecretNone && (in.Caps.Secret != providers.SecretClientChosen || !updatesInPlace(in.Caps)) {
 			// A requested rotation where no secret can be set in place: a new registration
 			// with a new secret, make-before-break (keep goes once the new one is current).
 			replace.Rotation = true

@@ -175,6 +175,7 @@ func resolveClusterName(ctx context.Context, r client.Reader, flagValue string) 
 	return string(ns.UID), nil
 }
 
+//nolint:funlen // the manager's wiring in the order it starts: each step one statement
 func run(ctx context.Context, cfg *krest.Config, o options) error {
 	// OTEL_* settings; off unless configured, and never a reason not to start. The manager's
 	// own spans (reconcile, provider requests, recovery runs) are not written yet: with tracing

@@ -32,6 +32,7 @@ func (g *globals) withReceiver(cmd *cobra.Command, f *receiverFlags, fn func(ctx
 	return fn(ctx, r)
 }
 
+//nolint:funlen // four cobra subcommands declared in one place, each a few lines
 func newDeadLettersCommand(g *globals) *cobra.Command {
 	var f receiverFlags
 	var limit int

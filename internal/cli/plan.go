@@ -16,7 +16,7 @@ import (
 
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/controllers" //nolint:depguard // issue 29 item 4: the preview pipeline (Preview, Observe) still lives in controllers
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
