@@ -176,7 +176,9 @@ var _ = Describe("CEL rules answer with their own message", Ordered, ContinueOnF
 		Entry("stripe eventPayload without apiVersion", set(map[string]any{"eventPayload": "snapshot"}, "provider", "stripe"),
 			"spec.provider.stripe.eventPayload is for apiVersion v2 (v1 endpoints send snapshot events)"),
 		Entry("rest with profile and profileRef", all(rest, set(map[string]any{"profile": "name: x", "profileRef": map[string]any{"name": "p", "key": "k"}}, "provider", "rest")),
-			"spec.provider.rest: set exactly one of profileRef or profile"),
+			"spec.provider.rest: set exactly one of builtin, profileRef or profile"),
+		Entry("rest with a built-in profile and an inline one", all(rest, set(map[string]any{"builtin": "gitlab-project-hooks", "profile": "name: x"}, "provider", "rest")),
+			"spec.provider.rest: set exactly one of builtin, profileRef or profile"),
 	)
 
 	It("refuses more than 8 sinks with the schema's own message", func() {
