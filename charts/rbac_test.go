@@ -160,6 +160,9 @@ func TestServiceAccountPermissions(t *testing.T) {
 		clusterUID = "namespaces [kube-system] [get]"
 	)
 	managerRules := []string{
+		// A ref sink is resolved by the manager: a Service, or a Knative Broker's address.
+		"brokers.eventing.knative.dev [] [get]",
+		"services [] [get]",
 		"configmaps [] [get list watch]",
 		mgrSecrets,
 		"events.events.k8s.io [] [create patch]",
