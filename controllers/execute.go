@@ -100,7 +100,7 @@ func (s *session) runCreate(ctx context.Context, st decide.Step) (providers.Regi
 	sub.Status.EndpointID = reg.ID
 	s.r.audit(ctx, sub, actionCreate, reg.ID, "no registration at the provider serves this spec")
 	s.r.event(sub, corev1.EventTypeNormal, hookv1.ReasonCreated, "Create", "registered %s for %s", reg.ID, reg.URL)
-	if st.Secret != decide.SecretNone && reg.ID != s.signing.current {
+	if st.Secret != decide.SecretNone && reg.ID != s.signing.Current {
 		if err := s.markCurrent(ctx, reg.ID); err != nil {
 			return reg, err
 		}
@@ -161,7 +161,7 @@ func (s *session) runFetchSecret(ctx context.Context, st decide.Step) error {
 // accepts it (beside the old one, if held) from the moment the provider might sign with it.
 func (s *session) runSetSecret(ctx context.Context, st decide.Step) (providers.Registration, error) {
 	keep := st.Registration
-	wasHeld := s.signing.secrets[keep.ID] != nil
+	wasHeld := s.signing.Secrets[keep.ID] != nil
 	secret, err := s.pendingSecret(ctx)
 	if err != nil {
 		return keep, err
@@ -211,7 +211,7 @@ func (s *session) runReplace(ctx context.Context, st decide.Step) error {
 func (s *session) runUpdate(ctx context.Context, st decide.Step) (providers.Registration, error) {
 	keep := st.Registration
 	d := st.Desired
-	d.Secret = string(s.signing.secrets[keep.ID])
+	d.Secret = string(s.signing.Secrets[keep.ID])
 	reg, err := s.ops.Update(ctx, keep.ID, d)
 	if err != nil {
 		return keep, decide.FromProvider("updating registration "+keep.ID, err)

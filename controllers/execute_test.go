@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/hookwarden/hookwarden/account"
 	"github.com/hookwarden/hookwarden/account/accounttest"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
@@ -86,7 +87,7 @@ func newExecHarness(t *testing.T, regs ...providers.Registration) *execHarness {
 	}).Build()
 	r := &Reconciler{Client: h.kube, APIReader: h.kube, Recorder: events.NewFakeRecorder(100), Metrics: unregisteredMetrics()}
 	o, _ := newTestAccount(t, h.provider)
-	h.s = &session{r: r, sub: h.sub, ops: o, caps: h.provider.Capabilities(), desired: decidetest.Desired(decidetest.URL), signing: signingState{secrets: map[string][]byte{}}}
+	h.s = &session{r: r, sub: h.sub, ops: o, caps: h.provider.Capabilities(), desired: decidetest.Desired(decidetest.URL), signing: account.SigningState{Secrets: map[string][]byte{}}}
 	return h
 }
 
@@ -106,7 +107,7 @@ func (h *execHarness) hold(ids ...string) {
 }
 
 // secret is what the signing Secret holds now, read back from the API server.
-func (h *execHarness) secret() signingState {
+func (h *execHarness) secret() account.SigningState {
 	h.t.Helper()
 	st, err := h.s.r.readSigningState(context.Background(), h.sub)
 	if err != nil {
@@ -153,14 +154,14 @@ func TestExecuteRunsStepsInOrder(t *testing.T) {
 		t.Errorf("provider calls %v; want %v", h.provider.Order, want)
 	}
 	st := h.secret()
-	if out.kept.ID != "we_new1" || h.sub.Status.EndpointID != "we_new1" || st.current != "we_new1" {
-		t.Errorf("kept %q, status.endpointID %q, current %q; want the new registration we_new1 everywhere", out.kept.ID, h.sub.Status.EndpointID, st.current)
+	if out.kept.ID != "we_new1" || h.sub.Status.EndpointID != "we_new1" || st.Current != "we_new1" {
+		t.Errorf("kept %q, status.endpointID %q, current %q; want the new registration we_new1 everywhere", out.kept.ID, h.sub.Status.EndpointID, st.Current)
 	}
-	if string(st.secrets["we_new1"]) != "whsec_we_new1" {
-		t.Errorf("the new registration's secret is not stored: %q", st.secrets["we_new1"])
+	if string(st.Secrets["we_new1"]) != "whsec_we_new1" {
+		t.Errorf("the new registration's secret is not stored: %q", st.Secrets["we_new1"])
 	}
 	for _, gone := range []string{"we_vanished", "we_0"} {
-		if _, ok := st.secrets[gone]; ok {
+		if _, ok := st.Secrets[gone]; ok {
 			t.Errorf("the secret of %s (vanished or pruned) is still held", gone)
 		}
 	}
@@ -201,8 +202,8 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 		if h.sub.Status.EndpointID != "we_before" {
 			t.Errorf("status.endpointID %q; want it unchanged", h.sub.Status.EndpointID)
 		}
-		if st := h.secret(); len(st.secrets) != 0 {
-			t.Errorf("the Secret holds %v after a refused create", st.secrets)
+		if st := h.secret(); len(st.Secrets) != 0 {
+			t.Errorf("the Secret holds %v after a refused create", st.Secrets)
 		}
 	})
 	t.Run("a create whose secret cannot be stored reports the error and records nothing as current", func(t *testing.T) {
@@ -225,8 +226,8 @@ func TestExecuteRecordsWhatAPartialRunDid(t *testing.T) {
 			t.Fatal("execute succeeded although the prune was refused")
 		}
 		st := h.secret()
-		if h.sub.Status.EndpointID != "we_new1" || st.current != "we_new1" || st.secrets["we_new1"] == nil {
-			t.Errorf("status.endpointID %q, current %q, held %v; want the created we_new1 recorded, current and held", h.sub.Status.EndpointID, st.current, st.held())
+		if h.sub.Status.EndpointID != "we_new1" || st.Current != "we_new1" || st.Secrets["we_new1"] == nil {
+			t.Errorf("status.endpointID %q, current %q, held %v; want the created we_new1 recorded, current and held", h.sub.Status.EndpointID, st.Current, st.Held())
 		}
 	})
 }
@@ -248,8 +249,8 @@ func TestExecuteEndsTheRoundOnAReplacement(t *testing.T) {
 		t.Errorf("provider calls %v; want %v (no delete before the next round)", h.provider.Order, want)
 	}
 	st := h.secret()
-	if st.secrets["we_new1"] == nil || st.current != "we_1" || h.sub.Status.EndpointID != "we_1" {
-		t.Errorf("held %v, current %q, status.endpointID %q; want the replacement's secret held, we_1 still current and recorded", st.held(), st.current, h.sub.Status.EndpointID)
+	if st.Secrets["we_new1"] == nil || st.Current != "we_1" || h.sub.Status.EndpointID != "we_1" {
+		t.Errorf("held %v, current %q, status.endpointID %q; want the replacement's secret held, we_1 still current and recorded", st.Held(), st.Current, h.sub.Status.EndpointID)
 	}
 }
 
@@ -265,8 +266,8 @@ func TestExecuteReplay(t *testing.T) {
 		if err != nil || out.replan || len(rs.Retired)+len(rs.ReplayRefused) > 0 {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want the round to finish", out, rs, err)
 		}
-		if st := h.secret(); string(st.secrets["we_1"]) != "whsec_original" || st.current != "we_1" {
-			t.Errorf("held %v current %q; want we_1's original secret, current", st.held(), st.current)
+		if st := h.secret(); string(st.Secrets["we_1"]) != "whsec_original" || st.Current != "we_1" {
+			t.Errorf("held %v current %q; want we_1's original secret, current", st.Held(), st.Current)
 		}
 	})
 	t.Run("the window passed, the replay made a new registration: it replaces keep from the next round", func(t *testing.T) {
@@ -275,8 +276,8 @@ func TestExecuteReplay(t *testing.T) {
 		if err != nil || !out.replan || !rs.Retired["we_1"] {
 			t.Fatalf("outcome %+v, rounds %+v, err %v; want a new round with we_1 retired", out, rs, err)
 		}
-		if st := h.secret(); st.secrets["we_new1"] == nil {
-			t.Errorf("the new registration's secret is not held: %v", st.held())
+		if st := h.secret(); st.Secrets["we_new1"] == nil {
+			t.Errorf("the new registration's secret is not held: %v", st.Held())
 		}
 		if h.provider.Calls["Create"] != 1 {
 			t.Errorf("%d creates; want the one replay", h.provider.Calls["Create"])
@@ -321,7 +322,7 @@ func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
 	var pendingAtUpdate []byte
 	// The pending secret must be in the Secret when the update is sent: read it from inside
 	// the provider call.
-	wrapped := &pendingProbe{FakeClient: h.provider, read: func() { pendingAtUpdate = h.secret().pending }}
+	wrapped := &pendingProbe{FakeClient: h.provider, read: func() { pendingAtUpdate = h.secret().Pending }}
 	o, _ := newTestAccount(t, wrapped)
 	h.s.ops = o
 	out, _, err := h.run(decidetest.Keeps(ours, decidetest.SetSecretStep(ours)))
@@ -332,8 +333,8 @@ func TestExecuteSetsAChosenSecretBeforeTheProviderHearsOfIt(t *testing.T) {
 	if len(pendingAtUpdate) == 0 {
 		t.Errorf("no pending secret in the Secret when the provider was asked to use it")
 	}
-	if st.pending != nil || string(st.secrets["1"]) != string(pendingAtUpdate) || st.current != "1" || out.kept.ID != "1" {
-		t.Errorf("after the update: pending %q, held %q, current %q; want the pending secret confirmed under 1 and current", st.pending, st.secrets["1"], st.current)
+	if st.Pending != nil || string(st.Secrets["1"]) != string(pendingAtUpdate) || st.Current != "1" || out.kept.ID != "1" {
+		t.Errorf("after the update: pending %q, held %q, current %q; want the pending secret confirmed under 1 and current", st.Pending, st.Secrets["1"], st.Current)
 	}
 }
 
@@ -365,8 +366,8 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if want := []string{"Create key-create", "write Secret", "Delete we_0"}; !slices.Equal(h.provider.Order, want) {
 		t.Fatalf("calls %v; want %v: the new secret written before the provider hears the next request", h.provider.Order, want)
 	}
-	if st := h.secret(); st.current != out.kept.ID {
-		t.Fatalf("the Secret's current secret is %q, want the new registration's %q", st.current, out.kept.ID)
+	if st := h.secret(); st.Current != out.kept.ID {
+		t.Fatalf("the Secret's current secret is %q, want the new registration's %q", st.Current, out.kept.ID)
 	}
 
 	h = newExecHarness(t)
@@ -378,11 +379,11 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if want := []string{"Create key-create"}; !slices.Equal(h.provider.Order, want) {
 		t.Fatalf("calls %v; want %v: nothing written while the lock would be held", h.provider.Order, want)
 	}
-	if h.s.signing.current != out.kept.ID || h.s.signing.secrets[out.kept.ID] == nil {
+	if h.s.signing.Current != out.kept.ID || h.s.signing.Secrets[out.kept.ID] == nil {
 		t.Fatalf("the session's view %+v does not hold the new registration %s's secret", h.s.signing, out.kept.ID)
 	}
-	if st := h.secret(); len(st.secrets) != 0 {
-		t.Fatalf("the Secret holds %v before the flush", st.held())
+	if st := h.secret(); len(st.Secrets) != 0 {
+		t.Fatalf("the Secret holds %v before the flush", st.Held())
 	}
 	if err := h.s.flush(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
@@ -390,7 +391,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if want := []string{"Create key-create", "write Secret"}; !slices.Equal(h.provider.Order, want) {
 		t.Fatalf("calls %v; want %v: one write for the changes waiting", h.provider.Order, want)
 	}
-	if st := h.secret(); st.current != out.kept.ID || string(st.secrets[out.kept.ID]) != "whsec_"+out.kept.ID {
+	if st := h.secret(); st.Current != out.kept.ID || string(st.Secrets[out.kept.ID]) != "whsec_"+out.kept.ID {
 		t.Fatalf("after the flush the Secret holds %+v, want %s's secret, current", st, out.kept.ID)
 	}
 
@@ -404,7 +405,7 @@ func TestSecretWritesWaitUnderTheLock(t *testing.T) {
 	if err := h.s.flush(ctx); err == nil {
 		t.Fatal("flush with the API server refusing writes returned no error")
 	}
-	if h.s.signing.secrets["we_other"] != nil {
+	if h.s.signing.Secrets["we_other"] != nil {
 		t.Fatal("after a failed flush the view still holds a secret that was never written")
 	}
 }

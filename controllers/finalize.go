@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -53,7 +54,8 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 }
 
 func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.WebhookSubscription) error {
-	acct, err := r.account(ctx, sub)
+	obs := r.observer()
+	acct, err := obs.Reach(ctx, sub)
 	if err != nil {
 		return err
 	}
@@ -66,13 +68,13 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	// The shared list serves deletions too (our own writes are in it, and a registration gone
 	// meanwhile deletes as a 404): deleting a namespace of subscriptions costs one list, not one
 	// per subscription.
-	observed, err := o.List(ctx, r.maxListAge(sub))
+	observed, err := account.List(ctx, o, r.maxListAge(sub))
 	if err != nil {
-		return decide.FromList(err)
+		return err
 	}
 	// The same proof of ownership as reconcile: nothing unproven is deleted, nor anything
 	// another subscription owns.
-	own := decide.Ownership{Me: r.owner(sub), Markers: o.Capabilities().Markers, RecordedID: sub.Status.EndpointID, Held: signing.held(), ReceiverURL: r.ownReceiverURL(sub), Keys: o.URLKeys()}
+	own := decide.Ownership{Me: obs.Owner(sub), Markers: o.Capabilities().Markers, RecordedID: sub.Status.EndpointID, Held: signing.Held(), ReceiverURL: obs.ReceiverURL(sub), Keys: o.URLKeys()}
 	var proven []string
 	for _, reg := range observed {
 		if reg.ID != "" && own.Proves(reg) {
@@ -96,9 +98,9 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {
 	r.Metrics.forget(sub.Namespace, sub.Name)
-	r.Accounts.Release(subscriptionKey(sub))
-	r.claims.release(subscriptionKey(sub))
-	r.signingMemo.forget(r.signingSecretKey(sub))
+	r.Accounts.Release(account.SubscriptionKey(sub))
+	r.claims.release(account.SubscriptionKey(sub))
+	r.signingMemo.forget(account.SigningSecretKey(sub))
 	if err := r.RouteSecrets.remove(ctx, sub.Namespace, sub.Name, string(sub.UID)); err != nil {
 		return err
 	}

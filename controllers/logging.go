@@ -5,6 +5,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/logkeys"
 )
@@ -16,8 +17,6 @@ const (
 	logEndpointID   = logkeys.EndpointID
 	logReason       = logkeys.Reason
 )
-
-func subscriptionKey(sub *hookv1.WebhookSubscription) string { return sub.Namespace + "/" + sub.Name }
 
 // Provider writes, as the audit trail names them (the "action" of a "provider write" line).
 const (
@@ -34,6 +33,6 @@ const (
 // audit logs one write at the provider (or, for an orphan, the decision not to delete) at
 // info: the trail from a subscription to what the manager did at its account.
 func (r *Reconciler) audit(ctx context.Context, sub *hookv1.WebhookSubscription, action, endpointID, reason string) {
-	log.FromContext(ctx).Info("provider write", "action", action, logSubscription, subscriptionKey(sub),
+	log.FromContext(ctx).Info("provider write", "action", action, logSubscription, account.SubscriptionKey(sub),
 		logProvider, string(sub.Spec.Provider.Type), logEndpointID, endpointID, logReason, reason)
 }

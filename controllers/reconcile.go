@@ -103,9 +103,6 @@ type Reconciler struct {
 	normalEvents *rate.Limiter
 	// claims are the registrations this manager kept for each subscription (claims.go).
 	claims claimBook
-	// Subscriptions, where the reconciler runs without a manager's cache (the command line's
-	// plan), are the cluster's subscriptions: those their status records are theirs.
-	Subscriptions []hookv1.WebhookSubscription
 }
 
 // DefaultMaxConcurrentReconciles is how many subscriptions are reconciled at once unless told
@@ -150,7 +147,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &hookv1.WebhookSubscription{}, claimIndex, func(o client.Object) []string {
-		return r.claimKeyOf(o.(*hookv1.WebhookSubscription))
+		return account.ClaimKeyOf(o.(*hookv1.WebhookSubscription), r.Accounts.Registry())
 	}); err != nil {
 		return err
 	}
@@ -313,7 +310,7 @@ func (r *Reconciler) suspend(ctx context.Context, sub *hookv1.WebhookSubscriptio
 		if prev != nil {
 			msg += "; before: " + prev.Reason + ": " + prev.Message
 		}
-		log.FromContext(ctx).Info("reconciliation suspended", logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type), logEndpointID, sub.Status.EndpointID)
+		log.FromContext(ctx).Info("reconciliation suspended", logSubscription, account.SubscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type), logEndpointID, sub.Status.EndpointID)
 	} else {
 		msg = prev.Message // unchanged while it stays suspended
 	}
@@ -332,41 +329,12 @@ type session struct {
 	caps    providers.Capabilities
 	desired providers.Desired
 	// signing is what the signing Secret holds, kept in step with this session's own writes.
-	signing signingState
+	signing account.SigningState
 	// unwritten are the changes to the signing Secret waiting for the provider's next request
-	// or the end of the reconcile (see mutate), to apply to signing.obj.
+	// or the end of the reconcile (see mutate), to apply to signing.Obj.
 	unwritten []func(*corev1.Secret)
 	// rotate: a rotation of the signing secret was requested and not yet handled.
 	rotate bool
-}
-
-// rotateRequest is the value of the rotate annotation when it asks for a rotation not yet
-// handled ("" otherwise).
-func rotateRequest(sub *hookv1.WebhookSubscription) string {
-	v := sub.Annotations[hookv1.AnnotationRotateRequestedAt]
-	if v == sub.Status.LastHandledRotateAt {
-		return ""
-	}
-	return v
-}
-
-// pendingRotation is rotateRequest, confirmed against the API server: the cached object may
-// predate the status write that recorded the rotation as handled, and a second rotation would
-// replace a registration that was just made (a new Stripe endpoint, twice).
-func (r *Reconciler) pendingRotation(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
-	rotate := rotateRequest(sub)
-	if rotate == "" || r.APIReader == nil {
-		return rotate, nil
-	}
-	live := &hookv1.WebhookSubscription{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sub), live); err != nil {
-		return "", fmt.Errorf("reading the subscription to confirm a rotation request: %w", err)
-	}
-	if live.Status.LastHandledRotateAt == rotate {
-		sub.Status.LastHandledRotateAt = rotate
-		return "", nil
-	}
-	return rotate, nil
 }
 
 // reconcile observes, plans and acts, in rounds: a round whose step changed which registration
@@ -380,7 +348,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // sync is reconcile's observe-plan-act; target receives what a recovery run needs.
 func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, fresh bool, target *recoveryTarget) (_ ctrl.Result, err error) {
-	ob, err := r.observe(ctx, sub, false)
+	ob, err := r.observe(ctx, sub)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -402,7 +370,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 			err = errors.Join(err, ferr)
 		}
 	}()
-	if s.signing.imported {
+	if s.signing.Imported {
 		if err := s.claimImported(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -420,7 +388,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if round > decide.MaxRounds {
 			return ctrl.Result{}, fmt.Errorf("the plan did not settle in %d rounds (last: %v)", decide.MaxRounds, rs)
 		}
-		observed, err := observeList(ctx, o, maxAge)
+		observed, err := account.List(ctx, o, maxAge)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -430,7 +398,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 			return ctrl.Result{}, err
 		}
 		p := decide.ComputePlan(in)
-		if after, ok := awaitsImportedSecret(p, sub, s.signing.obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
+		if after, ok := awaitsImportedSecret(p, sub, s.signing.Obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
 			return ctrl.Result{}, decide.NewWait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
 		}
 		s.reportUnfit(ctx, p)
@@ -466,7 +434,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	}
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
-	*target = recoveryTarget{acct: acct, listAge: accepted, kept: kept, secret: string(s.signing.secrets[s.signing.current]),
+	*target = recoveryTarget{acct: acct, listAge: accepted, kept: kept, secret: string(s.signing.Secrets[s.signing.Current]),
 		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID)}
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
@@ -485,21 +453,12 @@ type observation struct {
 	unlock func()
 }
 
-// observe is the one prologue of sync and Preview: a preview plans from what the reconcile
-// would plan from. A preview may be of a manifest not in the cluster yet (preview): no status
-// of it can have recorded a rotation request handled.
-func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription, preview bool) (observation, error) {
-	desiredURL, _, err := decide.ValidateSpec(&sub.Spec, r.Accounts.Registry())
-	if err != nil {
-		return observation{}, err
-	}
-	ownReceiverURL := r.ownReceiverURL(sub)
-	if sub.Spec.Endpoint.Receiver != nil {
-		if desiredURL, err = decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name); err != nil {
-			return observation{}, err
-		}
-	}
-	acct, err := r.account(ctx, sub)
+// observe is sync's prologue: the spec checked and the account reached (account.Observer, as
+// the command line's preview observes), the signing Secret read and the rotation request
+// confirmed, in a session that holds the account's lock until unlock.
+func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscription) (observation, error) {
+	obs := r.observer()
+	ob, err := obs.Observe(ctx, sub)
 	if err != nil {
 		return observation{}, err
 	}
@@ -507,32 +466,18 @@ func (r *Reconciler) observe(ctx context.Context, sub *hookv1.WebhookSubscriptio
 	if err != nil {
 		return observation{}, err
 	}
-	rotate, err := r.pendingRotation(ctx, sub)
-	if preview && apierrors.IsNotFound(err) {
-		rotate, err = rotateRequest(sub), nil
-	}
+	rotate, err := obs.PendingRotation(ctx, sub, false)
 	if err != nil {
 		return observation{}, err
 	}
-	o, unlock := acct.Lock()
-	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: providers.Desired{
-		URL:         desiredURL,
-		Events:      sub.Spec.Events,
-		Description: sub.Spec.Description,
-		Disabled:    sub.Spec.Disabled,
-		Owner:       r.owner(sub),
-	}}
-	return observation{desiredURL: desiredURL, ownReceiverURL: ownReceiverURL, acct: acct, rotate: rotate, s: s, unlock: unlock}, nil
+	o, unlock := ob.Account.Lock()
+	s := &session{r: r, sub: sub, ops: o, caps: o.Capabilities(), signing: signing, rotate: rotate != "", desired: ob.Desired}
+	return observation{desiredURL: ob.Desired.URL, ownReceiverURL: ob.OwnReceiverURL, acct: ob.Account, rotate: rotate, s: s, unlock: unlock}, nil
 }
 
-// observeList lists the account's registrations (a cached list up to maxAge old), a failure
-// classified: the one list of sync's rounds, the preview and Observe.
-func observeList(ctx context.Context, o account.Ops, maxAge time.Duration) ([]providers.Registration, error) {
-	regs, err := o.List(ctx, maxAge)
-	if err != nil {
-		return nil, decide.FromList(err)
-	}
-	return regs, nil
+// observer reaches accounts and reads the cluster as this reconciler is set up to.
+func (r *Reconciler) observer() *account.Observer {
+	return &account.Observer{Accounts: r.Accounts, Credentials: r.credentials, API: r.APIReader, ClusterName: r.ClusterName, ReceiverBaseURL: r.ReceiverBaseURL}
 }
 
 // cachedList is the list age that accepts the account's cached list whatever its age (unless a
@@ -541,24 +486,5 @@ const cachedList = time.Duration(1<<63 - 1)
 
 // planInput is what this session plans from, for one round.
 func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs decide.Rounds) decide.PlanInput {
-	sub := s.sub
-	return decide.PlanInput{
-		Desired:         s.desired,
-		Generation:      sub.Generation,
-		SpecEdited:      sub.Generation != sub.Status.ObservedGeneration,
-		Observed:        observed,
-		Caps:            s.caps,
-		CanPing:         s.ops.CanPing(),
-		RecordedID:      sub.Status.EndpointID,
-		RecordedURL:     sub.Status.URL,
-		HeldSecrets:     s.signing.held(),
-		CurrentID:       s.signing.current,
-		PendingSecret:   s.signing.pending != nil,
-		ReceiverURL:     ownReceiverURL,
-		Adoption:        sub.Spec.Policies.Adoption,
-		Twins:           sub.Spec.Policies.Twins,
-		Rounds:          rs,
-		RotateRequested: s.rotate && !rs.Rotated,
-		Keys:            s.ops.URLKeys(),
-	}
+	return account.Planned{Sub: s.sub, Desired: s.desired, Signing: s.signing, OwnReceiverURL: ownReceiverURL, Rotate: s.rotate}.Input(s.ops, observed, rs)
 }

@@ -189,14 +189,14 @@ func (r *Reconciler) lookFirst(ctx context.Context, sub *hookv1.WebhookSubscript
 	}
 	nothing, covered, sure, err := ro.Look(ctx, t.kept.Events, d.Since, d.LookFrom, t.listAge)
 	if err != nil {
-		log.FromContext(ctx).Info("the shared look at missed events failed; the subscription's run lists for itself", logSubscription, subscriptionKey(sub), "error", err.Error())
+		log.FromContext(ctx).Info("the shared look at missed events failed; the subscription's run lists for itself", logSubscription, account.SubscriptionKey(sub), "error", err.Error())
 		return time.Time{}, false
 	}
 	return covered, sure && nothing
 }
 
 func (x *recoveryRunner) logger(ctx context.Context) logr.Logger {
-	return log.FromContext(ctx).WithValues(logSubscription, subscriptionKey(x.sub), logProvider, string(x.sub.Spec.Provider.Type), logEndpointID, x.reg.ID)
+	return log.FromContext(ctx).WithValues(logSubscription, account.SubscriptionKey(x.sub), logProvider, string(x.sub.Spec.Provider.Type), logEndpointID, x.reg.ID)
 }
 
 // start records the run as Running, so a run that never ends is visible, and an automatic run
@@ -398,7 +398,7 @@ func (x *recoveryRunner) rangeRecover(ctx context.Context) {
 // (a gap where the provider cannot list what it never sent).
 func (r *Reconciler) reenable(ctx context.Context, sub *hookv1.WebhookSubscription, ro account.RecoveryOps, reg providers.Registration) error {
 	if err := ro.Reenable(ctx, reg); err != nil {
-		log.FromContext(ctx).Info("enabling the registration the provider disabled failed", logSubscription, subscriptionKey(sub), logEndpointID, reg.ID, "error", err.Error())
+		log.FromContext(ctx).Info("enabling the registration the provider disabled failed", logSubscription, account.SubscriptionKey(sub), logEndpointID, reg.ID, "error", err.Error())
 		return err
 	}
 	r.event(sub, corev1.EventTypeNormal, hookv1.ReasonReenabled, "Recover", "the provider had disabled %s; enabled it again (the endpoint answers)", reg.ID)
@@ -545,7 +545,7 @@ func (x *recoveryRunner) finish(ctx context.Context, requested string) {
 	if run.Result == hookv1.RecoverySucceeded && run.Recovered > 0 {
 		// The provider's report of recent deliveries predates what this run recovered: ask
 		// again at the next reconcile rather than show Failing for another resync.
-		x.r.health.forgetSubscription(subscriptionKey(x.sub))
+		x.r.health.forgetSubscription(account.SubscriptionKey(x.sub))
 	}
 	x.r.Metrics.recoveryRun(x.sub.Namespace, x.sub.Name, string(x.sub.Spec.Provider.Type), run)
 	x.persist(ctx)

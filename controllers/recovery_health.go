@@ -26,7 +26,7 @@ func (r *Reconciler) deliveryHealth(ctx context.Context, sub *hookv1.WebhookSubs
 			return h
 		}
 	}
-	key := subscriptionKey(sub) + "\x00" + reg.ID
+	key := account.SubscriptionKey(sub) + "\x00" + reg.ID
 	report, ok := r.health.get(key, now, resyncInterval(sub))
 	if !ok {
 		var err error
@@ -36,7 +36,7 @@ func (r *Reconciler) deliveryHealth(ctx context.Context, sub *hookv1.WebhookSubs
 			return h
 		}
 		if err != nil {
-			log.FromContext(ctx).Info("the provider's report of deliveries failed; using what its list says", logSubscription, subscriptionKey(sub), logEndpointID, reg.ID, "error", err.Error())
+			log.FromContext(ctx).Info("the provider's report of deliveries failed; using what its list says", logSubscription, account.SubscriptionKey(sub), logEndpointID, reg.ID, "error", err.Error())
 			return h
 		}
 		r.health.put(key, now, report)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
@@ -61,29 +62,11 @@ func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p decide.P
 	})
 }
 
-// ownReceiverURL is the bundled receiver's URL for sub ("" without --receiver-base-url),
-// whatever its spec.endpoint says: on providers without markers, a registration for it is ours
-// (it may be left from when the spec named the receiver).
-func (r *Reconciler) ownReceiverURL(sub *hookv1.WebhookSubscription) string {
-	if r.ReceiverBaseURL == "" {
-		return ""
-	}
-	u, err := decide.ReceiverURL(r.ReceiverBaseURL, sub.Namespace, sub.Name)
-	if err != nil {
-		return ""
-	}
-	return u
-}
-
 func deliveryStatus(d *providers.DeliveryReport) *hookv1.DeliveryStatus {
 	if d == nil {
 		return nil
 	}
 	return &hookv1.DeliveryStatus{Code: int32(d.Code), Status: d.Status, Message: d.Message}
-}
-
-func (r *Reconciler) owner(sub *hookv1.WebhookSubscription) providers.Owner {
-	return providers.Owner{Cluster: r.ClusterName, Namespace: sub.Namespace, Name: sub.Name, UID: string(sub.UID)}
 }
 
 // EventBudget bounds the Normal Events the manager sends: Burst at once, then PerSecond. A
@@ -137,7 +120,7 @@ func (s *session) reportUnfit(ctx context.Context, p decide.Plan) {
 		if id == "" {
 			id = "(id unreadable)"
 		}
-		log.FromContext(ctx).Info("skipped a foreign registration that does not fit the provider's shape", logSubscription, subscriptionKey(s.sub),
+		log.FromContext(ctx).Info("skipped a foreign registration that does not fit the provider's shape", logSubscription, account.SubscriptionKey(s.sub),
 			logProvider, string(s.sub.Spec.Provider.Type), logEndpointID, id, logReason, r.Unfit)
 		s.r.event(s.sub, corev1.EventTypeWarning, hookv1.ReasonUnfitRegistration, "Reconcile",
 			"skipped registration %s, which is not this subscription's and does not fit what the provider's client reads: %s", id, r.Unfit)

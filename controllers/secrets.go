@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,16 +20,7 @@ import (
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
-	"github.com/hookwarden/hookwarden/providers"
 )
-
-// The signing Secret holds one key per registration whose secret may still sign deliveries
-// ("whsec.<id>"), plus "signingSecret" for the current one. Keeping every live secret lets the
-// receiver accept both sides of a rotation until the old registration is deleted.
-
-func (r *Reconciler) signingSecretKey(sub *hookv1.WebhookSubscription) types.NamespacedName {
-	return types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SigningSecret.Name}
-}
 
 // signingSecret reads the signing Secret (nil when it does not exist yet) from the API server,
 // unless the version the metadata watch shows is the one this manager last read or wrote
@@ -39,7 +29,7 @@ func (r *Reconciler) signingSecretKey(sub *hookv1.WebhookSubscription) types.Nam
 // look like a lost secret, try to create it twice or drop a key. A Secret this subscription
 // does not control is a conflict.
 func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubscription) (*corev1.Secret, error) {
-	key := r.signingSecretKey(sub)
+	key := account.SigningSecretKey(sub)
 	sec := r.signingMemo.lookup(ctx, key)
 	if sec == nil {
 		sec = &corev1.Secret{}
@@ -52,8 +42,8 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 		}
 		r.signingMemo.remember(sec)
 	}
-	if !metav1.IsControlledBy(sec, sub) && !importedFor(sec, sub) {
-		return nil, decide.NewStall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
+	if err := account.CheckSigningSecret(sec, sub); err != nil {
+		return nil, err
 	}
 	// The receiver's copy follows each version read, before anything is acted on.
 	if err := r.RouteSecrets.ensure(ctx, sub, sec); err != nil {
@@ -120,13 +110,6 @@ func (m *signingMemo) forget(key types.NamespacedName) {
 	delete(m.m, key)
 }
 
-// importedFor reports whether sec is a signing Secret `hookwarden import --secret` wrote for sub:
-// no controller yet, and marked for sub by name. Its secret is the one the provider verifies
-// with, so adopting the registration needs no rotation.
-func importedFor(sec *corev1.Secret, sub *hookv1.WebhookSubscription) bool {
-	return metav1.GetControllerOf(sec) == nil && sec.Annotations[hookv1.AnnotationImportedFor] == sub.Name && sec.Labels[hookv1.LabelSubscription] == sub.Name
-}
-
 // ImportedSecretWait is how long, from its creation, a subscription `hookwarden import --secret`
 // wrote (annotations hookwarden.io/imported-from and hookwarden.io/imported-secret) waits for
 // the signing Secret written beside it before it gets its registration a new secret: applied in
@@ -157,79 +140,13 @@ func importedSecretFor(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[hookv1.LabelSubscription]}}}
 }
 
-// signingState is what the signing Secret holds: the secret of each registration by id, the id
-// whose secret is current ("" when none is, or the Secret is inconsistent), and a client-chosen
-// secret not yet confirmed by the provider (nil when none).
-type signingState struct {
-	secrets map[string][]byte
-	current string
-	pending []byte
-	// verifier is the stored description of the verification scheme (REST profiles).
-	verifier []byte
-	// imported: the Secret is one `hookwarden import --secret` wrote, not yet controlled by the
-	// subscription (see importedFor).
-	imported bool
-	// obj is the Secret as the API server last answered it, to a read or to this session's
-	// own write (nil: it did not exist). Writes start from it instead of reading again, and
-	// carry its resourceVersion, so a Secret changed by anyone else meanwhile fails the write
-	// (a conflict, and the reconcile retries from a fresh read) rather than being overwritten.
-	obj *corev1.Secret
-}
-
-// held reports the ids of the registrations whose secret is held.
-func (st signingState) held() map[string]bool {
-	held := make(map[string]bool, len(st.secrets))
-	for id := range st.secrets {
-		held[id] = true
-	}
-	return held
-}
-
-// readSigningState reads the signing Secret (uncached) into a signingState.
-func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSubscription) (signingState, error) {
+// readSigningState reads the signing Secret (uncached) into an account.SigningState.
+func (r *Reconciler) readSigningState(ctx context.Context, sub *hookv1.WebhookSubscription) (account.SigningState, error) {
 	sec, err := r.signingSecret(ctx, sub)
 	if err != nil {
-		return signingState{secrets: map[string][]byte{}}, err
+		return account.SigningState{Secrets: map[string][]byte{}}, err
 	}
-	return parseSigningState(sec, sub), nil
-}
-
-// parseSigningState reads what sec holds (nil: nothing).
-func parseSigningState(sec *corev1.Secret, sub *hookv1.WebhookSubscription) signingState {
-	st := signingState{secrets: secretsIn(sec), obj: sec}
-	if sec == nil {
-		return st
-	}
-	if v := sec.Data[hookv1.SecretKeyPending]; len(v) > 0 {
-		st.pending = v
-	}
-	st.verifier = sec.Data[hookv1.SecretKeyVerifier]
-	st.imported = importedFor(sec, sub)
-	current := sec.Annotations[hookv1.AnnotationEndpointID]
-	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyPrefix+current]) {
-		current = ""
-	}
-	st.current = current
-	return st
-}
-
-// secretsIn are the registrations' secrets a signing Secret holds, by id (none for nil).
-func secretsIn(sec *corev1.Secret) map[string][]byte {
-	out := map[string][]byte{}
-	if sec == nil {
-		return out
-	}
-	for k, v := range sec.Data {
-		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
-			out[id] = v
-		}
-	}
-	return out
-}
-
-// HeldSecrets are the ids of the registrations whose secret a signing Secret holds.
-func HeldSecrets(sec *corev1.Secret) map[string]bool {
-	return signingState{secrets: secretsIn(sec)}.held()
+	return account.ParseSigningState(sec, sub), nil
 }
 
 // writeSigningSecret creates or updates the signing Secret with fn applied to known, the Secret
@@ -267,7 +184,7 @@ func (r *Reconciler) signingSecretWith(sub *hookv1.WebhookSubscription, known *c
 	if known != nil {
 		sec = known.DeepCopy()
 	} else {
-		key := r.signingSecretKey(sub)
+		key := account.SigningSecretKey(sub)
 		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	}
 	base = sec.DeepCopy()
@@ -297,72 +214,6 @@ func setCurrent(sec *corev1.Secret, id string) {
 	}
 }
 
-// credential reads the provider API key named by spec.provider.credentialsRef.
-func (r *Reconciler) credential(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
-	ref := sub.Spec.Provider.CredentialsRef
-	key := ref.Key
-	if key == "" {
-		key = r.Accounts.Registry()[string(sub.Spec.Provider.Type)].CredentialKey
-	}
-	// From the API server (the manager watches Secrets by their metadata only), once per
-	// version of the Secret.
-	v, err := r.credentials.Read(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, key)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", &decide.StallError{Reason: hookv1.ReasonCredentialsNotFound, Msg: fmt.Sprintf("credentials Secret %s/%s not found (spec.provider.credentialsRef)", sub.Namespace, ref.Name)}
-		}
-		return "", fmt.Errorf("reading credentials Secret %s: %w", ref.Name, err)
-	}
-	if v == "" {
-		return "", &decide.StallError{Reason: hookv1.ReasonCredentialsNotFound, Msg: fmt.Sprintf("credentials Secret %s/%s has no key %q (spec.provider.credentialsRef.key)", sub.Namespace, ref.Name, key)}
-	}
-	return v, nil
-}
-
-// account returns the provider account the subscription talks to: what its provider block
-// names (scope), with its credential and settings.
-func (r *Reconciler) account(ctx context.Context, sub *hookv1.WebhookSubscription) (*account.Account, error) {
-	scope, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, r.Accounts.Registry())
-	if err != nil {
-		return nil, err
-	}
-	cred, err := r.credential(ctx, sub)
-	if err != nil {
-		return nil, err
-	}
-	settings, err := r.settings(ctx, sub, scope)
-	if err != nil {
-		return nil, err
-	}
-	acct, err := r.Accounts.For(subscriptionKey(sub), account.AccountKey{Provider: string(sub.Spec.Provider.Type), APIURL: sub.Spec.Provider.APIURL, Target: scope.Target, Settings: settings, Credential: cred})
-	if err != nil {
-		return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "spec.provider: %v", err)
-	}
-	return acct, nil
-}
-
-// settings are the provider-specific settings of the subscription (providers.Config.Settings):
-// given in the spec, or read from the ConfigMap its block names (from the API server, once per
-// version of the ConfigMap: the manager watches ConfigMaps' metadata only, so ones it does not
-// use cost it no memory).
-func (r *Reconciler) settings(ctx context.Context, sub *hookv1.WebhookSubscription, scope providers.Scope) ([]byte, error) {
-	ref := scope.SettingsRef
-	if ref == nil {
-		return scope.Settings, nil
-	}
-	v, found, err := r.credentials.Profile(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ref.Key)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s not found", ref.Field, sub.Namespace, ref.Name)
-		}
-		return nil, fmt.Errorf("reading the ConfigMap %s (%s): %w", ref.Name, ref.Field, err)
-	}
-	if found {
-		return v, nil
-	}
-	return nil, decide.NewStall(hookv1.ReasonInvalidSpec, "%s: ConfigMap %s/%s has no key %q", ref.Field, sub.Namespace, ref.Name, ref.Key)
-}
-
 // The session's writes to the signing Secret start from what it last read or wrote, and keep
 // its view (s.signing) in step, so one reconcile plans and acts on what the Secret holds now
 // and a new subscription costs one read and one write of it, not a read before every write.
@@ -385,14 +236,14 @@ func (s *session) mutate(ctx context.Context, fn func(sec *corev1.Secret)) error
 	if s.ops.Before == nil {
 		return s.flush(ctx)
 	}
-	view, _, err := s.r.signingSecretWith(s.sub, s.signing.obj, s.applyUnwritten)
+	view, _, err := s.r.signingSecretWith(s.sub, s.signing.Obj, s.applyUnwritten)
 	if err != nil {
 		s.unwritten = s.unwritten[:len(s.unwritten)-1]
 		return err
 	}
-	known := s.signing.obj
-	s.signing = parseSigningState(view, s.sub)
-	s.signing.obj = known
+	known := s.signing.Obj
+	s.signing = account.ParseSigningState(view, s.sub)
+	s.signing.Obj = known
 	return nil
 }
 
@@ -403,13 +254,13 @@ func (s *session) flush(ctx context.Context) error {
 	if len(s.unwritten) == 0 {
 		return nil
 	}
-	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.signing.obj, s.applyUnwritten)
+	sec, err := s.r.writeSigningSecret(ctx, s.sub, s.signing.Obj, s.applyUnwritten)
 	s.unwritten = nil
 	if err != nil {
-		s.signing = parseSigningState(s.signing.obj, s.sub)
+		s.signing = account.ParseSigningState(s.signing.Obj, s.sub)
 		return err
 	}
-	s.signing = parseSigningState(sec, s.sub)
+	s.signing = account.ParseSigningState(sec, s.sub)
 	return nil
 }
 
@@ -443,8 +294,8 @@ func (s *session) storeSecret(ctx context.Context, id, secret string) error {
 // whatever happens next, the Secret holds the secret the registration may end up verifying with
 // (and the receiver accepts it).
 func (s *session) pendingSecret(ctx context.Context) (string, error) {
-	if s.signing.pending != nil {
-		return string(s.signing.pending), nil
+	if s.signing.Pending != nil {
+		return string(s.signing.Pending), nil
 	}
 	secret, err := newClientSecret()
 	if err != nil {
@@ -471,7 +322,7 @@ func (s *session) confirmPending(ctx context.Context, id, secret string) error {
 // (a REST profile's), in the signing Secret beside the secrets, for the receiver.
 func (s *session) describeVerifier(ctx context.Context) error {
 	spec, ok := s.ops.VerifierSpec()
-	if !ok || string(s.signing.verifier) == string(spec) {
+	if !ok || string(s.signing.Verifier) == string(spec) {
 		return nil
 	}
 	return s.mutate(ctx, func(sec *corev1.Secret) { sec.Data[hookv1.SecretKeyVerifier] = spec })

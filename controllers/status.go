@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
 )
@@ -26,7 +27,7 @@ import (
 // provider answered is also looked at again once per resync interval.
 func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription, res ctrl.Result, err error) (ctrl.Result, error) {
 	sub.Status.ObservedGeneration = sub.Generation
-	logger := log.FromContext(ctx).WithValues(logSubscription, subscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type))
+	logger := log.FromContext(ctx).WithValues(logSubscription, account.SubscriptionKey(sub), logProvider, string(sub.Spec.Provider.Type))
 	defer func() {
 		c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionReady)
 		r.Metrics.setReady(sub.Namespace, sub.Name, string(sub.Spec.Provider.Type), c != nil && c.Status == metav1.ConditionTrue)

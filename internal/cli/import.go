@@ -19,7 +19,6 @@ import (
 
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/controllers" //nolint:depguard // issue 29 item 4: the preview pipeline (Observe, Owners, held secrets) still lives in controllers
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/internal/matching"
 	"github.com/hookwarden/hookwarden/providers"
@@ -152,13 +151,17 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	default:
 		return usageError("--provider %q: want stripe, github or rest", f.provider)
 	}
-	r := &controllers.Reconciler{APIReader: readOnly{c.client}, Accounts: account.NewAccounts(g.opts.Registry, account.AccountOptions{Now: g.opts.Now}), ClusterName: name}
+	r := account.NewObserver(readOnly{c.client}, account.NewAccounts(g.opts.Registry, account.AccountOptions{Now: g.opts.Now}), name, "")
 	g.progress(cmd.ErrOrStderr(), "listing the %s account's registrations", f.provider)
-	regs, caps, err := r.Observe(ctx, tmpl)
+	regs, caps, err := r.ObserveList(ctx, tmpl)
 	if err != nil {
 		return err
 	}
-	owned, err := g.ownedHere(ctx, c, r, tmpl, regs)
+	var all hookv1.WebhookSubscriptionList
+	if err := c.client.List(ctx, &all); err != nil {
+		return kubeError("listing the WebhookSubscriptions of every namespace (import skips the registrations they own)", err)
+	}
+	owned, err := g.ownedHere(ctx, c, r, tmpl, regs, all.Items)
 	if err != nil {
 		return err
 	}
@@ -207,7 +210,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		note := importNote{Registration: reg.ID, URL: reg.URL, Subscription: key(sub), Outcome: "imported", Secret: secretNote(caps, reg.ID, held[reg.ID])}
 		if held[reg.ID] {
 			// The Secret first: applied in this order, it is there when the manager first
-			// looks (which waits for it a short time anyway: controllers.ImportedSecretWait).
+			// looks (which waits for it a short time anyway: the manager's ImportedSecretWait).
 			sub.Annotations[hookv1.AnnotationImportedSecret] = sub.Spec.SigningSecret.Name
 			sec := importedSigningSecret(sub, reg.ID, secrets[reg.ID])
 			objs = append(objs, sec)
@@ -230,10 +233,11 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	}
 	// What adopting changes, as the manager's own plan of each manifest says (from the same
 	// list, with the signing Secrets written beside them).
-	r.APIReader = readOnly{newWithSecrets(c.client, signing)}
+	r.API = readOnly{newWithSecrets(c.client, signing)}
 	changes := map[string][]string{}
 	for _, sub := range imported {
-		p, err := r.PreviewListed(ctx, sub, regs)
+		// The plans of the manifests see what the cluster's subscriptions record.
+		p, err := r.Preview(ctx, sub, regs, all.Items)
 		if err != nil {
 			return err
 		}
@@ -304,16 +308,11 @@ func writeManifests(w io.Writer, output string, objs []any) error {
 	return err
 }
 
-// ownedHere are the registrations of regs that a subscription of this cluster owns or serves
-// (controllers.Owners): every namespace's subscriptions are read, and the signing Secrets of
-// those on the same account.
-func (g *globals) ownedHere(ctx context.Context, c *cluster, r *controllers.Reconciler, tmpl *hookv1.WebhookSubscription, regs []providers.Registration) (map[string]controllers.Owned, error) {
-	var list hookv1.WebhookSubscriptionList
-	if err := c.client.List(ctx, &list); err != nil {
-		return nil, kubeError("listing the WebhookSubscriptions of every namespace (import skips the registrations they own)", err)
-	}
-	r.Subscriptions = list.Items // the plans of the manifests see what these record
-	return r.Owners(tmpl, regs, list.Items, func(sub *hookv1.WebhookSubscription) (map[string]bool, error) {
+// ownedHere are the registrations of regs that a subscription of this cluster (all, every
+// namespace's) owns or serves (account.Observer.Owners): the signing Secrets of those on the
+// same account are read.
+func (g *globals) ownedHere(ctx context.Context, c *cluster, r *account.Observer, tmpl *hookv1.WebhookSubscription, regs []providers.Registration, all []hookv1.WebhookSubscription) (map[string]account.Owned, error) {
+	return r.Owners(tmpl, regs, all, func(sub *hookv1.WebhookSubscription) (map[string]bool, error) {
 		var sec corev1.Secret
 		err := c.client.Get(ctx, nsName(sub.Namespace, sub.Spec.SigningSecret.Name), &sec)
 		if apierrors.IsNotFound(err) {
@@ -322,7 +321,7 @@ func (g *globals) ownedHere(ctx context.Context, c *cluster, r *controllers.Reco
 		if err != nil {
 			return nil, kubeError("reading the signing Secret of "+key(sub)+" (import skips the registrations whose secret it holds)", err)
 		}
-		return controllers.HeldSecrets(&sec), nil
+		return account.HeldSecrets(&sec), nil
 	})
 }
 

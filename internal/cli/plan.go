@@ -16,7 +16,6 @@ import (
 
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/controllers" //nolint:depguard // issue 29 item 4: the preview pipeline (Preview, Observe) still lives in controllers
 	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 )
@@ -112,7 +111,7 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 		if err != nil {
 			return err
 		}
-		p, err := g.preview(ctx, cmd, r, sub, lists, fmt.Sprintf("%d/%d", i+1, len(subs)))
+		p, err := g.preview(ctx, cmd, r, sub, all, lists, fmt.Sprintf("%d/%d", i+1, len(subs)))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -188,11 +187,11 @@ type planners struct {
 	published *hookv1.ManagerSettings
 	reader    client.Reader
 	accounts  *account.Accounts
-	made      map[hookv1.ManagerSettings]*controllers.Reconciler
+	made      map[hookv1.ManagerSettings]*account.Observer
 	warned    bool
 }
 
-func (p *planners) forSubscription(cmd *cobra.Command, sub *hookv1.WebhookSubscription) (*controllers.Reconciler, error) {
+func (p *planners) forSubscription(cmd *cobra.Command, sub *hookv1.WebhookSubscription) (*account.Observer, error) {
 	var s hookv1.ManagerSettings
 	switch {
 	case sub.Status.Manager != nil:
@@ -222,9 +221,9 @@ func (p *planners) forSubscription(cmd *cobra.Command, sub *hookv1.WebhookSubscr
 	if r, ok := p.made[s]; ok {
 		return r, nil
 	}
-	r := &controllers.Reconciler{APIReader: p.reader, Accounts: p.accounts, ClusterName: s.ClusterName, ReceiverBaseURL: s.ReceiverBaseURL, Subscriptions: p.all}
+	r := account.NewObserver(p.reader, p.accounts, s.ClusterName, s.ReceiverBaseURL)
 	if p.made == nil {
-		p.made = map[hookv1.ManagerSettings]*controllers.Reconciler{}
+		p.made = map[hookv1.ManagerSettings]*account.Observer{}
 	}
 	p.made[s] = r
 	return r, nil
@@ -240,9 +239,9 @@ func accountOf(sub *hookv1.WebhookSubscription) string {
 	return sub.Namespace + "\x00" + string(b)
 }
 
-// preview plans one subscription from its account's list (read once per run), waiting out
-// provider rate limits as the manager would.
-func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controllers.Reconciler, sub *hookv1.WebhookSubscription, lists accountLists, nth string) (decide.Preview, error) {
+// preview plans one subscription from its account's list (read once per run) and the claims of
+// the cluster's subscriptions (all), waiting out provider rate limits as the manager would.
+func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *account.Observer, sub *hookv1.WebhookSubscription, all []hookv1.WebhookSubscription, lists accountLists, nth string) (decide.Preview, error) {
 	acct := accountOf(sub)
 	for {
 		var p decide.Preview
@@ -250,13 +249,13 @@ func (g *globals) preview(ctx context.Context, cmd *cobra.Command, r *controller
 		var err error
 		if !listed {
 			g.progress(cmd.ErrOrStderr(), "planning %s (%s): listing the %s account", key(sub), nth, sub.Spec.Provider.Type)
-			regs, _, err = r.Observe(ctx, sub)
+			regs, _, err = r.ObserveList(ctx, sub)
 		} else {
 			g.progress(cmd.ErrOrStderr(), "planning %s (%s): from the account's list", key(sub), nth)
 		}
 		if err == nil {
 			lists[acct] = regs
-			p, err = r.PreviewListed(ctx, sub, regs)
+			p, err = r.Preview(ctx, sub, regs, all)
 		}
 		after, limited := decide.RetryAfter(err)
 		if !limited {

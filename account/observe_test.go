@@ -1,13 +1,14 @@
-package controllers
+package account_test
 
 import (
 	"context"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
@@ -21,16 +22,16 @@ func TestPendingRotationConfirmedAgainstTheAPIServer(t *testing.T) {
 	live := cached.DeepCopy()
 	live.Status.LastHandledRotateAt = "1700000000" // written by the reconcile that rotated
 	api := fake.NewClientBuilder().WithScheme(scheme).WithObjects(live).WithStatusSubresource(live).Build()
-	r := &Reconciler{APIReader: api}
-	got, err := r.pendingRotation(context.Background(), cached.DeepCopy())
+	o := &account.Observer{API: api}
+	got, err := o.PendingRotation(context.Background(), cached.DeepCopy(), false)
 	if err != nil || got != "" {
-		t.Errorf("pendingRotation = %q, %v; want none: the API server says the request was handled, only the cache lags (a second rotation would replace the new registration)", got, err)
+		t.Errorf("PendingRotation = %q, %v; want none: the API server says the request was handled, only the cache lags (a second rotation would replace the new registration)", got, err)
 	}
 	live.Status.LastHandledRotateAt = "1600000000"
 	if err := api.Status().Update(context.Background(), live); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.pendingRotation(context.Background(), cached.DeepCopy()); err != nil || got != "1700000000" {
-		t.Errorf("pendingRotation = %q, %v; want the request, not yet handled on the API server", got, err)
+	if got, err := o.PendingRotation(context.Background(), cached.DeepCopy(), false); err != nil || got != "1700000000" {
+		t.Errorf("PendingRotation = %q, %v; want the request, not yet handled on the API server", got, err)
 	}
 }
