@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/providers/rest/profiles"
 )
 

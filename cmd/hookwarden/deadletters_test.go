@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"

@@ -1,5 +1,5 @@
 // Command hookwarden is the Hookwarden command line, also installed as the kubectl plugin
-// kubectl-hookwarden (kubectl hookwarden ...). The commands live in internal/cli.
+// kubectl-hookwarden (kubectl hookwarden ...). The commands live in cli/.
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/klog/v2"
 
-	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/cli"
 )
 
 func main() {

@@ -31,7 +31,7 @@ import (
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
-	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testenv"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers/builtin"

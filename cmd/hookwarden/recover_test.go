@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/internal/cli"
+	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
