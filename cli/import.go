@@ -108,22 +108,13 @@ type importNote struct {
 	Secret  string `json:"secret"`
 }
 
-//nolint:funlen // to split: grouping, ownership checks and rendering are steps of one pass over the list (issue 29)
 func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	if f.provider == "" || f.credentials == "" {
 		return usageError("--provider and --credentials are required")
 	}
-	secrets := map[string][]byte{}
-	for _, s := range f.secrets {
-		id, file, ok := strings.Cut(s, "=")
-		if !ok || id == "" || file == "" {
-			return usageError("--secret %q: want ID=FILE", s)
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return usageError("--secret %s: %v", id, err)
-		}
-		secrets[id] = []byte(strings.TrimSpace(string(b)))
+	secrets, err := readSecretFiles(f.secrets)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := g.withTimeout(cmd.Context())
 	defer cancel()
@@ -135,21 +126,9 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	if err != nil {
 		return err
 	}
-	tmpl := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace}, Spec: hookv1.WebhookSubscriptionSpec{
-		Provider: hookv1.ProviderSpec{Type: hookv1.ProviderType(f.provider), CredentialsRef: hookv1.SecretKeySelector{Name: f.credentials, Key: f.credentialKey}, APIURL: f.apiURL},
-		Events:   []string{"*"},
-	}}
-	switch tmpl.Spec.Provider.Type {
-	case hookv1.ProviderStripe:
-	case hookv1.ProviderGitHub:
-		tmpl.Spec.Provider.GitHub = &hookv1.GitHubTarget{Owner: f.owner, Repository: f.repo, Organization: f.org}
-	case hookv1.ProviderREST:
-		if _, ok := profiles.Get(f.profile); !ok {
-			return usageError("--profile %q: want a built-in profile: %s", f.profile, strings.Join(profiles.Names(), ", "))
-		}
-		tmpl.Spec.Provider.REST = &hookv1.RESTProvider{Builtin: f.profile, Parameters: f.restParams}
-	default:
-		return usageError("--provider %q: want stripe, github or rest", f.provider)
+	tmpl, err := importTemplate(f, c.namespace)
+	if err != nil {
+		return err
 	}
 	r := account.NewObserver(readOnly{c.client}, account.NewAccounts(g.opts.Registry, account.AccountOptions{Now: g.opts.Now}), name, "")
 	g.progress(cmd.ErrOrStderr(), "listing the %s account's registrations", f.provider)
@@ -165,6 +144,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	if err != nil {
 		return err
 	}
+	notes, importable := sortOut(regs, owned, name)
 	prefix := f.namePrefix
 	switch {
 	case prefix != "":
@@ -173,8 +153,81 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	default:
 		prefix = f.provider
 	}
-	var notes []importNote
-	var importable []providers.Registration
+	out := importAll(tmpl, importable, caps, secrets, prefix)
+	for id := range out.unused {
+		return usageError("--secret %s: the account has no importable registration %s", id, id)
+	}
+	notes = append(notes, out.notes...)
+	// What adopting changes, as the manager's own plan of each manifest says (from the same
+	// list, with the signing Secrets written beside them).
+	r.API = readOnly{newWithSecrets(c.client, out.signing)}
+	changes := map[string][]string{}
+	for _, sub := range out.imported {
+		// The plans of the manifests see what the cluster's subscriptions record.
+		p, err := r.Preview(ctx, sub, regs, all.Items)
+		if err != nil {
+			return err
+		}
+		changes[key(sub)] = adoptionChanges(p)
+	}
+	for i, n := range notes {
+		if c := changes[n.Subscription]; n.Outcome == "imported" && len(c) > 0 {
+			notes[i].Secret += "; adopting changes " + strings.Join(c, ", ")
+		}
+	}
+	for _, n := range notes {
+		if n.Subscription != "" && n.Outcome == "imported" {
+			g.progress(cmd.ErrOrStderr(), "%s %s (%s) as %s: %s", n.Outcome, n.Registration, n.URL, n.Subscription, n.Secret)
+		} else {
+			g.progress(cmd.ErrOrStderr(), "%s %s (%s): %s", n.Outcome, n.Registration, n.URL, n.Secret)
+		}
+	}
+	return writeManifests(cmd.OutOrStdout(), g.output, out.objs)
+}
+
+// readSecretFiles reads --secret ID=FILE flags: each registration's secret, by id.
+func readSecretFiles(flags []string) (map[string][]byte, error) {
+	secrets := map[string][]byte{}
+	for _, s := range flags {
+		id, file, ok := strings.Cut(s, "=")
+		if !ok || id == "" || file == "" {
+			return nil, usageError("--secret %q: want ID=FILE", s)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usageError("--secret %s: %v", id, err)
+		}
+		secrets[id] = []byte(strings.TrimSpace(string(b)))
+	}
+	return secrets, nil
+}
+
+// importTemplate is the subscription every imported one starts from: the account the flags
+// name, in namespace.
+func importTemplate(f importFlags, namespace string) (*hookv1.WebhookSubscription, error) {
+	tmpl := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: namespace}, Spec: hookv1.WebhookSubscriptionSpec{
+		Provider: hookv1.ProviderSpec{Type: hookv1.ProviderType(f.provider), CredentialsRef: hookv1.SecretKeySelector{Name: f.credentials, Key: f.credentialKey}, APIURL: f.apiURL},
+		Events:   []string{"*"},
+	}}
+	switch tmpl.Spec.Provider.Type {
+	case hookv1.ProviderStripe:
+	case hookv1.ProviderGitHub:
+		tmpl.Spec.Provider.GitHub = &hookv1.GitHubTarget{Owner: f.owner, Repository: f.repo, Organization: f.org}
+	case hookv1.ProviderREST:
+		if _, ok := profiles.Get(f.profile); !ok {
+			return nil, usageError("--profile %q: want a built-in profile: %s", f.profile, strings.Join(profiles.Names(), ", "))
+		}
+		tmpl.Spec.Provider.REST = &hookv1.RESTProvider{Builtin: f.profile, Parameters: f.restParams}
+	default:
+		return nil, usageError("--provider %q: want stripe, github or rest", f.provider)
+	}
+	return tmpl, nil
+}
+
+// sortOut says, of regs, which import refuses or skips (notes) and which it may import: not a
+// registration the provider's client cannot read, another cluster's (its marker), or one a
+// subscription of this cluster (name) owns or serves.
+func sortOut(regs []providers.Registration, owned map[string]account.Owned, name string) (notes []importNote, importable []providers.Registration) {
 	for _, reg := range regs {
 		note := importNote{Registration: reg.ID, URL: reg.URL}
 		switch {
@@ -196,9 +249,24 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 		}
 		notes = append(notes, note)
 	}
-	var objs []any
-	var imported []*hookv1.WebhookSubscription
-	var signing []corev1.Secret
+	return notes, importable
+}
+
+// imports is what import writes: the manifests (objs: each signing Secret before its
+// subscription), the subscriptions among them, the signing Secrets, what it says of each
+// registration, and the --secret ids no importable registration took.
+type imports struct {
+	objs     []any
+	imported []*hookv1.WebhookSubscription
+	signing  []corev1.Secret
+	notes    []importNote
+	unused   map[string][]byte
+}
+
+// importAll makes one subscription per canonical URL of importable (from tmpl, named from
+// prefix), for the twin whose secret was supplied (secrets), else the one the manager would keep.
+func importAll(tmpl *hookv1.WebhookSubscription, importable []providers.Registration, caps providers.Capabilities, secrets map[string][]byte, prefix string) imports {
+	out := imports{unused: secrets}
 	used := map[string]bool{}
 	for _, twins := range byCanonicalURL(importable) {
 		held := map[string]bool{}
@@ -213,49 +281,22 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 			// looks (which waits for it a short time anyway: the manager's ImportedSecretWait).
 			sub.Annotations[hookv1.AnnotationImportedSecret] = sub.Spec.SigningSecret.Name
 			sec := importedSigningSecret(sub, reg.ID, secrets[reg.ID])
-			objs = append(objs, sec)
-			signing = append(signing, *sec)
+			out.objs = append(out.objs, sec)
+			out.signing = append(out.signing, *sec)
 		}
-		objs = append(objs, sub)
-		imported = append(imported, sub)
-		notes = append(notes, note)
+		out.objs = append(out.objs, sub)
+		out.imported = append(out.imported, sub)
+		out.notes = append(out.notes, note)
 		for _, t := range twins {
 			if t.ID != reg.ID {
-				notes = append(notes, twinNote(caps, t, reg, sub, len(twins), held))
+				out.notes = append(out.notes, twinNote(caps, t, reg, sub, len(twins), held))
 			}
 		}
 		for _, t := range twins {
 			delete(secrets, t.ID)
 		}
 	}
-	for id := range secrets {
-		return usageError("--secret %s: the account has no importable registration %s", id, id)
-	}
-	// What adopting changes, as the manager's own plan of each manifest says (from the same
-	// list, with the signing Secrets written beside them).
-	r.API = readOnly{newWithSecrets(c.client, signing)}
-	changes := map[string][]string{}
-	for _, sub := range imported {
-		// The plans of the manifests see what the cluster's subscriptions record.
-		p, err := r.Preview(ctx, sub, regs, all.Items)
-		if err != nil {
-			return err
-		}
-		changes[key(sub)] = adoptionChanges(p)
-	}
-	for i, n := range notes {
-		if c := changes[n.Subscription]; n.Outcome == "imported" && len(c) > 0 {
-			notes[i].Secret += "; adopting changes " + strings.Join(c, ", ")
-		}
-	}
-	for _, n := range notes {
-		if n.Subscription != "" && n.Outcome == "imported" {
-			g.progress(cmd.ErrOrStderr(), "%s %s (%s) as %s: %s", n.Outcome, n.Registration, n.URL, n.Subscription, n.Secret)
-		} else {
-			g.progress(cmd.ErrOrStderr(), "%s %s (%s): %s", n.Outcome, n.Registration, n.URL, n.Secret)
-		}
-	}
-	return writeManifests(cmd.OutOrStdout(), g.output, objs)
+	return out
 }
 
 // manifest is obj as one writes a manifest: no status, no empty blocks (recovery: {}), no
