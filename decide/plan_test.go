@@ -155,28 +155,28 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), "events")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), "events"),
 		},
 		{
 			reason:   "an extra event added at the provider: update events",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), "events")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), "events"),
 		},
 		{
 			reason:   "'*' at the provider is not expanded to the listed events: update events",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("*"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("*")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("*")), "events")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithEvents("*")), "events"),
 		},
 		{
 			reason:   "description edited in the dashboard: update description",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand")), "description")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand")), "description"),
 		},
 		{
 			reason:   "disabled by the provider after failing deliveries (Stripe: status disabled, Health disabled) while the spec says enabled: no drift; recovery enables it once the endpoint answers (issue 27)",
@@ -191,21 +191,21 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			edited:   true,
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDisabled, decidetest.WithHealthDisabled), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDisabled, decidetest.WithHealthDisabled), "disabled")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDisabled, decidetest.WithHealthDisabled), "disabled"),
 		},
 		{
 			reason:   "disabled in the dashboard while the spec says enabled: update disabled",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDisabled)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDisabled), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDisabled), "disabled")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDisabled), "disabled"),
 		},
 		{
 			reason:   "URL spelled non-canonically (host case, :443): same target, rewritten in place, not a twin and not a create",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), "url")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), "url"),
 		},
 		{
 			reason:   "unmarked registration adopted (policy Adopt): kept, marker written, secret recovered",
@@ -218,7 +218,7 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.Unmarked)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.Unmarked), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker"),
 		},
 		{
 			reason: "every field drifted at once: all listed, in a stable order",
@@ -229,7 +229,7 @@ func TestPlanComputePlan(t *testing.T) {
 			want: func() decide.Plan {
 				r := decidetest.Reg("we_1", 0, decidetest.Unmarked, decidetest.WithURL("https://hooks.example.com:443/hooks/shop/orders"),
 					decidetest.WithEvents("invoice.paid"), decidetest.WithDescription(""), decidetest.WithDisabled)
-				return decidetest.Keeps(r, decidetest.UpdateStep(r, "url", "events", "description", "disabled", "ownership marker"))
+				return decidetest.KeepsUpdating(r, "url", "events", "description", "disabled", "ownership marker")
 			}(),
 		},
 
@@ -240,7 +240,7 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			adoption: hookv1.AdoptionNever,
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.Unmarked), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker"),
 		},
 		{
 			reason:   "recorded id on an unmarked registration for an old URL: ours, so stale and pruned",
