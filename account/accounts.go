@@ -359,25 +359,21 @@ func (o Ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 
 // Create registers a webhook and adds it to the cached list.
 func (o Ops) Create(ctx context.Context, d providers.Desired, key string) (providers.Registration, error) {
-	var r providers.Registration
-	err := o.call(ctx, "create", func() (err error) {
-		r, err = o.a.client.Create(ctx, d, key)
-		return err
-	})
-	if err != nil {
-		// The outcome is unknown (a timeout may have created it): read the account again next time.
-		o.a.valid = false
-		return r, err
-	}
-	o.a.replace(r)
-	return r, nil
+	return o.write(ctx, "create", func() (providers.Registration, error) { return o.a.client.Create(ctx, d, key) })
 }
 
 // Update changes a registration in place and refreshes it in the cached list.
 func (o Ops) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
+	return o.write(ctx, "update", func() (providers.Registration, error) { return o.a.client.Update(ctx, id, d) })
+}
+
+// write makes op, a request that answers with a registration, and puts that registration in the
+// cached list. On an error the outcome is unknown (a timeout may have created or changed it):
+// the account is read again next time.
+func (o Ops) write(ctx context.Context, op string, fn func() (providers.Registration, error)) (providers.Registration, error) {
 	var r providers.Registration
-	err := o.call(ctx, "update", func() (err error) {
-		r, err = o.a.client.Update(ctx, id, d)
+	err := o.call(ctx, op, func() (err error) {
+		r, err = fn()
 		return err
 	})
 	if err != nil {

@@ -1,10 +1,8 @@
 package decide_test
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -18,19 +16,7 @@ import (
 // only under Adopt when it is the only one serving the spec, and is never pruned; fields the
 // provider does not have never drift.
 func TestPlanWithoutMarkers(t *testing.T) {
-	cases := []struct {
-		reason           string
-		url              string
-		observed         []providers.Registration
-		recorded         string
-		held             []string
-		current          string
-		pending          bool
-		adoption         hookv1.AdoptionPolicy
-		twins            hookv1.TwinsPolicy
-		want             decide.Plan
-		conflictMentions []string
-	}{
+	cases := []planCase{
 		{
 			reason: "empty target: create",
 			want:   decidetest.Creates(),
@@ -141,44 +127,11 @@ func TestPlanWithoutMarkers(t *testing.T) {
 			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type"))},
 			recorded: "1",
 			held:     []string{"1"},
-			want:     decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type")), decidetest.UpdateStep(decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type")), "disabled", "content_type")),
+			want:     decidetest.KeepsUpdating(decidetest.Hook("1", 0, decidetest.WithDisabled, decidetest.Misconfigured("content_type")), "disabled", "content_type"),
 		},
 	}
-	sharedKeys := &decide.URLKeys{}
-	for _, c := range cases {
-		t.Run(c.reason, func(t *testing.T) {
-			url := c.url
-			if url == "" {
-				url = decidetest.URL
-			}
-			in := decide.PlanInput{
-				Caps: decidetest.MarkerlessCaps, Desired: decidetest.Desired(url), Observed: c.observed, RecordedID: c.recorded,
-				HeldSecrets: decidetest.HeldSet(c.held), CurrentID: decidetest.CurrentOf(c.current, c.recorded, c.held), PendingSecret: c.pending,
-				ReceiverURL: decidetest.ReceiverURL, Adoption: c.adoption, Twins: c.twins,
-			}
-			got := decide.ComputePlan(in)
-			in.Keys = sharedKeys
-			if d := cmp.Diff(got, decide.ComputePlan(in), cmpopts.EquateEmpty()); d != "" {
-				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
-			}
-			for _, m := range c.conflictMentions {
-				if !strings.Contains(got.Conflict, m) {
-					t.Errorf("Conflict %q does not mention %q (%s)", got.Conflict, m, c.reason)
-				}
-			}
-			if len(c.conflictMentions) == 0 && got.Conflict != "" {
-				t.Errorf("unexpected Conflict %q (%s)", got.Conflict, c.reason)
-			}
-			got.Conflict = ""
-			if len(c.conflictMentions) > 0 {
-				c.want.Decision = decide.Conflict
-			}
-			byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), byID, decidetest.StepDetail); diff != "" {
-				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
-			}
-		})
-	}
+	byID := cmpopts.SortSlices(func(a, b providers.Registration) bool { return a.ID < b.ID })
+	runPlanCases(t, decide.PlanInput{Caps: decidetest.MarkerlessCaps, ReceiverURL: decidetest.ReceiverURL}, cases, byID)
 }
 
 // TestPlanWithoutMarkersNeverPrunesUnproven: over every mix of a few hooks, nothing that is not

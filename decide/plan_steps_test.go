@@ -135,7 +135,7 @@ func TestPlanSteps(t *testing.T) {
 			reason:   "only fields that can change in place drifted: update, no replacement",
 			caps:     recreateEventsCaps,
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDescription("edited"))}, recorded: "we_1", held: []string{"we_1"},
-			want: decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), "description")),
+			want: decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited")), "description"),
 		},
 		{
 			reason:   "no update at all and the URL spelled differently: replace",
@@ -194,7 +194,7 @@ func TestPlanSteps(t *testing.T) {
 			caps:     decidetest.MarkerlessCaps,
 			observed: []providers.Registration{decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push"))},
 			recorded: "1", recordedURL: decidetest.URL, held: []string{"1"},
-			want: decidetest.Keeps(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push")), decidetest.UpdateStep(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push")), "url", "events")),
+			want: decidetest.KeepsUpdating(decidetest.Hook("1", 0, decidetest.WithURL(decidetest.ElseURL), decidetest.WithEvents("push")), "url", "events"),
 		},
 		{
 			reason:   "moved out of band where the URL cannot change in place: replaced, make-before-break",

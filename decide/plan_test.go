@@ -14,25 +14,82 @@ import (
 	"github.com/hookwarden/hookwarden/providers"
 )
 
-func TestPlanComputePlan(t *testing.T) {
-	type tc struct {
-		reason   string
-		url      string // desired canonical URL; planURL when empty
-		observed []providers.Registration
-		recorded string
-		held     []string
-		// current is the id the signing Secret names current; empty: the recorded one when held.
-		current  string
-		adoption hookv1.AdoptionPolicy
-		twins    hookv1.TwinsPolicy
-		// edited: the spec changed since the last reconcile (planInput.SpecEdited).
-		edited bool
-		want   decide.Plan
-		// conflictMentions must all appear in plan.Conflict (which must then be non-empty);
-		// Conflict itself is left out of the diff because it is prose.
-		conflictMentions []string
+// planCase is one row of TestPlanComputePlan and TestPlanWithoutMarkers (runPlanCases).
+type planCase struct {
+	reason   string
+	url      string // desired canonical URL; decidetest.URL when empty
+	observed []providers.Registration
+	recorded string
+	held     []string
+	// current is the id the signing Secret names current; empty: the recorded one when held.
+	current string
+	// pending: the signing Secret holds a pending secret (PlanInput.PendingSecret).
+	pending  bool
+	adoption hookv1.AdoptionPolicy
+	twins    hookv1.TwinsPolicy
+	// edited: the spec changed since the last reconcile (PlanInput.SpecEdited).
+	edited bool
+	want   decide.Plan
+	// conflictMentions must all appear in plan.Conflict (which must then be non-empty);
+	// Conflict itself is left out of the diff because it is prose.
+	conflictMentions []string
+}
+
+// runPlanCases computes the plan of each case on base (the provider's Caps, a ReceiverURL) with
+// the case's input and compares it with want; opts are added to the comparison.
+func runPlanCases(t *testing.T, base decide.PlanInput, cases []planCase, opts ...cmp.Option) {
+	t.Helper()
+	sharedKeys := &decide.URLKeys{}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			url := c.url
+			if url == "" {
+				url = decidetest.URL
+			}
+			in := base
+			in.Desired = decidetest.Desired(url)
+			in.Observed = c.observed
+			in.RecordedID = c.recorded
+			in.HeldSecrets = decidetest.HeldSet(c.held)
+			in.CurrentID = decidetest.CurrentOf(c.current, c.recorded, c.held)
+			in.PendingSecret = c.pending
+			in.Adoption = c.adoption
+			in.Twins = c.twins
+			in.SpecEdited = c.edited
+			got := decide.ComputePlan(in)
+			// The account's table of parsed URLs, shared by every case as by every subscription
+			// of an account, changes no decision.
+			in.Keys = sharedKeys
+			if d := cmp.Diff(got, decide.ComputePlan(in), cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
+			}
+
+			if len(c.conflictMentions) > 0 {
+				if got.Conflict == "" {
+					t.Errorf("computePlan: Conflict is empty; want a conflict (%s)", c.reason)
+				}
+				for _, m := range c.conflictMentions {
+					if !strings.Contains(got.Conflict, m) {
+						t.Errorf("computePlan: Conflict %q does not mention %q (%s)", got.Conflict, m, c.reason)
+					}
+				}
+			} else if got.Conflict != "" {
+				t.Errorf("computePlan: unexpected Conflict %q (%s)", got.Conflict, c.reason)
+			}
+			got.Conflict = ""
+			if len(c.conflictMentions) > 0 {
+				c.want.Decision = decide.Conflict
+			}
+			all := append([]cmp.Option{cmpopts.EquateEmpty(), decidetest.StepDetail}, opts...)
+			if diff := cmp.Diff(c.want, got, all...); diff != "" {
+				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
+			}
+		})
 	}
-	cases := []tc{
+}
+
+func TestPlanComputePlan(t *testing.T) {
+	cases := []planCase{
 		// Nothing there.
 		{
 			reason: "empty account: nothing serves the spec, so create",
@@ -98,28 +155,28 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), "events")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")), "events"),
 		},
 		{
 			reason:   "an extra event added at the provider: update events",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), "events")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithEvents("checkout.session.completed", "invoice.paid", "charge.refunded")), "events"),
 		},
 		{
 			reason:   "'*' at the provider is not expanded to the listed events: update events",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithEvents("*"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithEvents("*")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithEvents("*")), "events")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithEvents("*")), "events"),
 		},
 		{
 			reason:   "description edited in the dashboard: update description",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand")), "description")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDescription("edited by hand")), "description"),
 		},
 		{
 			reason:   "disabled by the provider after failing deliveries (Stripe: status disabled, Health disabled) while the spec says enabled: no drift; recovery enables it once the endpoint answers (issue 27)",
@@ -134,21 +191,21 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			edited:   true,
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDisabled, decidetest.WithHealthDisabled), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDisabled, decidetest.WithHealthDisabled), "disabled")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDisabled, decidetest.WithHealthDisabled), "disabled"),
 		},
 		{
 			reason:   "disabled in the dashboard while the spec says enabled: update disabled",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithDisabled)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithDisabled), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithDisabled), "disabled")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithDisabled), "disabled"),
 		},
 		{
 			reason:   "URL spelled non-canonically (host case, :443): same target, rewritten in place, not a twin and not a create",
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders"))},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), "url")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.WithURL("HTTPS://Hooks.Example.COM:443/hooks/shop/orders")), "url"),
 		},
 		{
 			reason:   "unmarked registration adopted (policy Adopt): kept, marker written, secret recovered",
@@ -161,7 +218,7 @@ func TestPlanComputePlan(t *testing.T) {
 			observed: []providers.Registration{decidetest.Reg("we_1", 0, decidetest.Unmarked)},
 			recorded: "we_1",
 			held:     []string{"we_1"},
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.Unmarked), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker"),
 		},
 		{
 			reason: "every field drifted at once: all listed, in a stable order",
@@ -172,7 +229,7 @@ func TestPlanComputePlan(t *testing.T) {
 			want: func() decide.Plan {
 				r := decidetest.Reg("we_1", 0, decidetest.Unmarked, decidetest.WithURL("https://hooks.example.com:443/hooks/shop/orders"),
 					decidetest.WithEvents("invoice.paid"), decidetest.WithDescription(""), decidetest.WithDisabled)
-				return decidetest.Keeps(r, decidetest.UpdateStep(r, "url", "events", "description", "disabled", "ownership marker"))
+				return decidetest.KeepsUpdating(r, "url", "events", "description", "disabled", "ownership marker")
 			}(),
 		},
 
@@ -183,7 +240,7 @@ func TestPlanComputePlan(t *testing.T) {
 			recorded: "we_1",
 			held:     []string{"we_1"},
 			adoption: hookv1.AdoptionNever,
-			want:     decidetest.Keeps(decidetest.Reg("we_1", 0, decidetest.Unmarked), decidetest.UpdateStep(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker")),
+			want:     decidetest.KeepsUpdating(decidetest.Reg("we_1", 0, decidetest.Unmarked), "ownership marker"),
 		},
 		{
 			reason:   "recorded id on an unmarked registration for an old URL: ours, so stale and pruned",
@@ -429,53 +486,7 @@ func TestPlanComputePlan(t *testing.T) {
 		},
 	}
 
-	sharedKeys := &decide.URLKeys{}
-	for _, c := range cases {
-		t.Run(c.reason, func(t *testing.T) {
-			url := c.url
-			if url == "" {
-				url = decidetest.URL
-			}
-			in := decide.PlanInput{
-				Caps:        decidetest.StripeCaps,
-				Desired:     decidetest.Desired(url),
-				Observed:    c.observed,
-				RecordedID:  c.recorded,
-				HeldSecrets: decidetest.HeldSet(c.held),
-				CurrentID:   decidetest.CurrentOf(c.current, c.recorded, c.held),
-				Adoption:    c.adoption,
-				Twins:       c.twins,
-				SpecEdited:  c.edited,
-			}
-			got := decide.ComputePlan(in)
-			// The account's table of parsed URLs, shared by every case as by every subscription
-			// of an account, changes no decision.
-			in.Keys = sharedKeys
-			if d := cmp.Diff(got, decide.ComputePlan(in), cmpopts.EquateEmpty()); d != "" {
-				t.Errorf("computePlan with the account's URL table differs (-without +with) (%s):\n%s", c.reason, d)
-			}
-
-			if len(c.conflictMentions) > 0 {
-				if got.Conflict == "" {
-					t.Errorf("computePlan: Conflict is empty; want a conflict (%s)", c.reason)
-				}
-				for _, m := range c.conflictMentions {
-					if !strings.Contains(got.Conflict, m) {
-						t.Errorf("computePlan: Conflict %q does not mention %q (%s)", got.Conflict, m, c.reason)
-					}
-				}
-			} else if got.Conflict != "" {
-				t.Errorf("computePlan: unexpected Conflict %q (%s)", got.Conflict, c.reason)
-			}
-			got.Conflict = ""
-			if len(c.conflictMentions) > 0 {
-				c.want.Decision = decide.Conflict
-			}
-			if diff := cmp.Diff(c.want, got, cmpopts.EquateEmpty(), decidetest.StepDetail); diff != "" {
-				t.Errorf("computePlan mismatch (-want +got) (%s):\n%s", c.reason, diff)
-			}
-		})
-	}
+	runPlanCases(t, decide.PlanInput{Caps: decidetest.StripeCaps}, cases)
 }
 
 // TestPlanInvariants checks, over every combination of a few registrations, what must hold

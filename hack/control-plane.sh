@@ -10,10 +10,10 @@ set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-3.7.3}
-CACHE=${HOOKWARDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hookwarden}
+LOG_NAME=control-plane
+# shellcheck source=lib/go-install-cached.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-install-cached.sh"
 DEST="$CACHE/control-plane/k8s-v${K8S_VERSION}-etcd-v${ETCD_VERSION}"
-
-log() { printf '[control-plane] %s\n' "$*" >&2; }
 
 ready() {
   [[ -x "$DEST/kube-apiserver" && -x "$DEST/kubectl" && -x "$DEST/etcd" ]] || return 1
@@ -26,12 +26,7 @@ ready "${1:-}" && exit 0
 # --print-dir) waits for the first and then uses what it built, instead of racing it on the
 # same temporary files.
 mkdir -p "$CACHE/control-plane"
-if command -v flock >/dev/null; then
-  exec 9>"$CACHE/control-plane/.build.lock"
-  if ! flock -n 9; then
-    log "another build of the control plane is running; waiting for it to finish"
-    flock 9
-  fi
+if build_lock "$CACHE/control-plane/.build.lock" "the control plane"; then
   ready "${1:-}" && exit 0
 fi
 

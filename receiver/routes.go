@@ -283,7 +283,7 @@ func (r *RouteReconciler) withSecret(route *Route, sec *corev1.Secret) {
 		if src, ok := routesecret.SourceOf(sec); ok && src.Namespace == route.Namespace && src.Name == route.Name && src.UID == route.UID {
 			route.Secrets = signingSecrets(sec)
 			route.verifierSpec = sec.Data[hookv1.SecretKeyVerifier]
-			route.sinkData = sinkMaterial(sec.Data)
+			route.sinkData = routesecret.SinkData(sec.Data)
 		}
 	}
 	route.Verifier = nil
@@ -364,9 +364,6 @@ type refusing string
 func (r refusing) Verify(providers.Delivery, [][]byte) (providers.Verified, error) {
 	return providers.Verified{}, providers.VerifyError("receiver", providers.ErrBadSignature, "%s", string(r))
 }
-
-// sinkMaterial is the part of a route Secret's data that belongs to sinks (routesecret.SinkKey).
-func sinkMaterial(data map[string][]byte) map[string][]byte { return routesecret.SinkData(data) }
 
 // signingSecrets returns every distinct secret in a route Secret, in a stable order: the
 // current one, one per live registration, and a pending client-chosen one (the provider may

@@ -153,6 +153,11 @@ func Keeps(r providers.Registration, steps ...decide.Step) decide.Plan {
 	return decide.Plan{Decision: decide.Keep, Keep: Kept(r), Steps: steps}
 }
 
+// KeepsUpdating is a plan that keeps r and updates it in place, fields drifted.
+func KeepsUpdating(r providers.Registration, fields ...string) decide.Plan {
+	return Keeps(r, UpdateStep(r, fields...))
+}
+
 // Creates is a plan that creates, then steps.
 func Creates(steps ...decide.Step) decide.Plan {
 	return decide.Plan{Decision: decide.Create, Steps: append([]decide.Step{CreateStep()}, steps...)}

@@ -278,10 +278,7 @@ func (c *Client) Create(ctx context.Context, d providers.Desired, idempotencyKey
 // marker is set to exactly d.Owner and the stored create key is kept. api_version and connect are
 // never sent: Stripe accepts them only on create.
 func (c *Client) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
-	if id == "" {
-		return providers.Registration{}, invalid("webhook endpoint id is empty")
-	}
-	if err := validate(d); err != nil {
+	if err := checkUpdate(endpointNoun, id, d); err != nil {
 		return providers.Registration{}, err
 	}
 	// Non-nil params also make stripe-go attach an Idempotency-Key.
@@ -305,8 +302,8 @@ func (c *Client) Update(ctx context.Context, id string, d providers.Desired) (pr
 
 // Delete removes endpoint id; an endpoint that is already gone is not an error.
 func (c *Client) Delete(ctx context.Context, id string) error {
-	if id == "" {
-		return invalid("webhook endpoint id is empty")
+	if err := requireID(endpointNoun, id); err != nil {
+		return err
 	}
 	// Non-nil params: with nil, stripe-go sends the DELETE without an Idempotency-Key.
 	params := &stripego.WebhookEndpointParams{}
@@ -337,6 +334,28 @@ func validate(d providers.Desired) error {
 		return invalid("at least one event type is required")
 	}
 	return nil
+}
+
+// What the two clients call the object an id names, in their errors.
+const (
+	endpointNoun    = "webhook endpoint"
+	destinationNoun = "event destination"
+)
+
+// requireID rejects, before any request, an empty id of the object what names.
+func requireID(what, id string) error {
+	if id == "" {
+		return invalid(what + " id is empty")
+	}
+	return nil
+}
+
+// checkUpdate is what an update checks before any request: the id, then the Desired (validate).
+func checkUpdate(what, id string, d providers.Desired) error {
+	if err := requireID(what, id); err != nil {
+		return err
+	}
+	return validate(d)
 }
 
 func registration(we *stripego.WebhookEndpoint) providers.Registration {

@@ -410,10 +410,7 @@ func (c *Destinations) setStatus(ctx context.Context, reg providers.Registration
 // of the other payload is another variant. An empty description is removed (null); a zero Owner
 // leaves the marker alone, otherwise each owner key is set, an empty one removed.
 func (c *Destinations) Update(ctx context.Context, id string, d providers.Desired) (providers.Registration, error) {
-	if id == "" {
-		return providers.Registration{}, invalid("event destination id is empty")
-	}
-	if err := validate(d); err != nil {
+	if err := checkUpdate(destinationNoun, id, d); err != nil {
 		return providers.Registration{}, err
 	}
 	body := map[string]any{
@@ -445,8 +442,8 @@ func (c *Destinations) Update(ctx context.Context, id string, d providers.Desire
 
 // Delete removes destination id; one already gone is not an error.
 func (c *Destinations) Delete(ctx context.Context, id string) error {
-	if id == "" {
-		return invalid("event destination id is empty")
+	if err := requireID(destinationNoun, id); err != nil {
+		return err
 	}
 	if err := c.do(ctx, http.MethodDelete, destinationsPath+"/"+url.PathEscape(id), nil, "", nil); err != nil && !providers.IsNotFound(err) {
 		return err

@@ -224,8 +224,8 @@ func (c *Client) SignDelivery(payload []byte, secret string, now time.Time) (htt
 // endpoint whose deliveries keep failing, and the reconciler enables it only once the endpoint
 // answers, so that Stripe does not disable it again at once.
 func (c *Client) Reenable(ctx context.Context, reg providers.Registration) error {
-	if reg.ID == "" {
-		return invalid("webhook endpoint id is empty")
+	if err := requireID(endpointNoun, reg.ID); err != nil {
+		return err
 	}
 	params := &stripego.WebhookEndpointParams{Disabled: stripego.Bool(false)}
 	params.Context = ctx
