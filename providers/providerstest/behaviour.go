@@ -81,6 +81,10 @@ func checkReads(t *testing.T, caps providers.Capabilities, r providers.Registrat
 	switch {
 	case r.Unfit != "":
 		t.Errorf("%s reads as unfit: %s", r.ID, r.Unfit)
+	case r.Variant != caps.Variant:
+		t.Errorf("%s reads as variant %q; the client manages %q", r.ID, r.Variant, caps.Variant)
+	case len(r.Misconfigured) > 0:
+		t.Errorf("%s reads with provider-specific settings off: %v", r.ID, r.Misconfigured)
 	case r.URL != d.URL || !sameSet(r.Events, d.Events):
 		t.Errorf("%s reads as %s %v; want %s %v", r.ID, r.URL, r.Events, d.URL, d.Events)
 	case caps.Has(providers.FieldDescription) && r.Description != d.Description:
@@ -108,7 +112,10 @@ func RunBehaviour(t *testing.T, p Provider) {
 		if err != nil {
 			t.Fatalf("Create: %v", err)
 		}
-		if (caps.Secret == providers.SecretReturnedOnCreate) != (r.Secret != "") {
+		// The provider's own secret comes back from Create (returned, read or fetched); one the
+		// client chose, or none, does not.
+		returned := caps.Secret != providers.SecretClientChosen && caps.Secret != providers.SecretNone
+		if returned != (r.Secret != "") {
 			t.Errorf("Create returned secret %v; the provider's secret mode is %s", r.Secret != "", caps.Secret)
 		}
 		listed := find(t, a, r.ID)
