@@ -16,38 +16,8 @@ import (
 // TestMain prints the behaviour suite's matrix (case × provider) after the package's tests.
 func TestMain(m *testing.M) { providerstest.BehaviourMain(m) }
 
-// githubAccount is one repository or organization on the GitHub fake, reached with a token
-// granted on it alone.
-type githubAccount struct {
-	srv    *ghfake.Server
-	target string
-	client providers.Client
-}
-
-func (a *githubAccount) Client() providers.Client { return a.client }
-func (a *githubAccount) PageSize() int            { return 3 }
-
-func (a *githubAccount) Seed(t *testing.T, url string, events []string) string {
-	h := a.srv.Seed(a.target, ghfake.Hook{Active: true, Events: events, Config: ghfake.Config{URL: url, ContentType: "json", Secret: "set-by-hand"}})
-	return strconv.FormatInt(h.ID, 10)
-}
-
-func (a *githubAccount) IDs(t *testing.T) []string {
-	var ids []string
-	for _, h := range a.srv.Hooks(a.target) {
-		ids = append(ids, strconv.FormatInt(h.ID, 10))
-	}
-	return ids
-}
-
-func (a *githubAccount) RateLimitNext(t *testing.T, retryAfter time.Duration) {
-	f := ghfake.SecondaryLimit(429, retryAfter)
-	f.Times = 1
-	a.srv.Inject(f)
-}
-
 // TestBehaviourGitHub runs the behaviour suite against repository and organization hooks, each
-// account a fresh target on one fake.
+// account a fresh target on one fake reached with a token granted on it alone.
 func TestBehaviourGitHub(t *testing.T) {
 	srv := ghfake.New(ghfake.WithPageSize(3))
 	base, stop := srv.Start()
@@ -70,7 +40,26 @@ func TestBehaviourGitHub(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return &githubAccount{srv: srv, target: target, client: c}
+					return &providerstest.FuncAccount{
+						C:    c,
+						Page: 3,
+						SeedFunc: func(url string, events []string) string {
+							h := srv.Seed(target, ghfake.Hook{Active: true, Events: events, Config: ghfake.Config{URL: url, ContentType: "json", Secret: "set-by-hand"}})
+							return strconv.FormatInt(h.ID, 10)
+						},
+						IDsFunc: func() []string {
+							var ids []string
+							for _, h := range srv.Hooks(target) {
+								ids = append(ids, strconv.FormatInt(h.ID, 10))
+							}
+							return ids
+						},
+						RateLimitFunc: func(retryAfter time.Duration) {
+							f := ghfake.SecondaryLimit(429, retryAfter)
+							f.Times = 1
+							srv.Inject(f)
+						},
+					}
 				},
 			})
 		})

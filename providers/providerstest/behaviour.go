@@ -37,6 +37,26 @@ type Account interface {
 	RateLimitNext(t *testing.T, retryAfter time.Duration)
 }
 
+// FuncAccount is an Account made of a client and functions over the fake, which is all most
+// harnesses need.
+type FuncAccount struct {
+	C             providers.Client
+	Page          int
+	SeedFunc      func(url string, events []string) string
+	IDsFunc       func() []string
+	RateLimitFunc func(retryAfter time.Duration)
+}
+
+func (a *FuncAccount) Client() providers.Client { return a.C }
+func (a *FuncAccount) PageSize() int            { return a.Page }
+func (a *FuncAccount) Seed(t *testing.T, url string, events []string) string {
+	return a.SeedFunc(url, events)
+}
+func (a *FuncAccount) IDs(t *testing.T) []string { return a.IDsFunc() }
+func (a *FuncAccount) RateLimitNext(t *testing.T, retryAfter time.Duration) {
+	a.RateLimitFunc(retryAfter)
+}
+
 // Provider makes accounts on one provider's fake.
 type Provider struct {
 	Name       string

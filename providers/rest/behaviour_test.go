@@ -34,23 +34,10 @@ func behaviourClient(t *testing.T, profile, apiURL string, params map[string]str
 	return c
 }
 
-// restAccount is one account on one REST fake.
-type restAccount struct {
-	client   providers.Client
-	pageSize int
-	seed     func(url string, events []string) string
-	ids      func() []string
-	core     *core.Core
-}
-
-func (a *restAccount) Client() providers.Client { return a.client }
-func (a *restAccount) PageSize() int            { return a.pageSize }
-func (a *restAccount) Seed(t *testing.T, url string, events []string) string {
-	return a.seed(url, events)
-}
-func (a *restAccount) IDs(t *testing.T) []string { return a.ids() }
-func (a *restAccount) RateLimitNext(t *testing.T, retryAfter time.Duration) {
-	a.core.Inject(core.RateLimit(retryAfter, `{"error":"rate limited"}`))
+// rateLimit makes the fake's next request fail with a 429, stating retryAfter when it is not
+// zero.
+func rateLimit(c *core.Core) func(retryAfter time.Duration) {
+	return func(retryAfter time.Duration) { c.Inject(core.RateLimit(retryAfter, `{"error":"rate limited"}`)) }
 }
 
 func TestBehaviourRESTGitLab(t *testing.T) {
@@ -65,18 +52,18 @@ func TestBehaviourRESTGitLab(t *testing.T) {
 			project := fmt.Sprint(1000 + n.Add(1))
 			srv.AddProject(project, "group/p"+project)
 			flags := map[string]string{"push": "push_events", "merge_requests": "merge_requests_events", "pipeline": "pipeline_events"}
-			return &restAccount{
-				client:   behaviourClient(t, "gitlab-project-hooks", base+"/api/v4", map[string]string{"project": "group/p" + project}, "glpat-behaviour"),
-				pageSize: 100,
-				core:     &srv.Core,
-				seed: func(url string, events []string) string {
+			return &providerstest.FuncAccount{
+				C:             behaviourClient(t, "gitlab-project-hooks", base+"/api/v4", map[string]string{"project": "group/p" + project}, "glpat-behaviour"),
+				Page:          100,
+				RateLimitFunc: rateLimit(&srv.Core),
+				SeedFunc: func(url string, events []string) string {
 					h := gitlab.Hook{URL: url, Token: "made-by-hand", Flags: map[string]bool{}}
 					for _, e := range events {
 						h.Flags[flags[e]] = true
 					}
 					return fmt.Sprint(srv.Seed(project, h))
 				},
-				ids: func() []string {
+				IDsFunc: func() []string {
 					var ids []string
 					for _, h := range srv.Hooks(project) {
 						ids = append(ids, fmt.Sprint(h.ID))
@@ -98,14 +85,14 @@ func TestBehaviourRESTZendesk(t *testing.T) {
 		Events: []string{"zen:event-type:ticket.created", "zen:event-type:user.created", "zen:event-type:organization.created"},
 		NewAccount: func(t *testing.T) providerstest.Account {
 			email := fmt.Sprintf("agent%d@acme.example", n.Add(1))
-			return &restAccount{
-				client:   behaviourClient(t, "zendesk-webhooks", base+"/api/v2", map[string]string{"subdomain": "acme", "email": email}, "zd-token"),
-				pageSize: 100,
-				core:     &srv.Core,
-				seed: func(url string, events []string) string {
+			return &providerstest.FuncAccount{
+				C:             behaviourClient(t, "zendesk-webhooks", base+"/api/v2", map[string]string{"subdomain": "acme", "email": email}, "zd-token"),
+				Page:          100,
+				RateLimitFunc: rateLimit(&srv.Core),
+				SeedFunc: func(url string, events []string) string {
 					return srv.Seed(email, zendesk.Webhook{Endpoint: url, Subscriptions: events})
 				},
-				ids: func() []string {
+				IDsFunc: func() []string {
 					var ids []string
 					for _, h := range srv.Webhooks(email) {
 						ids = append(ids, h.ID)
@@ -127,14 +114,14 @@ func TestBehaviourRESTPagerDuty(t *testing.T) {
 		Events: []string{"incident.triggered", "incident.acknowledged", "incident.resolved"},
 		NewAccount: func(t *testing.T) providerstest.Account {
 			key := fmt.Sprintf("pd-key-%d", n.Add(1))
-			return &restAccount{
-				client:   behaviourClient(t, "pagerduty-webhook-subscriptions", base, nil, key),
-				pageSize: 100,
-				core:     &srv.Core,
-				seed: func(url string, events []string) string {
+			return &providerstest.FuncAccount{
+				C:             behaviourClient(t, "pagerduty-webhook-subscriptions", base, nil, key),
+				Page:          100,
+				RateLimitFunc: rateLimit(&srv.Core),
+				SeedFunc: func(url string, events []string) string {
 					return srv.Seed(key, pagerduty.Subscription{URL: url, Events: events})
 				},
-				ids: func() []string {
+				IDsFunc: func() []string {
 					var ids []string
 					for _, s := range srv.Subscriptions(key) {
 						ids = append(ids, s.ID)
@@ -157,14 +144,14 @@ func TestBehaviourRESTSvix(t *testing.T) {
 		NewAccount: func(t *testing.T) providerstest.Account {
 			app := fmt.Sprintf("app_%d", n.Add(1))
 			srv.AddApp("sk-behaviour", app)
-			return &restAccount{
-				client:   behaviourClient(t, "svix-endpoints", base, map[string]string{"app": app}, "sk-behaviour"),
-				pageSize: 250,
-				core:     &srv.Core,
-				seed: func(url string, events []string) string {
+			return &providerstest.FuncAccount{
+				C:             behaviourClient(t, "svix-endpoints", base, map[string]string{"app": app}, "sk-behaviour"),
+				Page:          250,
+				RateLimitFunc: rateLimit(&srv.Core),
+				SeedFunc: func(url string, events []string) string {
 					return srv.Seed("sk-behaviour", app, svix.Endpoint{URL: url, FilterTypes: events})
 				},
-				ids: func() []string {
+				IDsFunc: func() []string {
 					var ids []string
 					for _, e := range srv.Endpoints("sk-behaviour", app) {
 						ids = append(ids, e.ID)
