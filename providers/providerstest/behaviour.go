@@ -3,8 +3,11 @@ package providerstest
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +18,8 @@ import (
 // every provider must pass at the contract (providers.Client), whatever the reconciler plans
 // from them: what differs between providers is read from Capabilities, never from a name. Each
 // provider runs it from its own package's tests (RunBehaviour), so adding a provider touches no
-// controller file. The plan-level cases (adopt, twins, conflicts) live with the plan.
+// controller file. The plan-level cases (adopt, twins, conflicts) live with the plan
+// (decide/plan_behaviour_test.go). BehaviourMain prints the results as a matrix.
 
 // Account is one fresh account (or target) on a provider's fake.
 type Account interface {
@@ -31,6 +35,26 @@ type Account interface {
 	// RateLimitNext makes the next request fail with the provider's rate-limit answer;
 	// retryAfter zero means the answer does not say how long to wait.
 	RateLimitNext(t *testing.T, retryAfter time.Duration)
+}
+
+// FuncAccount is an Account made of a client and functions over the fake, which is all most
+// harnesses need.
+type FuncAccount struct {
+	C             providers.Client
+	Page          int
+	SeedFunc      func(url string, events []string) string
+	IDsFunc       func() []string
+	RateLimitFunc func(retryAfter time.Duration)
+}
+
+func (a *FuncAccount) Client() providers.Client { return a.C }
+func (a *FuncAccount) PageSize() int            { return a.Page }
+func (a *FuncAccount) Seed(t *testing.T, url string, events []string) string {
+	return a.SeedFunc(url, events)
+}
+func (a *FuncAccount) IDs(t *testing.T) []string { return a.IDsFunc() }
+func (a *FuncAccount) RateLimitNext(t *testing.T, retryAfter time.Duration) {
+	a.RateLimitFunc(retryAfter)
 }
 
 // Provider makes accounts on one provider's fake.
@@ -77,6 +101,10 @@ func checkReads(t *testing.T, caps providers.Capabilities, r providers.Registrat
 	switch {
 	case r.Unfit != "":
 		t.Errorf("%s reads as unfit: %s", r.ID, r.Unfit)
+	case r.Variant != caps.Variant:
+		t.Errorf("%s reads as variant %q; the client manages %q", r.ID, r.Variant, caps.Variant)
+	case len(r.Misconfigured) > 0:
+		t.Errorf("%s reads with provider-specific settings off: %v", r.ID, r.Misconfigured)
 	case r.URL != d.URL || !sameSet(r.Events, d.Events):
 		t.Errorf("%s reads as %s %v; want %s %v", r.ID, r.URL, r.Events, d.URL, d.Events)
 	case caps.Has(providers.FieldDescription) && r.Description != d.Description:
@@ -94,7 +122,7 @@ func checkReads(t *testing.T, caps providers.Capabilities, r providers.Registrat
 func RunBehaviour(t *testing.T, p Provider) {
 	ctx := context.Background()
 	run := func(name string, fn func(t *testing.T, a Account)) {
-		t.Run(name, func(t *testing.T) { fn(t, p.NewAccount(t)) })
+		RunCase(t, p.Name, name, func(t *testing.T) { fn(t, p.NewAccount(t)) })
 	}
 
 	run("create, then list reads it as created", func(t *testing.T, a Account) {
@@ -104,7 +132,10 @@ func RunBehaviour(t *testing.T, p Provider) {
 		if err != nil {
 			t.Fatalf("Create: %v", err)
 		}
-		if (caps.Secret == providers.SecretReturnedOnCreate) != (r.Secret != "") {
+		// The provider's own secret comes back from Create (returned, read or fetched); one the
+		// client chose, or none, does not.
+		returned := caps.Secret != providers.SecretClientChosen && caps.Secret != providers.SecretNone
+		if returned != (r.Secret != "") {
 			t.Errorf("Create returned secret %v; the provider's secret mode is %s", r.Secret != "", caps.Secret)
 		}
 		listed := find(t, a, r.ID)
@@ -196,4 +227,73 @@ func RunBehaviour(t *testing.T, p Provider) {
 			t.Errorf("List once the limit passed = %v", err)
 		}
 	})
+}
+
+var (
+	resultsMu sync.Mutex
+	results   = map[string]map[string]string{} // case -> provider -> PASS/FAIL
+)
+
+// RunCase runs fn as the subtest name of t and records its result for provider in the matrix
+// BehaviourMain prints.
+func RunCase(t *testing.T, provider, name string, fn func(t *testing.T)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		// Deferred, so a case that stops with t.Fatal is recorded too.
+		defer func() {
+			result := "PASS"
+			if t.Failed() {
+				result = "FAIL"
+			}
+			resultsMu.Lock()
+			defer resultsMu.Unlock()
+			if results[name] == nil {
+				results[name] = map[string]string{}
+			}
+			results[name][provider] = result
+		}()
+		fn(t)
+	})
+}
+
+// BehaviourMain is the TestMain of a package that runs behaviour cases: it runs the package's
+// tests, then prints the matrix of the cases run (case × provider) as REPORT lines.
+func BehaviourMain(m *testing.M) {
+	code := m.Run()
+	printMatrix()
+	os.Exit(code)
+}
+
+// printMatrix prints the recorded results, one REPORT line per case.
+func printMatrix() {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if len(results) > 0 {
+		var cases []string
+		provs := map[string]bool{}
+		for c, byProv := range results {
+			cases = append(cases, c)
+			for p := range byProv {
+				provs[p] = true
+			}
+		}
+		sort.Strings(cases)
+		var names []string
+		for p := range provs {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		fmt.Printf("REPORT behaviour suite (case × provider): %s\n", strings.Join(names, " | "))
+		for _, c := range cases {
+			var row []string
+			for _, p := range names {
+				r := results[c][p]
+				if r == "" {
+					r = "-"
+				}
+				row = append(row, r)
+			}
+			fmt.Printf("REPORT behaviour   %-55s %s\n", c, strings.Join(row, " | "))
+		}
+	}
 }

@@ -14,34 +14,16 @@ import (
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
 )
 
-// bitbucketAccount is one repository or workspace on the Bitbucket fake.
-type bitbucketAccount struct {
-	srv    *bitbucket.Server
-	key    string
-	client providers.Client
-}
-
-func (a *bitbucketAccount) Client() providers.Client { return a.client }
-func (a *bitbucketAccount) PageSize() int            { return 3 }
-func (a *bitbucketAccount) Seed(t *testing.T, url string, events []string) string {
-	return a.srv.Seed(a.key, bitbucket.Hook{URL: url, Events: events, Active: true, Secret: "made-by-hand"})
-}
-func (a *bitbucketAccount) IDs(t *testing.T) []string {
-	var ids []string
-	for _, h := range a.srv.Hooks(a.key) {
-		ids = append(ids, h.UUID)
+// bitbucketRateLimit: Bitbucket's own 429 states no wait; one with Retry-After is what a
+// gateway in front of it may send, which the profile honours.
+func bitbucketRateLimit(srv *bitbucket.Server) func(retryAfter time.Duration) {
+	return func(retryAfter time.Duration) {
+		f := bitbucket.RateLimited()
+		if retryAfter > 0 {
+			f.Header = map[string]string{"Retry-After": strconv.Itoa(int(retryAfter / time.Second))}
+		}
+		srv.Inject(f)
 	}
-	return ids
-}
-
-// RateLimitNext: Bitbucket's own 429 states no wait; one with Retry-After is what a gateway in
-// front of it may send, which the profile honours.
-func (a *bitbucketAccount) RateLimitNext(t *testing.T, retryAfter time.Duration) {
-	f := bitbucket.RateLimited()
-	if retryAfter > 0 {
-		f.Header = map[string]string{"Retry-After": strconv.Itoa(int(retryAfter / time.Second))}
-	}
-	a.srv.Inject(f)
 }
 
 // TestBehaviourBitbucket runs the behaviour suite against both shipped Bitbucket profiles, each
@@ -68,7 +50,21 @@ func TestBehaviourBitbucket(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return &bitbucketAccount{srv: srv, key: key, client: c}
+					return &providerstest.FuncAccount{
+						C:    c,
+						Page: 3,
+						SeedFunc: func(url string, events []string) string {
+							return srv.Seed(key, bitbucket.Hook{URL: url, Events: events, Active: true, Secret: "made-by-hand"})
+						},
+						IDsFunc: func() []string {
+							var ids []string
+							for _, h := range srv.Hooks(key) {
+								ids = append(ids, h.UUID)
+							}
+							return ids
+						},
+						RateLimitFunc: bitbucketRateLimit(srv),
+					}
 				},
 			})
 			contract.Result(t)

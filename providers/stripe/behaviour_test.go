@@ -12,6 +12,9 @@ import (
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
 
+// TestMain prints the behaviour suite's matrix (case × provider) after the package's tests.
+func TestMain(m *testing.M) { providerstest.BehaviourMain(m) }
+
 // stripeAccount is one API key on the Stripe fake, with a v1 or a v2 client.
 type stripeAccount struct {
 	srv    *fake.Server
