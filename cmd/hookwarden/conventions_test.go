@@ -21,14 +21,18 @@ import (
 )
 
 // runFirst runs the command line with --kubeconfig before args (cobra's __complete takes the
-// word to complete last) and o's hooks.
+// word to complete last) and o's hooks. Under -short (make unit) no control plane runs: args
+// go alone, for the commands that need no cluster (completion scripts, version).
 func runFirst(t *testing.T, o cli.Options, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	o.Streams = genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code = cli.Run(ctx, append([]string{"--kubeconfig", env.Kubeconfig}, args...), o)
+	if env != nil {
+		args = append([]string{"--kubeconfig", env.Kubeconfig}, args...)
+	}
+	code = cli.Run(ctx, args, o)
 	return code, out.String(), errOut.String()
 }
 

@@ -30,8 +30,8 @@ import (
 
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/cli"
+	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/testenv"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers/builtin"
@@ -237,7 +237,10 @@ type tenant struct {
 	ns, apiKey, token, repo string
 }
 
+// newTenant is where every test of the command line against a cluster starts: under -short
+// (make unit) the control plane and the fakes are not started, and such a test skips here.
 func newTenant(t *testing.T, g *WithT, name string) *tenant {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
 	tn := &tenant{ns: name, apiKey: "sk_test_" + name, token: "ghp_" + name, repo: "repos/acme/" + name}
 	ghSrv.Grant(tn.token, tn.repo)
 	ctx := context.Background()

@@ -36,6 +36,7 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/childproc"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/receiver/store" // also registers the "pgx" driver
 )
@@ -88,8 +89,11 @@ func poll(timeout time.Duration, what string, cond func() (bool, string)) error 
 
 // --- Kubernetes objects ------------------------------------------------------------------------
 
+// newNamespace is where every test of the running receiver starts: under -short (make unit)
+// the receiver binary and the control plane are not started, and such a test skips here.
 func newNamespace(t testing.TB) string {
 	t.Helper()
+	testtier.RequiresServers(t, "the receiver binary and a control plane (envtest)")
 	name := "e2e-" + randHex(4)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Create(context.Background(), ns); err != nil {
