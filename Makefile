@@ -281,7 +281,7 @@ undeploy: kustomize ## Remove the deployment.
 
 ##@ Demo
 .PHONY: demo
-demo: ## Run Hookwarden end to end on a local control plane, the fake Stripe and the fake GitHub.
+demo: ## Run Hookwarden end to end on a local control plane, the fake Stripe, the fake GitHub and an embedded NATS JetStream.
 	@echo "== building the local control plane (first run: several minutes, then cached)"
 	@hack/control-plane.sh >/dev/null
 	@echo "== building manager, receiver, fakestripe, fakegithub and demo"

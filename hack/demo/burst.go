@@ -254,6 +254,9 @@ func (d *demo) burst(ctx context.Context) error {
 	if err := d.checkSink(ctx, targets, events, started); err != nil {
 		return err
 	}
+	if err := d.checkFanOut(ctx, targets, events); err != nil {
+		return err
+	}
 	d.burstEvents, d.burstSent = len(events), total
 	return d.showReceiverMetrics(ctx, before, map[string]int{
 		resultAccepted: len(events), resultDuplicate: dups, resultBadSig: forgeries,

@@ -52,6 +52,9 @@ type demo struct {
 	subs       []subRef
 
 	sink            *sink         // the demo's event consumer (spec.delivery.sink)
+	nats            *natsBroker   // the embedded nats-server, the fan-out's second sink
+	natsStream      string        // the stream the fan-out subscription's JetStream sink fills
+	fanOut          string        // what the fan-out check saw, for the summary
 	rcv             *proc         // the receiver
 	receiverLog     string        // its log file
 	receiverStore   string        // its SQLite file
@@ -177,7 +180,8 @@ func (d *demo) startManager(ctx context.Context) error {
 func (d *demo) applySamples(ctx context.Context) error {
 	d.step("applying the samples from %s (provider.apiURL → its fake, delivery.sink.url → the demo's sink, an endpoint.url on the receiver's route → the receiver, resyncInterval → %s)",
 		strings.Join(d.opts.samples, " and "), resyncInterval)
-	rw := rewriting{apiURLs: map[hookv1.ProviderType]string{}, sinkBase: d.sink.base, receiverBase: d.receiverBase, resync: resyncInterval}
+	rw := rewriting{apiURLs: map[hookv1.ProviderType]string{}, sinkBase: d.sink.base, receiverBase: d.receiverBase, resync: resyncInterval,
+		natsURL: d.nats.srv.ClientURL()}
 	for _, p := range d.providers {
 		rw.apiURLs[p.fake().kind] = p.fake().api.base
 	}
@@ -194,6 +198,13 @@ func (d *demo) applySamples(ctx context.Context) error {
 		}
 		if s.sink != "" {
 			d.info("%s: spec.delivery.sink.url %s → %s", s.name, s.sample, s.sink)
+		}
+		if s.natsSubject != "" {
+			if d.natsStream, err = d.nats.createStream(ctx, s.natsSubject); err != nil {
+				return err
+			}
+			d.info("%s: fan-out: spec.delivery.sinks = [default: http %s, jetstream: nats %s subject %s%s]; JetStream stream %s created for %s",
+				s.name, s.sink, rw.natsURL, s.natsSubject, describeNATSFilter(s), d.natsStream, s.natsSubject)
 		}
 	}
 	for _, p := range d.providers {
@@ -577,6 +588,10 @@ func (d *demo) cleanup() error {
 			d.info("%s stopped (%s)", p.Name, status)
 		}
 	}
+	if d.nats != nil {
+		d.nats.stop()
+		d.info("nats-server stopped")
+	}
 	if d.sink != nil {
 		if err := d.sink.stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the sink: %w", err))
@@ -622,8 +637,8 @@ func (d *demo) summary() string {
 		creates += f.creates
 		deletes += f.deletes
 	}
-	return fmt.Sprintf("%d subscriptions (%s) registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, 0 creates after a manager restart, %s, %d registrations deleted with the subscriptions",
-		len(d.subs), strings.Join(per, ", "), creates, d.burstEvents, d.burstSent, d.recoverySummary(), deletes)
+	return fmt.Sprintf("%d subscriptions (%s) registered exactly once (%d creates), %d events delivered to the sink exactly once out of %d signed deliveries, %s, 0 creates after a manager restart, %s, %d registrations deleted with the subscriptions",
+		len(d.subs), strings.Join(per, ", "), creates, d.burstEvents, d.burstSent, d.fanOut, d.recoverySummary(), deletes)
 }
 
 // --- helpers

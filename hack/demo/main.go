@@ -2,15 +2,18 @@
 // with nothing but Go. It starts a local control plane (envtest: kube-apiserver and etcd), the
 // fake Stripe (bin/fakestripe), the fake GitHub (bin/fakegithub), the receiver (bin/receiver)
 // and the manager (bin/manager, with --receiver-base-url pointing at the receiver) as real
-// processes, and serves a sink itself. It applies the Stripe and the GitHub samples
-// (provider.apiURL rewritten to the provider's fake, delivery.sink.url to the sink, an
-// endpoint.url on the receiver's route to the receiver) and checks what each provider holds:
-// one registration per subscription, the signing secret stored; on GitHub also the hook's
-// config as GitHub wants it and the ping GitHub sends after a create, answered by the receiver
-// and recorded in status. Then it acts as Stripe and as GitHub, sending bursts of signed
+// processes, and serves a sink and an embedded nats-server with JetStream itself. It applies
+// the Stripe and the GitHub samples (provider.apiURL rewritten to the provider's fake,
+// delivery.sink.url to the sink, an endpoint.url on the receiver's route to the receiver; the
+// first subscription with a sink fans out: delivery.sinks holds its HTTP sink and a NATS
+// JetStream sink, filtered to one event type, on a stream the demo creates) and checks what each
+// provider holds: one registration per subscription, the signing secret stored; on GitHub also
+// the hook's config as GitHub wants it and the ping GitHub sends after a create, answered by
+// the receiver and recorded in status. Then it acts as Stripe and as GitHub, sending bursts of signed
 // deliveries with duplicates (some concurrent) straight to the receiver, and checks the answers
-// (one 202 per event, 200 for each copy), the sink (each event exactly once), a forgery per
-// provider (401) and the receiver's metrics. Then: no new create after a manager restart; the
+// (one 202 per event, 200 for each copy), the sink (each event exactly once), the fan-out's
+// stream (each event its filter selects exactly once, nothing else), a forgery per provider
+// (401) and the receiver's metrics. Then: no new create after a manager restart; the
 // receiver stopped while each fake sends events that therefore fail, started again, and the
 // missed events recovered (spec.recovery.mode Auto at the next resync, Manual when the
 // hookwarden.io/recover-requested-at annotation asks) and at the sink exactly once. Last:
@@ -129,6 +132,7 @@ func run(ctx context.Context, o options, out io.Writer) (summary string, err err
 		d.startControlPlane,
 		d.startFakes,
 		d.startSinkStep,
+		d.startNATSStep,
 		d.startReceiver,
 		d.startManagerStep,
 		d.applySamples,

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,6 +34,8 @@ type subRef struct {
 	endpoint      string   // spec.endpoint.url as the sample has it, when the demo rewrote it to the receiver
 	sample        string   // spec.delivery.sink.url as the sample has it ("" without a sink)
 	sink          string   // the same, rewritten to the demo's sink
+	natsSubject   string   // the subject of its NATS JetStream sink ("" without one: see fanOut)
+	natsType      string   // the one event type that sink's filter selects ("" for all)
 }
 
 // rewriting is where loadSamples points the samples.
@@ -41,6 +44,7 @@ type rewriting struct {
 	sinkBase     string                         // the demo's sink
 	receiverBase string                         // the receiver (http://ADDR)
 	resync       string                         // spec.resyncInterval
+	natsURL      string                         // the embedded nats-server ("" leaves every sink as it is)
 }
 
 // loadSamples reads every YAML document in dirs (kustomization files excepted), points each
@@ -50,6 +54,7 @@ type rewriting struct {
 func loadSamples(dirs []string, rw rewriting) ([]byte, []subRef, error) {
 	var docs [][]byte
 	var subs []subRef
+	fannedOut := false
 	for _, dir := range dirs {
 		files, err := yamlFiles(dir)
 		if err != nil {
@@ -65,6 +70,10 @@ func loadSamples(dirs []string, rw rewriting) ([]byte, []subRef, error) {
 					ref, err := rewrite(obj, rw)
 					if err != nil {
 						return nil, nil, fmt.Errorf("%s: %w", f, err)
+					}
+					if rw.natsURL != "" && !fannedOut && ref.sink != "" {
+						fanOut(obj, &ref, rw.natsURL)
+						fannedOut = true
 					}
 					subs = append(subs, ref)
 				}
@@ -197,6 +206,28 @@ func rewrite(obj map[string]any, rw rewriting) (subRef, error) {
 	}
 	return ref, nil
 }
+
+// fanOut turns the sink of WebhookSubscription obj (ref, already rewritten) into
+// spec.delivery.sinks: the same HTTP sink, named default as the older field stands for, and a
+// NATS JetStream sink on natsURL, subject <name>.events. When spec.events names two or more
+// types the JetStream sink's filter selects only the last of them, to show filters.
+func fanOut(obj map[string]any, ref *subRef, natsURL string) {
+	ref.natsSubject = ref.name + ".events"
+	nats := map[string]any{"name": "jetstream", "nats": map[string]any{"urls": []any{natsURL}, "subject": ref.natsSubject}}
+	if len(ref.events) > 1 && !slices.Contains(ref.events, "*") {
+		ref.natsType = ref.events[len(ref.events)-1]
+		nats["filter"] = natsFilter(ref.natsType)
+	}
+	delivery := child(child(obj, "spec"), "delivery")
+	delete(delivery, "sink")
+	delivery["sinks"] = []any{
+		map[string]any{"name": hookv1.DefaultSinkName, "http": map[string]any{"url": ref.sink}},
+		nats,
+	}
+}
+
+// natsFilter is the CEL filter of the fan-out's JetStream sink selecting events of type typ.
+func natsFilter(typ string) string { return "type == '" + typ + "'" }
 
 // child returns obj[key] as a map, creating it when missing.
 func child(obj map[string]any, key string) map[string]any {

@@ -15,17 +15,44 @@ import (
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 )
 
-// TestLoadSamples reads the shipped Stripe and GitHub samples as `make demo` does and checks
-// what the demo learns from them and what it applies.
-func TestLoadSamples(t *testing.T) {
-	dirs := []string{filepath.Join("..", "..", "config", "samples"), filepath.Join("..", "..", "config", "samples", "github")}
-	rw := rewriting{
+// shippedSamples are the folders `make demo` reads.
+var shippedSamples = []string{filepath.Join("..", "..", "config", "samples"), filepath.Join("..", "..", "config", "samples", "github")}
+
+// testRewriting points the samples at test addresses.
+func testRewriting() rewriting {
+	return rewriting{
 		apiURLs:      map[hookv1.ProviderType]string{hookv1.ProviderStripe: "http://stripe.test", hookv1.ProviderGitHub: "http://github.test"},
 		sinkBase:     "http://sink.test",
 		receiverBase: "http://receiver.test",
 		resync:       "10s",
 	}
-	manifest, subs, err := loadSamples(dirs, rw)
+}
+
+// appliedSubscriptions decodes the documents of manifest as WebhookSubscriptions, by name.
+func appliedSubscriptions(t *testing.T, manifest []byte) map[string]hookv1.WebhookSubscription {
+	t.Helper()
+	applied := map[string]hookv1.WebhookSubscription{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return applied
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sub hookv1.WebhookSubscription
+		if err := yaml.Unmarshal(doc, &sub); err != nil {
+			t.Fatal(err)
+		}
+		applied[sub.Name] = sub
+	}
+}
+
+// TestLoadSamples reads the shipped Stripe and GitHub samples as `make demo` does and checks
+// what the demo learns from them and what it applies.
+func TestLoadSamples(t *testing.T) {
+	manifest, subs, err := loadSamples(shippedSamples, testRewriting())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,22 +74,7 @@ func TestLoadSamples(t *testing.T) {
 		t.Errorf("subscriptions (-want +got):\n%s", diff)
 	}
 
-	applied := map[string]hookv1.WebhookSubscription{}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sub hookv1.WebhookSubscription
-		if err := yaml.Unmarshal(doc, &sub); err != nil {
-			t.Fatal(err)
-		}
-		applied[sub.Name] = sub
-	}
+	applied := appliedSubscriptions(t, manifest)
 	type seen struct {
 		APIURL, Endpoint, Sink, Resync, Recovery string
 		Insecure, Receiver                       bool
@@ -97,5 +109,47 @@ func TestLoadSamplesRefusesProviderWithoutFake(t *testing.T) {
 	rw := rewriting{apiURLs: map[hookv1.ProviderType]string{hookv1.ProviderStripe: "http://stripe.test"}, sinkBase: "http://sink.test", receiverBase: "http://receiver.test", resync: "10s"}
 	if _, _, err := loadSamples(dirs, rw); err == nil {
 		t.Fatal("loadSamples accepted GitHub samples without a fake GitHub")
+	}
+}
+
+// TestLoadSamplesFanOut: with a NATS server to fan out to, the first subscription with a sink
+// (orders) gets spec.delivery.sinks: its HTTP sink, named default, and a JetStream sink whose
+// filter takes the last of its event types; the others keep their one sink.
+func TestLoadSamplesFanOut(t *testing.T) {
+	rw := testRewriting()
+	rw.natsURL = "nats://127.0.0.1:4222"
+	manifest, subs, err := loadSamples(shippedSamples, rw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type fan struct{ subject, typ string }
+	gotRefs := map[string]fan{}
+	for _, s := range subs {
+		gotRefs[s.name] = fan{s.natsSubject, s.natsType}
+	}
+	wantRefs := map[string]fan{"orders": {"orders.events", "invoice.paid"}, "refunds": {}, "shop-pushes": {}, "acme-org": {}}
+	if diff := cmp.Diff(wantRefs, gotRefs, cmp.AllowUnexported(fan{})); diff != "" {
+		t.Errorf("subscriptions' NATS sinks (-want +got):\n%s", diff)
+	}
+
+	got := map[string][]hookv1.Sink{}
+	for name, sub := range appliedSubscriptions(t, manifest) {
+		if d := sub.Spec.Delivery; d != nil && d.Sink != nil && d.Sinks != nil {
+			t.Errorf("%s sets both spec.delivery.sink and sinks", name)
+		}
+		got[name] = sub.Spec.Delivery.EffectiveSinks()
+	}
+	httpSink := func(url string) hookv1.Sink {
+		return hookv1.Sink{Name: hookv1.DefaultSinkName, HTTP: &hookv1.HTTPSink{URL: url}}
+	}
+	want := map[string][]hookv1.Sink{
+		"orders": {httpSink("http://sink.test/orders/events"),
+			{Name: "jetstream", NATS: &hookv1.NATSSink{URLs: []string{"nats://127.0.0.1:4222"}, Subject: "orders.events"}, Filter: "type == 'invoice.paid'"}},
+		"refunds":     {httpSink("http://sink.test/refunds/events")},
+		"shop-pushes": {httpSink("http://sink.test/shop-pushes/events")},
+		"acme-org":    {httpSink("http://sink.test/acme-org/events")},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("applied sinks (-want +got):\n%s", diff)
 	}
 }
