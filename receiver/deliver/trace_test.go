@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/nats-io/nats-server/v2/server"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -163,6 +164,39 @@ func TestAMQPSinkTraceContext(t *testing.T) {
 			_, plain := m.Headers["traceparent"]
 			if parent || state || plain {
 				t.Errorf("message %s published with tracing off: headers %v, want no trace context", id, m.Headers)
+			}
+		default:
+			t.Errorf("unexpected message %q", id)
+		}
+	}
+}
+
+// With tracing on, a NATS JetStream message carries the attempt's trace context as lower-case
+// traceparent and tracestate headers; with tracing off, neither header (the same check as the
+// Kafka and RabbitMQ sinks', for the sink that already carried it).
+func TestJetStreamSinkTraceContext(t *testing.T) {
+	ns := startNATS(t, t.TempDir(), server.RANDOM_PORT)
+	st := streamOf(t, ns, "TRACED", "traced.>")
+	bus := NewJetStream([]string{ns.ClientURL()}, "traced.orders", JetStreamAuth{})
+	t.Cleanup(bus.Close)
+	on, off := tracedEvent("evt_on"), tracedEvent("evt_off")
+	onCtx := attemptAt(t, true, on)
+	for ctx, ev := range map[context.Context]store.Event{onCtx: on, attemptAt(t, false, off): off} {
+		if _, err := bus.Publish(ctx, ev); err != nil {
+			t.Fatalf("publishing %s: %v", ev.EventID, err)
+		}
+	}
+	msgs := messages(t, st)
+	if len(msgs) != 2 {
+		t.Fatalf("the stream holds %d messages, want 2", len(msgs))
+	}
+	for _, m := range msgs {
+		switch id := m.Header.Get("ce-id"); id {
+		case "evt_on":
+			checkTraced(t, "message "+id, onCtx, m.Header.Get("traceparent"), m.Header.Get("tracestate"))
+		case "evt_off":
+			if len(m.Header.Values("traceparent"))+len(m.Header.Values("tracestate")) != 0 {
+				t.Errorf("message %s published with tracing off: headers %v, want no trace context", id, m.Header)
 			}
 		default:
 			t.Errorf("unexpected message %q", id)
