@@ -12,8 +12,9 @@ import (
 
 // Inject writes ctx's span context to carrier in W3C form (traceparent, and tracestate when
 // set), under the keys a protocol's CloudEvents binding gives them. Sinks call it with their
-// message's headers: propagation.HeaderCarrier for HTTP, a NATS or Kafka header map, AMQP
-// message properties wrapped in a propagation.TextMapCarrier. Without a valid span context
+// message's headers: propagation.HeaderCarrier for HTTP, MapCarrier for NATS, and for Kafka and
+// AMQP the sinks' own adapters of the record's or message's headers (ce_traceparent,
+// cloudEvents_traceparent: this package imports no broker client). Without a valid span context
 // (tracing off) it writes nothing.
 func Inject(ctx context.Context, carrier propagation.TextMapCarrier) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {

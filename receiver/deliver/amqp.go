@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
@@ -22,7 +24,8 @@ const AMQPHeaderPrefix = "cloudEvents_"
 // AMQP publishes events to a RabbitMQ exchange with publisher confirms: each message is
 // persistent, mandatory (a message no queue takes comes back, and is an error, not a loss),
 // carries message_id = the Idempotency-Key and the CloudEvent attributes as cloudEvents_
-// headers, and counts as delivered only once the broker confirmed it. RabbitMQ drops no repeat:
+// headers (with tracing on, the attempt's cloudEvents_traceparent / cloudEvents_tracestate too),
+// and counts as delivered only once the broker confirmed it. RabbitMQ drops no repeat:
 // consumers dedupe on message_id. It connects on first use and again after the connection or
 // channel is lost (a broker restart, a closed connection).
 type AMQP struct {
@@ -179,6 +182,7 @@ func (s *AMQP) Publish(ctx context.Context, ev store.Event) (Published, error) {
 			"Idempotency-Key":                          key,
 		},
 	}
+	telemetry.Inject(ctx, amqpTraceHeaders(msg.Headers))
 	dc, err := ss.ch.PublishWithDeferredConfirmWithContext(ctx, s.exchange, s.routingKey, true, false, msg)
 	if err != nil {
 		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("publishing to RabbitMQ exchange %q: %w", s.exchange, err)}
@@ -206,6 +210,31 @@ func (s *AMQP) Publish(ctx context.Context, ev store.Event) (Published, error) {
 			r.ReplyCode, r.ReplyText, s.exchange, s.routingKey)}
 	}
 	return Published{}, nil
+}
+
+// amqpTraceHeaders is a message's headers as the carrier telemetry.Inject writes to: the W3C
+// traceparent and tracestate go in as cloudEvents_traceparent and cloudEvents_tracestate, the
+// Distributed Tracing extension's attributes under the prefix of the other attributes.
+type amqpTraceHeaders amqp.Table
+
+// Get implements propagation.TextMapCarrier.
+func (c amqpTraceHeaders) Get(key string) string {
+	v, _ := c[AMQPHeaderPrefix+key].(string)
+	return v
+}
+
+// Set implements propagation.TextMapCarrier.
+func (c amqpTraceHeaders) Set(key, value string) { c[AMQPHeaderPrefix+key] = value }
+
+// Keys implements propagation.TextMapCarrier: the cloudEvents_ headers, without the prefix.
+func (c amqpTraceHeaders) Keys() []string {
+	var keys []string
+	for k := range c {
+		if a, ok := strings.CutPrefix(k, AMQPHeaderPrefix); ok {
+			keys = append(keys, a)
+		}
+	}
+	return keys
 }
 
 // Close implements Publisher.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
@@ -40,8 +41,8 @@ type KafkaConfig struct {
 
 // Kafka produces events to a topic with an idempotent producer and acknowledgements from all
 // in-sync replicas, each event a CloudEvents Kafka binary-mode record: the payload as the value,
-// the attributes as ce_ headers, content-type, and the Idempotency-Key as a header (and
-// ce_idempotencykey). Kafka drops a repeat only inside one producer's own retries: an event
+// the attributes as ce_ headers, content-type, the Idempotency-Key as a header (and
+// ce_idempotencykey), and with tracing on the attempt's ce_traceparent / ce_tracestate. Kafka drops a repeat only inside one producer's own retries: an event
 // produced again after a receiver crash is a second record with the same Idempotency-Key, which
 // consumers dedupe on.
 type Kafka struct {
@@ -127,8 +128,9 @@ func saslMechanism(c KafkaConfig) (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("unknown SASL mechanism %q (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", c.SASLMechanism)
 }
 
-// Record is the Kafka record of ev: CloudEvents binary mode, keyed as key says.
-func (s *Kafka) record(ev store.Event) *kgo.Record {
+// Record is the Kafka record of ev: CloudEvents binary mode, keyed as key says, with the
+// attempt's trace context of ctx (tracing on).
+func (s *Kafka) record(ctx context.Context, ev store.Event) *kgo.Record {
 	ik := IdempotencyKey(ev)
 	rec := &kgo.Record{
 		Topic: s.topic,
@@ -151,12 +153,46 @@ func (s *Kafka) record(ev store.Event) *kgo.Record {
 	default:
 		rec.Key = []byte(ev.EventID)
 	}
+	telemetry.Inject(ctx, kafkaTraceHeaders{rec})
 	return rec
+}
+
+// kafkaTraceHeaders is a record's headers as the carrier telemetry.Inject writes to: the W3C
+// traceparent and tracestate go in as ce_traceparent and ce_tracestate, the CloudEvents Kafka
+// binding's binary-mode spelling of the Distributed Tracing extension's attributes.
+type kafkaTraceHeaders struct{ rec *kgo.Record }
+
+const kafkaAttrPrefix = "ce_"
+
+// Get implements propagation.TextMapCarrier.
+func (c kafkaTraceHeaders) Get(key string) string {
+	for _, h := range c.rec.Headers {
+		if h.Key == kafkaAttrPrefix+key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Set implements propagation.TextMapCarrier.
+func (c kafkaTraceHeaders) Set(key, value string) {
+	c.rec.Headers = append(c.rec.Headers, kgo.RecordHeader{Key: kafkaAttrPrefix + key, Value: []byte(value)})
+}
+
+// Keys implements propagation.TextMapCarrier: the ce_ headers, without the prefix.
+func (c kafkaTraceHeaders) Keys() []string {
+	var keys []string
+	for _, h := range c.rec.Headers {
+		if k, ok := strings.CutPrefix(h.Key, kafkaAttrPrefix); ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // Publish implements Publisher.
 func (s *Kafka) Publish(ctx context.Context, ev store.Event) (Published, error) {
-	err := s.client.ProduceSync(ctx, s.record(ev)).FirstErr()
+	err := s.client.ProduceSync(ctx, s.record(ctx, ev)).FirstErr()
 	switch {
 	case err == nil:
 		return Published{}, nil
