@@ -153,6 +153,7 @@ func (s *Kafka) record(ctx context.Context, ev store.Event) *kgo.Record {
 	default:
 		rec.Key = []byte(ev.EventID)
 	}
+	spanMessaging(ctx, "kafka", s.topic, ik)
 	telemetry.Inject(ctx, kafkaTraceHeaders{rec})
 	return rec
 }

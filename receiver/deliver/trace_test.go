@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookwarden/hookwarden/internal/telemetry"
@@ -90,6 +91,28 @@ func checkTraced(t *testing.T, what string, ctx context.Context, traceparent, tr
 	}
 }
 
+// checkMessaging checks that the attempt's span in ctx describes the send to a broker:
+// hookwarden.sink.type and messaging.system are system, messaging.destination.name is
+// destination, messaging.message.id is the event's Idempotency-Key.
+func checkMessaging(t *testing.T, ctx context.Context, system, destination string, ev store.Event) {
+	t.Helper()
+	ro, ok := trace.SpanFromContext(ctx).(sdktrace.ReadOnlySpan)
+	if !ok {
+		t.Fatalf("the attempt's span is not the SDK's")
+	}
+	got := map[string]string{}
+	for _, kv := range ro.Attributes() {
+		got[string(kv.Key)] = kv.Value.Emit()
+	}
+	want := map[string]string{"hookwarden.sink.type": system, "messaging.system": system, "messaging.destination.name": destination,
+		"messaging.operation.type": "send", "messaging.message.id": IdempotencyKey(ev)}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s attempt span: %s = %q, want %q (attributes %v)", system, k, got[k], v, got)
+		}
+	}
+}
+
 // Issue 31: with tracing on, a Kafka record carries the attempt's trace context in the
 // CloudEvents Kafka binding's spelling of the Distributed Tracing extension (ce_traceparent,
 // ce_tracestate); with tracing off, neither header.
@@ -119,6 +142,7 @@ func TestKafkaSinkTraceContext(t *testing.T) {
 		switch id := header(rec, "ce_id"); id {
 		case "evt_on":
 			checkTraced(t, "record "+id, onCtx, header(rec, "ce_traceparent"), header(rec, "ce_tracestate"))
+			checkMessaging(t, onCtx, "kafka", "traced", on)
 			if times(rec, "ce_traceparent") != 1 || times(rec, "ce_tracestate") != 1 {
 				t.Errorf("record %s: headers %v, want one ce_traceparent and one ce_tracestate", id, rec.Headers)
 			}
@@ -158,6 +182,7 @@ func TestAMQPSinkTraceContext(t *testing.T) {
 		switch id := str(m.Headers, "cloudEvents_id"); id {
 		case "evt_on":
 			checkTraced(t, "message "+id, onCtx, str(m.Headers, "cloudEvents_traceparent"), str(m.Headers, "cloudEvents_tracestate"))
+			checkMessaging(t, onCtx, "rabbitmq", ex, on)
 		case "evt_off":
 			_, parent := m.Headers["cloudEvents_traceparent"]
 			_, state := m.Headers["cloudEvents_tracestate"]
@@ -194,6 +219,7 @@ func TestJetStreamSinkTraceContext(t *testing.T) {
 		switch id := m.Header.Get("ce-id"); id {
 		case "evt_on":
 			checkTraced(t, "message "+id, onCtx, m.Header.Get("traceparent"), m.Header.Get("tracestate"))
+			checkMessaging(t, onCtx, "nats", "traced.orders", on)
 		case "evt_off":
 			if len(m.Header.Values("traceparent"))+len(m.Header.Values("tracestate")) != 0 {
 				t.Errorf("message %s published with tracing off: headers %v, want no trace context", id, m.Header)
