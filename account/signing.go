@@ -1,8 +1,6 @@
 package account
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,7 +10,7 @@ import (
 )
 
 // The signing Secret holds one key per registration whose secret may still sign deliveries
-// ("whsec.<id>"), plus "signingSecret" for the current one. Keeping every live secret lets the
+// (hookv1.SecretKeyFor: "whsec.<id>"), plus "signingSecret" for the current one. Keeping every live secret lets the
 // receiver accept both sides of a rotation until the old registration is deleted. The manager
 // writes it; the manager and the command line read it through SigningState.
 
@@ -56,7 +54,7 @@ func ParseSigningState(sec *corev1.Secret, sub *hookv1.WebhookSubscription) Sign
 	st.Verifier = sec.Data[hookv1.SecretKeyVerifier]
 	st.Imported = ImportedFor(sec, sub)
 	current := sec.Annotations[hookv1.AnnotationEndpointID]
-	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyPrefix+current]) {
+	if v := sec.Data[hookv1.SecretKeyCurrent]; current == "" || len(v) == 0 || string(v) != string(sec.Data[hookv1.SecretKeyFor(current)]) {
 		current = ""
 	}
 	st.Current = current
@@ -70,7 +68,7 @@ func secretsIn(sec *corev1.Secret) map[string][]byte {
 		return out
 	}
 	for k, v := range sec.Data {
-		if id, ok := strings.CutPrefix(k, hookv1.SecretKeyPrefix); ok && len(v) > 0 {
+		if id, ok := hookv1.SecretIDOf(k); ok && len(v) > 0 {
 			out[id] = v
 		}
 	}

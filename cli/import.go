@@ -393,7 +393,7 @@ func importedSigningSecret(sub *hookv1.WebhookSubscription, id string, secret []
 			Labels:      map[string]string{hookv1.LabelSigningSecret: "true", hookv1.LabelSubscription: sub.Name},
 			Annotations: map[string]string{hookv1.AnnotationEndpointID: id, hookv1.AnnotationImportedFor: sub.Name}},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{hookv1.SecretKeyPrefix + id: secret, hookv1.SecretKeyCurrent: secret},
+		Data: map[string][]byte{hookv1.SecretKeyFor(id): secret, hookv1.SecretKeyCurrent: secret},
 	}
 }
 

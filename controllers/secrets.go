@@ -209,7 +209,7 @@ func setCurrent(sec *corev1.Secret, id string) {
 		sec.Annotations = map[string]string{}
 	}
 	sec.Annotations[hookv1.AnnotationEndpointID] = id
-	if v, ok := sec.Data[hookv1.SecretKeyPrefix+id]; ok {
+	if v, ok := sec.Data[hookv1.SecretKeyFor(id)]; ok {
 		sec.Data[hookv1.SecretKeyCurrent] = v
 	}
 }
@@ -281,7 +281,7 @@ func (s *session) claimImported(ctx context.Context) error {
 // registration's is yet).
 func (s *session) storeSecret(ctx context.Context, id, secret string) error {
 	return s.mutate(ctx, func(sec *corev1.Secret) {
-		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
+		sec.Data[hookv1.SecretKeyFor(id)] = []byte(secret)
 		if sec.Annotations[hookv1.AnnotationEndpointID] == "" {
 			setCurrent(sec, id)
 		}
@@ -312,7 +312,7 @@ func (s *session) pendingSecret(ctx context.Context) (string, error) {
 // provider verifies with the new one only.
 func (s *session) confirmPending(ctx context.Context, id, secret string) error {
 	return s.mutate(ctx, func(sec *corev1.Secret) {
-		sec.Data[hookv1.SecretKeyPrefix+id] = []byte(secret)
+		sec.Data[hookv1.SecretKeyFor(id)] = []byte(secret)
 		delete(sec.Data, hookv1.SecretKeyPending)
 		setCurrent(sec, id)
 	})
@@ -335,7 +335,7 @@ func (s *session) markCurrent(ctx context.Context, id string) error {
 
 // forgetSecret drops the secret of a registration that is gone.
 func (s *session) forgetSecret(ctx context.Context, id string) error {
-	return s.mutate(ctx, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyPrefix+id) })
+	return s.mutate(ctx, func(sec *corev1.Secret) { delete(sec.Data, hookv1.SecretKeyFor(id)) })
 }
 
 // clientSecretBytes is the entropy of a secret we choose: 256 bits, hex-encoded (64 characters,

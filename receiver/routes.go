@@ -371,7 +371,7 @@ func (r refusing) Verify(providers.Delivery, [][]byte) (providers.Verified, erro
 func signingSecrets(sec *corev1.Secret) [][]byte {
 	var keys []string
 	for k := range sec.Data {
-		if k == hookv1.SecretKeyCurrent || k == hookv1.SecretKeyPending || strings.HasPrefix(k, hookv1.SecretKeyPrefix) {
+		if k == hookv1.SecretKeyCurrent || k == hookv1.SecretKeyPending || hookv1.IsRegistrationSecretKey(k) {
 			keys = append(keys, k)
 		}
 	}

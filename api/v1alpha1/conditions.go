@@ -108,7 +108,7 @@ const (
 	AnnotationEndpointID = "hookwarden.io/endpoint-id"
 	// SecretKeyCurrent holds the current signing secret in a signing Secret.
 	SecretKeyCurrent = "signingSecret"
-	// SecretKeyPrefix prefixes one key per live registration ("whsec.<endpointID>"), so every
+	// SecretKeyPrefix prefixes one key per live registration ("whsec.<endpointID>"; SecretKeyFor), so every
 	// secret that may still sign deliveries stays readable during a rotation.
 	SecretKeyPrefix = "whsec."
 	// SecretKeyPending holds a client-chosen secret (GitHub) written before the provider is asked

@@ -165,7 +165,7 @@ func newSubscriptionWrites(ctx context.Context, k8s client.Client, sub *hookv1.W
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
 		Labels:      map[string]string{hookv1.LabelSigningSecret: "true", hookv1.LabelSubscription: sub.Name},
 		Annotations: map[string]string{hookv1.AnnotationEndpointID: "we_" + sub.Name}},
-		Data: map[string][]byte{hookv1.SecretKeyPrefix + "we_" + sub.Name: []byte("whsec_bench"), hookv1.SecretKeyCurrent: []byte("whsec_bench")}}
+		Data: map[string][]byte{hookv1.SecretKeyFor("we_" + sub.Name): []byte("whsec_bench"), hookv1.SecretKeyCurrent: []byte("whsec_bench")}}
 	if err := k8s.Create(ctx, sec); err != nil {
 		return err
 	}

@@ -54,12 +54,12 @@ func Name(namespace, name string) string {
 }
 
 // Data is the part of a signing Secret the receiver verifies with: every secret
-// (signingSecret, whsec.<id>, pendingSecret) and the described scheme (verifier.json). Other keys
+// (signingSecret, one per registration: whsec.<id>, pendingSecret) and the described scheme (verifier.json). Other keys
 // a user may have added stay where they are.
 func Data(signing map[string][]byte) map[string][]byte {
 	out := map[string][]byte{}
 	for k, v := range signing {
-		if k == hookv1.SecretKeyCurrent || k == hookv1.SecretKeyPending || k == hookv1.SecretKeyVerifier || strings.HasPrefix(k, hookv1.SecretKeyPrefix) {
+		if k == hookv1.SecretKeyCurrent || k == hookv1.SecretKeyPending || k == hookv1.SecretKeyVerifier || hookv1.IsRegistrationSecretKey(k) {
 			out[k] = v
 		}
 	}

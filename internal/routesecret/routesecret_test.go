@@ -92,3 +92,20 @@ func TestFillAndSource(t *testing.T) {
 		t.Error("SourceOf accepted a Secret without the route-secret label")
 	}
 }
+
+// Data copies the secret of every registration, whichever form its key takes
+// (hookv1.SecretKeyFor: a Bitbucket hook's "{uuid}" id is kept in hex), and nothing else.
+func TestDataKeepsEveryRegistrationsSecret(t *testing.T) {
+	signing := map[string][]byte{
+		hookv1.SecretKeyCurrent:            []byte("s1"),
+		hookv1.SecretKeyFor("we_1"):        []byte("s1"),
+		hookv1.SecretKeyFor("{0f1e-2d3c}"): []byte("s2"),
+		hookv1.SecretKeyPending:            []byte("s3"),
+		"user-note":                        []byte("not signing material"),
+	}
+	got := Data(signing)
+	delete(signing, "user-note")
+	if diff := cmp.Diff(signing, got); diff != "" {
+		t.Errorf("Data (-want +got):\n%s", diff)
+	}
+}
