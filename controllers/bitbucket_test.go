@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/bitbucket"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
@@ -138,13 +137,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 				remove := t.api.fake().Inject(f)
 				defer remove()
 				s := t.sub("orders", "https://hooks.example.com/storm")
-				Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-				Eventually(func(g Gomega) {
-					c := condition(get(g, s), hookv1.ConditionReconciling)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
-					g.Expect(c.Message).To(ContainSubstring("rate limit"))
-				}).Should(Succeed())
+				expectRateLimited(s)
 				Consistently(func() int { return len(t.requests(http.MethodPost, kind.collection(t))) }).
 					WithTimeout(5*time.Second).Should(Equal(1), "no retry before the backoff")
 				Expect(t.regs()).To(BeEmpty())
