@@ -74,6 +74,9 @@ type restKind struct {
 	name    string
 	prefix  string // of the tenants' namespaces
 	profile string // config/samples/rest/<profile>.profile.yaml
+	// builtin: the subscriptions name the profile with spec.provider.rest.builtin (the copy
+	// built into the manager) instead of a ConfigMap.
+	builtin bool
 	events  []string
 	// otherEvent is an event of the API the subscriptions do not ask for.
 	otherEvent string
@@ -291,6 +294,10 @@ func newRESTTenant(k *restKind) *restTenant {
 		t.cred = pd.key // PagerDuty's account is its API key
 	}
 	Expect(k8s.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.ns}})).To(Succeed())
+	if k.builtin {
+		t.writeCredentials()
+		return t
+	}
 	profile, err := os.ReadFile(filepath.Join("..", "config", "samples", "rest", k.profile+".profile.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8s.Create(suiteCtx, &corev1.ConfigMap{
@@ -315,6 +322,10 @@ func (t *restTenant) writeCredentials() {
 // sub returns a valid subscription on this tenant's account; the credentials key is left to
 // its default (token).
 func (t *restTenant) sub(name, url string) *hookv1.WebhookSubscription {
+	rest := &hookv1.RESTProvider{ProfileRef: &hookv1.ConfigMapKeySelector{Name: restProfiles, Key: t.kind.profile + ".yaml"}, Parameters: t.params}
+	if t.kind.builtin {
+		rest = &hookv1.RESTProvider{Builtin: t.kind.profile, Parameters: t.params}
+	}
 	return &hookv1.WebhookSubscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: name},
 		Spec: hookv1.WebhookSubscriptionSpec{
@@ -322,10 +333,7 @@ func (t *restTenant) sub(name, url string) *hookv1.WebhookSubscription {
 				Type:           hookv1.ProviderREST,
 				CredentialsRef: hookv1.SecretKeySelector{Name: restCredentials},
 				APIURL:         t.apiURL,
-				REST: &hookv1.RESTProvider{
-					ProfileRef: &hookv1.ConfigMapKeySelector{Name: restProfiles, Key: t.kind.profile + ".yaml"},
-					Parameters: t.params,
-				},
+				REST:           rest,
 			},
 			Endpoint:       hookv1.EndpointSpec{URL: url},
 			Events:         t.kind.events,

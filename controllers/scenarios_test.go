@@ -174,6 +174,13 @@ func deleteSigningSecret(s *hookv1.WebhookSubscription) {
 // s is created, says RateLimited while it waits, and ends Ready.
 func expectRateLimitedThenReady(s *hookv1.WebhookSubscription) *hookv1.WebhookSubscription {
 	GinkgoHelper()
+	expectRateLimited(s)
+	return expectReady(s)
+}
+
+// expectRateLimited creates s and waits until it says RateLimited.
+func expectRateLimited(s *hookv1.WebhookSubscription) {
+	GinkgoHelper()
 	Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 	Eventually(func(g Gomega) {
 		c := condition(get(g, s), hookv1.ConditionReconciling)
@@ -181,5 +188,4 @@ func expectRateLimitedThenReady(s *hookv1.WebhookSubscription) *hookv1.WebhookSu
 		g.Expect(c.Reason).To(Equal(hookv1.ReasonRateLimited))
 		g.Expect(c.Message).To(ContainSubstring("rate limit"))
 	}).Should(Succeed())
-	return expectReady(s)
 }

@@ -289,6 +289,20 @@ func (s *Server) Edit(key, uuid string, fn func(*Hook)) bool {
 	return false
 }
 
+// Remove deletes a hook out of band, as a user in Bitbucket's UI would; it reports whether it
+// existed.
+func (s *Server) Remove(key, uuid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp := s.spaces[key]; sp != nil {
+		if i := sp.find(uuid); i >= 0 {
+			sp.hooks = slices.Delete(sp.hooks, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
 // RateLimited is Bitbucket's answer to a credential past its allowance, for Inject: 429 with
 // no Retry-After (Bitbucket states no wait; its window is a rolling hour).
 func RateLimited() core.Fault {
