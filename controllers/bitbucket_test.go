@@ -3,15 +3,19 @@ package controllers_test
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/bitbucket"
 	"github.com/hookwarden/hookwarden/providers/rest/fakes/core"
@@ -112,6 +116,14 @@ var bitbucketKinds = []*restKind{
 	bitbucketKind("Bitbucket Cloud workspace hooks (builtin profile, client-chosen secret)", "bbw", "bitbucket-workspace-hooks", ""),
 }
 
+// bbItem is a hook's path as the manager sends it: its uuid keeps its braces, escaped.
+func bbItem(t *restTenant, id string) string { return t.kind.collection(t) + "/" + url.PathEscape(id) }
+
+// bbPuts are the PUTs to hook id.
+func bbPuts(t *restTenant, id string) []core.Request {
+	return t.requests(http.MethodPut, bbItem(t, id))
+}
+
 var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFailure, func() {
 	var mgr *runningManager
 	BeforeAll(func() {
@@ -130,6 +142,139 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 		Context(kind.name, func() {
 			newT := func() *restTenant { return newRESTTenant(kind) }
 
+			It("a: creates one hook with the secret we chose, stores that secret, becomes Ready, and says recovery is not available", func() {
+				t := newT()
+				s := t.sub("orders", "https://Hooks.Example.com:443/hooks/shop/orders")
+				got, r := expectRESTCreatedOnce(t, s)
+				Expect(r.Description).To(Equal("orders pipeline ["+marker(t.owner(got))+"]"), "the marker at the end of the description")
+				Expect(r.ID).To(HavePrefix("{"), "the id is the hook's uuid, braces included")
+
+				// The secret travelled in the create, with our credential; Bitbucket never
+				// returns it, so nothing read it back.
+				creates := t.requests(http.MethodPost, kind.collection(t))
+				Expect(creates).To(HaveLen(1))
+				Expect(creates[0].Status).To(Equal(http.StatusCreated))
+				Expect(creates[0].Header.Get("Authorization")).To(Equal("Bearer " + t.cred))
+				Expect(string(creates[0].Body)).To(ContainSubstring(`"secret":"` + r.Secret + `"`))
+
+				// No recover section: the status says so, as for every profile without one.
+				Eventually(func(g Gomega) {
+					st := get(g, s).Status.Recovery
+					g.Expect(st).NotTo(BeNil())
+					g.Expect(st.Available).To(BeFalse())
+					g.Expect(st.Message).To(Equal("recovery is not available on this provider profile (no recover section)"))
+				}).Should(Succeed())
+			})
+
+			It("d: status cleared by hand is taken back by its marker, without a create", func() {
+				t := newT()
+				s := t.sub("orders", "https://hooks.example.com/cleared")
+				s.Spec.Policies.Adoption = hookv1.AdoptionNever // the proof is the marker, not adoption
+				expectStatusClearedTakenBack(t, s, t.writes)
+				Expect(t.creates()).To(Equal(1))
+				expectRESTSecret(t, s, get(Default, s).Status.EndpointID)
+			})
+
+			It("e: repairs out-of-band edits: a deleted hook is recreated; drifted fields and a respelt URL are fixed in place, the secret kept", func() {
+				t := newT()
+				s := t.sub("orders", "https://hooks.example.com/oob")
+				id := expectRemovedRecreated(t, s)
+
+				secret, creates := t.only().Secret, t.creates()
+				Expect(t.api.edit(id, func(r *restReg) {
+					r.Events, r.Description, r.Disabled = []string{kind.otherEvent}, "edited by hand", true
+				})).To(BeTrue())
+				Eventually(func(g Gomega) {
+					r := t.only()
+					g.Expect(r.ID).To(Equal(id), "updated in place")
+					g.Expect(r.Events).To(ConsistOf(kind.events))
+					g.Expect(r.Description).To(Equal("orders pipeline [" + marker(t.owner(get(g, s))) + "]"))
+					g.Expect(r.Disabled).To(BeFalse())
+					g.Expect(r.Secret).To(Equal(secret), "the secret survives the update")
+				}).WithTimeout(20 * time.Second).Should(Succeed())
+				Expect(t.creates()).To(Equal(creates))
+				puts := bbPuts(t, id)
+				Expect(puts).NotTo(BeEmpty())
+				for _, p := range puts {
+					// An update that omits the secret keeps it; one that sends it sends the one held.
+					var body map[string]any
+					Expect(json.Unmarshal(p.Body, &body)).To(Succeed())
+					if v, ok := body["secret"]; ok {
+						Expect(v).To(Equal(secret), "an update sends no secret but the one held")
+					}
+				}
+
+				// The URL respelt (canonically the same): PUT takes it in place.
+				Expect(t.api.edit(id, func(r *restReg) { r.URL = "https://HOOKS.example.com:443/oob" })).To(BeTrue())
+				Eventually(func(g Gomega) {
+					r := t.only()
+					g.Expect(r.URL).To(Equal("https://hooks.example.com/oob"))
+					g.Expect(r.ID).To(Equal(id))
+					g.Expect(r.Secret).To(Equal(secret))
+				}).WithTimeout(20 * time.Second).Should(Succeed())
+				Expect(t.creates()).To(Equal(creates))
+				expectRESTSecret(t, s, id)
+				expectReady(s)
+			})
+
+			It("h: a changed URL gets a new hook, the old one is removed and the Secret follows", func() {
+				t := newT()
+				s, old, id := expectURLChangeFollowed(t)
+				Expect(t.requests(http.MethodDelete, bbItem(t, old))).To(HaveLen(1))
+				Expect(t.creates()).To(Equal(2))
+				expectRESTSecret(t, s, id)
+				expectReady(s)
+			})
+
+			It("k: a requested rotation and a deleted signing Secret each set a new secret of ours on the same hook, stored before Bitbucket hears of it", func() {
+				t := newT()
+				s := t.sub("orders", "https://hooks.example.com/secret")
+				id := createReady(s).Status.EndpointID
+				first := t.only().Secret
+
+				annotate(s, hookv1.AnnotationRotateRequestedAt, "2026-12-07T10:00:00Z")
+				var rotated string
+				Eventually(func(g Gomega) {
+					r := t.only()
+					g.Expect(r.ID).To(Equal(id), "set in place: Bitbucket updates a hook's secret")
+					g.Expect(r.Secret).NotTo(Equal(first))
+					rotated = r.Secret
+					cur := get(g, s)
+					g.Expect(cur.Status.LastHandledRotateAt).To(Equal("2026-12-07T10:00:00Z"))
+					g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(rotated))
+					g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, id)).To(BeTrue())
+				}).WithTimeout(20 * time.Second).Should(Succeed())
+				expectRESTSecret(t, s, id)
+				puts := bbPuts(t, id)
+				Expect(puts).To(HaveLen(1))
+				Expect(string(puts[0].Body)).To(ContainSubstring(`"secret":"` + rotated + `"`))
+				Expect(t.creates()).To(Equal(1))
+				Expect(t.requests(http.MethodDelete, kind.collection(t)+"/")).To(BeEmpty())
+
+				deleteSigningSecret(s)
+				Eventually(func(g Gomega) {
+					r := t.only()
+					g.Expect(r.ID).To(Equal(id))
+					g.Expect(r.Secret).NotTo(BeElementOf(first, rotated), "a new secret")
+					g.Expect(string(signingSecret(g, s).Data[hookv1.SecretKeyCurrent])).To(Equal(r.Secret))
+				}).WithTimeout(20 * time.Second).Should(Succeed())
+				expectRESTSecret(t, s, id)
+				Expect(bbPuts(t, id)).To(HaveLen(2))
+				Expect(t.creates()).To(Equal(1))
+				expectReady(s)
+			})
+
+			It("j: deletion honours the policy, and missing credentials block it visibly", func() {
+				t := newT()
+				expectDeletionPolicies(t)
+				// Exactly the hooks deleted, through the API.
+				deletes := t.requests(http.MethodDelete, kind.collection(t)+"/")
+				Expect(deletes).To(HaveLen(2))
+				for _, d := range deletes {
+					Expect(d.Status).To(Equal(http.StatusNoContent))
+				}
+			})
+
 			It("i: Bitbucket's 429 without a wait holds the create back for the profile's backoff (a minute), saying RateLimited", func() {
 				t := newT()
 				f := kind.rateLimit()
@@ -144,4 +289,14 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 			})
 		})
 	}
+
+	It("the workspace credential may be an API token with a username (Basic)", func() {
+		t := newRESTTenant(bitbucketKinds[1])
+		t.params["username"] = "ci-bot"
+		s := createReady(t.sub("orders", "https://hooks.example.com/basic"))
+		creates := t.requests(http.MethodPost, t.kind.collection(t))
+		Expect(creates).To(HaveLen(1))
+		Expect(creates[0].Header.Get("Authorization")).To(Equal("Basic " + base64.StdEncoding.EncodeToString([]byte("ci-bot:"+t.cred))))
+		expectRESTSecret(t, s, t.only().ID)
+	})
 })

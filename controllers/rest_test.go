@@ -448,6 +448,46 @@ func expectRESTSecret(t *restTenant, s *hookv1.WebhookSubscription, id string) {
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 }
 
+// expectRESTCreatedOnce is scenario a's common part: s (for https://Hooks.Example.com:443/hooks/shop/orders)
+// is created and Ready, and the account holds exactly one registration, made by one create: the
+// URL in canonical form, the events asked for, the marker, enabled, its secret in the signing
+// Secret, an Event naming it. It returns the subscription as it is then and the registration.
+func expectRESTCreatedOnce(t *restTenant, s *hookv1.WebhookSubscription) (*hookv1.WebhookSubscription, restReg) {
+	GinkgoHelper()
+	got := createReady(s)
+	r := t.only()
+	Expect(r.URL).To(Equal("https://hooks.example.com/hooks/shop/orders"), "registered in canonical form")
+	Expect(r.Events).To(ConsistOf(t.kind.events))
+	Expect(t.kind.marked(r, t.owner(got))).To(BeTrue(), "carries the ownership marker: %+v", r)
+	Expect(r.Disabled).To(BeFalse())
+	Expect(got.Status.EndpointID).To(Equal(r.ID))
+	Expect(got.Status.URL).To(Equal(r.URL))
+	Expect(t.creates()).To(Equal(1))
+	expectRESTSecret(t, s, r.ID)
+	Expect(hasEventNow(s, hookv1.ReasonCreated, r.ID)).To(BeTrue())
+	return got, r
+}
+
+// expectRemovedRecreated is scenario e's first part: s is created and Ready, its registration
+// removed at the API by hand is recreated, and the signing Secret ends holding the new one's
+// secret and no longer the vanished one's. It returns the new registration's id.
+func expectRemovedRecreated(t *restTenant, s *hookv1.WebhookSubscription) string {
+	GinkgoHelper()
+	old := createReady(s).Status.EndpointID
+	Expect(t.api.remove(old)).To(BeTrue())
+	var id string
+	Eventually(func(g Gomega) {
+		rs := t.regs()
+		g.Expect(rs).To(HaveLen(1))
+		g.Expect(rs[0].ID).NotTo(Equal(old))
+		id = rs[0].ID
+		g.Expect(get(g, s).Status.EndpointID).To(Equal(id))
+		g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the vanished registration's secret is no longer accepted")
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	expectRESTSecret(t, s, id)
+	return id
+}
+
 var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFailure, func() {
 	var mgr *runningManager
 	BeforeAll(func() {
@@ -471,18 +511,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("a: registers exactly one registration as the API wants it, stores the secret it signs with and becomes Ready", func() {
 				t := newT()
 				s := t.sub("orders", "https://Hooks.Example.com:443/hooks/shop/orders")
-				got := createReady(s)
-
-				r := t.only()
-				Expect(r.URL).To(Equal("https://hooks.example.com/hooks/shop/orders"), "registered in canonical form")
-				Expect(r.Events).To(ConsistOf(kind.events))
-				Expect(kind.marked(r, t.owner(got))).To(BeTrue(), "carries the ownership marker: %+v", r)
-				Expect(r.Disabled).To(BeFalse())
-				Expect(got.Status.EndpointID).To(Equal(r.ID))
-				Expect(got.Status.URL).To(Equal(r.URL))
-				Expect(t.creates()).To(Equal(1))
-				expectRESTSecret(t, s, r.ID)
-				Expect(hasEventNow(s, hookv1.ReasonCreated, r.ID)).To(BeTrue())
+				_, r := expectRESTCreatedOnce(t, s)
 
 				create := t.requests("POST", kind.collection(t))[0]
 				if kind.clientChosen {
@@ -621,18 +650,7 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			It("e: repairs out-of-band edits: a deleted registration is recreated; drifted fields are fixed in place, a drifted URL as the profile's update strategy allows", func() {
 				t := newT()
 				s := t.sub("orders", "https://hooks.example.com/oob")
-				old := createReady(s).Status.EndpointID
-				Expect(t.api.remove(old)).To(BeTrue())
-				var id string
-				Eventually(func(g Gomega) {
-					rs := t.regs()
-					g.Expect(rs).To(HaveLen(1))
-					g.Expect(rs[0].ID).NotTo(Equal(old))
-					id = rs[0].ID
-					g.Expect(get(g, s).Status.EndpointID).To(Equal(id))
-					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the vanished registration's secret is no longer accepted")
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				expectRESTSecret(t, s, id)
+				id := expectRemovedRecreated(t, s)
 
 				// Events, description (with the marker), and what else the profile compares.
 				secret, creates := t.only().Secret, t.creates()
