@@ -187,7 +187,7 @@ func expectGHSecret(s *hookv1.WebhookSubscription, h ghfake.Hook) {
 		g.Expect(secret).NotTo(BeEmpty(), "the hook has a secret")
 		sec := signingSecret(g, s)
 		g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(secret))
-		g.Expect(string(sec.Data[hookv1.SecretKeyPrefix+hookID(h)])).To(Equal(secret))
+		g.Expect(string(sec.Data[hookv1.SecretKeyFor(hookID(h))])).To(Equal(secret))
 		g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPending))
 		g.Expect(sec.Annotations).To(HaveKeyWithValue(hookv1.AnnotationEndpointID, hookID(h)))
 	}).WithTimeout(20 * time.Second).Should(Succeed())
@@ -345,7 +345,7 @@ var _ = Describe("WebhookSubscription on GitHub", Ordered, ContinueOnFailure, fu
 					g.Expect(hookID(hs[0])).NotTo(Equal(old))
 					h = hs[0]
 					g.Expect(get(g, s).Status.EndpointID).To(Equal(hookID(h)))
-					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the deleted hook's secret is no longer accepted")
+					g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyFor(old)), "the deleted hook's secret is no longer accepted")
 				}).WithTimeout(20 * time.Second).Should(Succeed())
 				expectGHSecret(s, h)
 

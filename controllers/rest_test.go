@@ -433,7 +433,7 @@ func expectRESTSecret(t *restTenant, s *hookv1.WebhookSubscription, id string) {
 		g.Expect(r.Secret).NotTo(BeEmpty(), "the registration has a secret")
 		sec := signingSecret(g, s)
 		g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(r.Secret))
-		g.Expect(string(sec.Data[hookv1.SecretKeyPrefix+id])).To(Equal(r.Secret))
+		g.Expect(string(sec.Data[hookv1.SecretKeyFor(id)])).To(Equal(r.Secret))
 		g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPending))
 		g.Expect(sec.Annotations).To(HaveKeyWithValue(hookv1.AnnotationEndpointID, id))
 
@@ -482,7 +482,7 @@ func expectRemovedRecreated(t *restTenant, s *hookv1.WebhookSubscription) string
 		g.Expect(rs[0].ID).NotTo(Equal(old))
 		id = rs[0].ID
 		g.Expect(get(g, s).Status.EndpointID).To(Equal(id))
-		g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+old), "the vanished registration's secret is no longer accepted")
+		g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyFor(old)), "the vanished registration's secret is no longer accepted")
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	expectRESTSecret(t, s, id)
 	return id

@@ -99,7 +99,7 @@ var _ = Describe("Route Secrets for the receiver", Ordered, ContinueOnFailure, f
 			Eventually(func(g Gomega) {
 				signing, copied := signingSecret(g, s), routeSecretOf(g, receiverNS, s)
 				g.Expect(copied.Data).To(Equal(routesecret.Data(signing.Data)))
-				g.Expect(copied.Data).To(HaveKey(hookv1.SecretKeyPrefix + got.Status.EndpointID))
+				g.Expect(copied.Data).To(HaveKey(hookv1.SecretKeyFor(got.Status.EndpointID)))
 				g.Expect(copied.Labels).To(HaveKeyWithValue(routesecret.Label, "true"))
 				g.Expect(copied.Labels).To(HaveKeyWithValue(routesecret.LabelNamespace, s.Namespace))
 				g.Expect(copied.Labels).To(HaveKeyWithValue(routesecret.LabelName, s.Name))

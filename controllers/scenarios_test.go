@@ -151,7 +151,7 @@ func expectURLChangeFollowed(t scenarioTenant) (s *hookv1.WebhookSubscription, o
 		cur := get(g, s)
 		g.Expect(regs).To(HaveKey(cur.Status.EndpointID))
 		g.Expect(cur.Status.URL).To(Equal(v2))
-		g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyPrefix + old))
+		g.Expect(signingSecret(g, s).Data).NotTo(HaveKey(hookv1.SecretKeyFor(old)))
 		id = cur.Status.EndpointID
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	return s, old, id

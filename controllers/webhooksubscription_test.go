@@ -57,7 +57,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 		Eventually(func(g Gomega) {
 			sec := signingSecret(g, s)
 			g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(eps[0].Secret))
-			g.Expect(string(sec.Data[hookv1.SecretKeyPrefix+eps[0].ID])).To(Equal(eps[0].Secret))
+			g.Expect(string(sec.Data[hookv1.SecretKeyFor(eps[0].ID)])).To(Equal(eps[0].Secret))
 			g.Expect(sec.Labels).To(HaveKeyWithValue(hookv1.LabelSigningSecret, "true"))
 			g.Expect(sec.Annotations).To(HaveKeyWithValue(hookv1.AnnotationEndpointID, eps[0].ID))
 			g.Expect(metav1.IsControlledBy(sec, got)).To(BeTrue())
@@ -140,7 +140,7 @@ var _ = Describe("WebhookSubscription on Stripe", Ordered, ContinueOnFailure, fu
 			g.Expect(got.Status.EndpointID).To(Equal(newEP.ID))
 			sec := signingSecret(g, s)
 			g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(newEP.Secret))
-			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPrefix+oldID), "the deleted endpoint's secret is no longer accepted")
+			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyFor(oldID)), "the deleted endpoint's secret is no longer accepted")
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 
 		// Someone edits its events in the dashboard.
