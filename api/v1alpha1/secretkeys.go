@@ -15,11 +15,16 @@ const SecretKeyHexPrefix = "whsec-hex."
 // "whsec-hex.<hex of id>" when id holds a character a Secret key may not.
 func SecretKeyFor(id string) string {
 	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !keyChar(c) {
 			return SecretKeyHexPrefix + hex.EncodeToString([]byte(id))
 		}
 	}
 	return SecretKeyPrefix + id
+}
+
+// keyChar reports whether a Secret's key may hold c.
+func keyChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
 // SecretIDOf is the registration id a signing Secret's key holds the secret of (SecretKeyFor

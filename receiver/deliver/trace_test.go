@@ -102,7 +102,7 @@ func checkMessaging(t *testing.T, ctx context.Context, system, destination strin
 	}
 	got := map[string]string{}
 	for _, kv := range ro.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	want := map[string]string{"hookwarden.sink.type": system, "messaging.system": system, "messaging.destination.name": destination,
 		"messaging.operation.type": "send", "messaging.message.id": IdempotencyKey(ev)}
