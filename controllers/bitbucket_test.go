@@ -121,6 +121,16 @@ func bbPuts(t *restTenant, id string) []core.Request {
 	return t.requests(http.MethodPut, t.item(id))
 }
 
+// bbDeleted expects n hooks deleted through the API, each answered 204.
+func bbDeleted(t *restTenant, n int) {
+	GinkgoHelper()
+	deletes := t.requests(http.MethodDelete, t.kind.collection(t)+"/")
+	Expect(deletes).To(HaveLen(n))
+	for _, d := range deletes {
+		Expect(d.Status).To(Equal(http.StatusNoContent))
+	}
+}
+
 var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFailure, func() {
 	var mgr *runningManager
 	BeforeAll(func() {
@@ -183,12 +193,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 			It("f: prunes proven twins; near-twins (reported) and other owners' hooks are never touched", func() {
 				t := newT()
 				expectTwinsPruned(t)
-				// Pruned through the API: exactly the two twins.
-				deletes := t.requests(http.MethodDelete, kind.collection(t)+"/")
-				Expect(deletes).To(HaveLen(2))
-				for _, d := range deletes {
-					Expect(d.Status).To(Equal(http.StatusNoContent))
-				}
+				bbDeleted(t, 2) // the two twins
 			})
 
 			It("g: never changes foreign hooks on the workspace or repository", func() {
@@ -333,12 +338,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 			It("j: deletion honours the policy, and missing credentials block it visibly", func() {
 				t := newT()
 				expectDeletionPolicies(t)
-				// Exactly the hooks deleted, through the API.
-				deletes := t.requests(http.MethodDelete, kind.collection(t)+"/")
-				Expect(deletes).To(HaveLen(2))
-				for _, d := range deletes {
-					Expect(d.Status).To(Equal(http.StatusNoContent))
-				}
+				bbDeleted(t, 2) // exactly the hooks deleted
 			})
 
 			It("i: Bitbucket's 429 without a wait holds the create back for the profile's backoff (a minute), saying RateLimited", func() {
