@@ -527,10 +527,10 @@ func expectCrashAfterCreateRecovered(t *restTenant, mgr **runningManager) {
 	first := t.only()
 	sec := signingSecret(Default, s)
 	if t.kind.clientChosen {
-		// The token was stored (pending) before GitLab heard of it.
+		// A client-chosen secret (GitLab's token) was stored (pending) before the API heard of it.
 		Expect(string(sec.Data[hookv1.SecretKeyPending])).To(Equal(first.Secret))
 	} else {
-		// PagerDuty showed the secret in the create answer only, and the process died
+		// The API (PagerDuty) showed the secret in the create answer only, and the process died
 		// holding it: nothing stores it.
 		for k, v := range sec.Data {
 			Expect(string(v)).NotTo(Equal(first.Secret), "key %s", k)
@@ -543,7 +543,7 @@ func expectCrashAfterCreateRecovered(t *restTenant, mgr **runningManager) {
 	Expect(got.Status.EndpointID).To(Equal(r.ID))
 	expectRESTSecret(t, s, r.ID)
 	if t.kind.clientChosen {
-		// Same hook; the pending token confirmed on it (set again, in place).
+		// Same hook; the pending secret confirmed on it (set again, in place).
 		Expect(r.ID).To(Equal(first.ID))
 		Expect(r.Secret).To(Equal(first.Secret))
 		Expect(t.creates()).To(Equal(1))
@@ -570,7 +570,7 @@ func expectLostCreateAnswers(t *restTenant) {
 	r := t.only()
 	expectRESTSecret(t, s, r.ID)
 	if t.kind.clientChosen {
-		// The hook made with the pending token is found by its marker and kept.
+		// The hook made with the pending secret is found by its marker and kept.
 		Expect(t.creates()).To(Equal(1))
 	} else {
 		// The lost answer held the only copy of the secret: replaced, and the
@@ -588,7 +588,7 @@ func expectLostCreateAnswers(t *restTenant) {
 	Expect(r2.URL).To(Equal("https://hooks.example.com/failed"))
 	expectRESTSecret(t, s2, id)
 	if t.kind.clientChosen {
-		// The retry reused the pending token the failed create carried.
+		// The retry reused the pending secret the failed create carried.
 		var refused []core.Request
 		for _, r := range t.requests("POST", collection) {
 			if r.Status == http.StatusInternalServerError {
