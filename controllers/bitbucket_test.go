@@ -226,6 +226,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 					g.Expect(c).NotTo(BeNil())
 					g.Expect(c.Reason).To(Equal(hookv1.ReasonConflict))
 					g.Expect(c.Message).To(ContainSubstring(left))
+					g.Expect(c.Message).To(ContainSubstring("carries no ownership marker; policies.adoption is Never"))
 				}).WithTimeout(20 * time.Second).Should(Succeed())
 				Consistently(func(g Gomega) {
 					g.Expect(t2.requests("", t2.item(left))).To(BeEmpty())
