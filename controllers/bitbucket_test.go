@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -80,7 +79,7 @@ func bitbucketKind(name, prefix, profile, repository string) *restKind {
 	}
 	return &restKind{
 		name: name, prefix: prefix, profile: profile, builtin: true,
-		events: []string{"repo:push", "pullrequest:created"}, otherEvent: "issue:created", clientChosen: true,
+		events: []string{"repo:push", "pullrequest:created"}, otherEvent: "issue:created", clientChosen: true, secretField: "secret",
 		collection: func(t *restTenant) string { return "/2.0/" + t.api.(*bitbucketAPI).key + "/hooks" },
 		newAccount: func(n int) (restAPI, string, map[string]string) {
 			ws := fmt.Sprintf("%s-acme-%d", prefix, n)
@@ -116,12 +115,20 @@ var bitbucketKinds = []*restKind{
 	bitbucketKind("Bitbucket Cloud workspace hooks (builtin profile, client-chosen secret)", "bbw", "bitbucket-workspace-hooks", ""),
 }
 
-// bbItem is a hook's path as the manager sends it: its uuid keeps its braces, escaped.
-func bbItem(t *restTenant, id string) string { return t.kind.collection(t) + "/" + url.PathEscape(id) }
-
-// bbPuts are the PUTs to hook id.
+// bbPuts are the PUTs to hook id (its path as the manager sends it: the uuid keeps its braces,
+// escaped).
 func bbPuts(t *restTenant, id string) []core.Request {
-	return t.requests(http.MethodPut, bbItem(t, id))
+	return t.requests(http.MethodPut, t.item(id))
+}
+
+// bbDeleted expects n hooks deleted through the API, each answered 204.
+func bbDeleted(t *restTenant, n int) {
+	GinkgoHelper()
+	deletes := t.requests(http.MethodDelete, t.kind.collection(t)+"/")
+	Expect(deletes).To(HaveLen(n))
+	for _, d := range deletes {
+		Expect(d.Status).To(Equal(http.StatusNoContent))
+	}
 }
 
 var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFailure, func() {
@@ -164,6 +171,71 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 					g.Expect(st.Available).To(BeFalse())
 					g.Expect(st.Message).To(Equal("recovery is not available on this provider profile (no recover section)"))
 				}).Should(Succeed())
+			})
+
+			It("b: a restarted manager creates nothing and writes nothing", func() {
+				expectRestartWritesNothing(newT(), &mgr)
+			})
+
+			It("c: a crash right after Bitbucket created the hook leaves one hook, found again by its marker, with the secret stored before the create", func() {
+				t := newT()
+				expectCrashAfterCreateRecovered(t, &mgr)
+				// The one create carried the secret the hook signs with.
+				creates := t.requests(http.MethodPost, kind.collection(t))
+				Expect(creates).To(HaveLen(1))
+				Expect(string(creates[0].Body)).To(ContainSubstring(`"secret":"` + t.only().Secret + `"`))
+			})
+
+			It("c2: a create whose answer was lost, and one that failed before Bitbucket saw it, each end with one hook and its secret", func() {
+				expectLostCreateAnswers(newT())
+			})
+
+			It("f: prunes proven twins; near-twins (reported) and other owners' hooks are never touched", func() {
+				t := newT()
+				expectTwinsPruned(t)
+				bbDeleted(t, 2) // the two twins
+			})
+
+			It("g: never changes foreign hooks on the workspace or repository", func() {
+				expectForeignUntouched(newT())
+			})
+
+			It("g: an unmarked hook for our URL alone is adopted under Adopt (marked, its secret replaced by ours, no create) and left alone under Never (Conflict)", func() {
+				t := newT()
+				const hookURL = "https://hooks.example.com/hand-made"
+				handMade := t.api.seed(restReg{URL: hookURL, Events: kind.events[:1], Description: "made by hand", Secret: "made-by-hand"})
+				s := createReady(t.sub("orders", hookURL))
+				r := t.only()
+				Expect(r.ID).To(Equal(handMade), "adopted, not duplicated")
+				Expect(t.creates()).To(BeZero())
+				Expect(r.Events).To(ConsistOf(kind.events))
+				Expect(kind.marked(r, t.owner(s))).To(BeTrue(), "marked as ours: %+v", r)
+				Expect(r.Secret).NotTo(Equal("made-by-hand"), "a secret we did not choose is not trusted")
+				expectRESTSecret(t, s, handMade)
+				Expect(bbPuts(t, handMade)).NotTo(BeEmpty())
+
+				t2 := newT()
+				never := restReg{URL: hookURL, Events: kind.events, Description: "made by hand", Secret: "made-by-hand"}
+				left := t2.api.seed(never)
+				before, _ := t2.reg(left)
+				s2 := t2.sub("orders", hookURL)
+				s2.Spec.Policies.Adoption = hookv1.AdoptionNever
+				Expect(k8s.Create(suiteCtx, s2)).To(Succeed())
+				Eventually(func(g Gomega) {
+					c := condition(get(g, s2), hookv1.ConditionReconciling)
+					g.Expect(c).NotTo(BeNil())
+					g.Expect(c.Reason).To(Equal(hookv1.ReasonConflict))
+					g.Expect(c.Message).To(ContainSubstring(left))
+					g.Expect(c.Message).To(ContainSubstring("carries no ownership marker; policies.adoption is Never"))
+				}).WithTimeout(20 * time.Second).Should(Succeed())
+				Consistently(func(g Gomega) {
+					g.Expect(t2.requests("", t2.item(left))).To(BeEmpty())
+					g.Expect(t2.writes()).To(BeZero())
+				}).WithTimeout(5 * time.Second).Should(Succeed())
+				after, ok := t2.reg(left)
+				Expect(ok).To(BeTrue())
+				Expect(after).To(Equal(before))
+				Expect(t2.regs()).To(HaveLen(1))
 			})
 
 			It("d: status cleared by hand is taken back by its marker, without a create", func() {
@@ -220,7 +292,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 			It("h: a changed URL gets a new hook, the old one is removed and the Secret follows", func() {
 				t := newT()
 				s, old, id := expectURLChangeFollowed(t)
-				Expect(t.requests(http.MethodDelete, bbItem(t, old))).To(HaveLen(1))
+				Expect(t.requests(http.MethodDelete, t.item(old))).To(HaveLen(1))
 				Expect(t.creates()).To(Equal(2))
 				expectRESTSecret(t, s, id)
 				expectReady(s)
@@ -267,12 +339,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 			It("j: deletion honours the policy, and missing credentials block it visibly", func() {
 				t := newT()
 				expectDeletionPolicies(t)
-				// Exactly the hooks deleted, through the API.
-				deletes := t.requests(http.MethodDelete, kind.collection(t)+"/")
-				Expect(deletes).To(HaveLen(2))
-				for _, d := range deletes {
-					Expect(d.Status).To(Equal(http.StatusNoContent))
-				}
+				bbDeleted(t, 2) // exactly the hooks deleted
 			})
 
 			It("i: Bitbucket's 429 without a wait holds the create back for the profile's backoff (a minute), saying RateLimited", func() {

@@ -83,6 +83,8 @@ type restKind struct {
 	// clientChosen: the operator chooses the secret (GitLab); else the API returns it on
 	// create only (PagerDuty).
 	clientChosen bool
+	// secretField is the create body's field carrying a client-chosen secret.
+	secretField string
 	// pings: the profile has a ping request.
 	pings bool
 	// collection is the list and create path of an account, for the request log.
@@ -212,7 +214,7 @@ var (
 var restKinds = []*restKind{
 	{
 		name: "GitLab project hooks (client-chosen secret token)", prefix: "gl", profile: "gitlab-project-hooks",
-		events: []string{"push", "merge_requests"}, otherEvent: "issues", clientChosen: true,
+		events: []string{"push", "merge_requests"}, otherEvent: "issues", clientChosen: true, secretField: "token",
 		collection: func(t *restTenant) string {
 			return "/api/v4/projects/" + url.PathEscape(t.api.(*gitlabAPI).path) + "/hooks"
 		},
@@ -420,7 +422,9 @@ func (t *restTenant) writes() int {
 	return n + t.creates()
 }
 
-func (t *restTenant) item(id string) string { return t.kind.collection(t) + "/" + id }
+// item is registration id's path as the manager sends it (an id with braces, as Bitbucket's,
+// escaped).
+func (t *restTenant) item(id string) string { return t.kind.collection(t) + "/" + url.PathEscape(id) }
 
 // expectRESTSecret waits until the signing Secret holds exactly registration id's secret as
 // current, with nothing pending, and verifies a delivery the API would sign with it (and
@@ -488,6 +492,186 @@ func expectRemovedRecreated(t *restTenant, s *hookv1.WebhookSubscription) string
 	return id
 }
 
+// expectRestartWritesNothing is scenario b: two subscriptions Ready, the manager (*mgr)
+// restarted; the new one re-reads the account, creates, updates and deletes nothing, and each
+// Secret still holds its registration's secret.
+func expectRestartWritesNothing(t *restTenant, mgr **runningManager) {
+	GinkgoHelper()
+	subs := []*hookv1.WebhookSubscription{t.sub("one", "https://hooks.example.com/one"), t.sub("two", "https://hooks.example.com/two")}
+	for _, s := range subs {
+		createReady(s)
+	}
+	writes, lists := t.writes(), len(t.requests("GET", t.kind.collection(t)))
+	(*mgr).Stop()
+	*mgr = startManager(managerOptions{})
+	Eventually(func() int { return len(t.requests("GET", t.kind.collection(t))) }).WithTimeout(20 * time.Second).Should(BeNumerically(">", lists))
+	for _, s := range subs {
+		expectReady(s)
+	}
+	Consistently(t.writes).WithTimeout(5*time.Second).Should(Equal(writes), "no create, update or delete after the restart")
+	Expect(t.regs()).To(HaveLen(2))
+	for _, s := range subs {
+		expectRESTSecret(t, s, get(Default, s).Status.EndpointID)
+	}
+}
+
+// expectCrashAfterCreateRecovered is scenario c: *mgr stopped, a manager crashes right after
+// the API created the registration; once *mgr runs again there is one registration and the
+// Secret holds the secret it signs with (a client-chosen one was stored as pending first and
+// is kept; a returned-once one is rotated make-before-break).
+func expectCrashAfterCreateRecovered(t *restTenant, mgr **runningManager) {
+	GinkgoHelper()
+	(*mgr).Stop()
+	s := t.sub("orders", "https://hooks.example.com/crash")
+	createAndCrash(s)
+	first := t.only()
+	sec := signingSecret(Default, s)
+	if t.kind.clientChosen {
+		// A client-chosen secret (GitLab's token) was stored (pending) before the API heard of it.
+		Expect(string(sec.Data[hookv1.SecretKeyPending])).To(Equal(first.Secret))
+	} else {
+		// The API (PagerDuty) showed the secret in the create answer only, and the process died
+		// holding it: nothing stores it.
+		for k, v := range sec.Data {
+			Expect(string(v)).NotTo(Equal(first.Secret), "key %s", k)
+		}
+	}
+
+	*mgr = startManager(managerOptions{})
+	got := expectReady(s)
+	r := t.only()
+	Expect(got.Status.EndpointID).To(Equal(r.ID))
+	expectRESTSecret(t, s, r.ID)
+	if t.kind.clientChosen {
+		// Same hook; the pending secret confirmed on it (set again, in place).
+		Expect(r.ID).To(Equal(first.ID))
+		Expect(r.Secret).To(Equal(first.Secret))
+		Expect(t.creates()).To(Equal(1))
+	} else {
+		// The secret cannot be read back: rotated make-before-break, the first
+		// subscription deleted once the new secret was stored.
+		Expect(r.ID).NotTo(Equal(first.ID))
+		Expect(t.creates()).To(Equal(2))
+		Expect(t.requests("DELETE", t.item(first.ID))).To(HaveLen(1))
+		Eventually(func(g Gomega) { g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, r.ID)).To(BeTrue()) }).Should(Succeed())
+	}
+}
+
+// expectLostCreateAnswers is scenario c2: a create the API applied but whose answer was lost
+// (502), and one refused before it applied (500), each end with one registration and its
+// secret; a client-chosen secret is not replaced by the retry.
+func expectLostCreateAnswers(t *restTenant) {
+	GinkgoHelper()
+	collection := t.kind.collection(t)
+	lost := t.api.fake().Inject(core.Fault{Method: "POST", PathPrefix: collection, Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`, AfterApply: true, Times: 1})
+	defer lost()
+	s := t.sub("lost", "https://hooks.example.com/lost")
+	createReady(s)
+	r := t.only()
+	expectRESTSecret(t, s, r.ID)
+	if t.kind.clientChosen {
+		// The hook made with the pending secret is found by its marker and kept.
+		Expect(t.creates()).To(Equal(1))
+	} else {
+		// The lost answer held the only copy of the secret: replaced, and the
+		// unanswered subscription deleted.
+		Expect(t.creates()).To(Equal(2))
+		Expect(t.requests("DELETE", collection+"/")).To(HaveLen(1))
+	}
+
+	failed := t.api.fake().Inject(core.Fault{Method: "POST", PathPrefix: collection, Status: http.StatusInternalServerError, Body: `{"message":"500 Internal Server Error"}`, Times: 1})
+	defer failed()
+	s2 := t.sub("failed", "https://hooks.example.com/failed")
+	id := createReady(s2).Status.EndpointID
+	Expect(t.regs()).To(HaveLen(2))
+	r2, _ := t.reg(id)
+	Expect(r2.URL).To(Equal("https://hooks.example.com/failed"))
+	expectRESTSecret(t, s2, id)
+	if t.kind.clientChosen {
+		// The retry reused the pending secret the failed create carried.
+		var refused []core.Request
+		for _, r := range t.requests("POST", collection) {
+			if r.Status == http.StatusInternalServerError {
+				refused = append(refused, r)
+			}
+		}
+		Expect(refused).To(HaveLen(1))
+		Expect(string(refused[0].Body)).To(ContainSubstring(`"` + t.kind.secretField + `":"` + r2.Secret + `"`))
+	}
+}
+
+// expectTwinsPruned is scenario f: our marker on a canonically equal URL and an unmarked
+// registration for our URL (adoption Adopt, the default) are twins and pruned; a near-twin is
+// reported and another cluster's registration is left alone, neither touched.
+func expectTwinsPruned(t *restTenant) {
+	GinkgoHelper()
+	s := t.sub("orders", "https://hooks.example.com/twins")
+	got := createReady(s)
+	kept := got.Status.EndpointID
+	// Our marker on a canonically equal URL: a twin. Unmarked for exactly our URL:
+	// taken as ours under adoption Adopt, so a twin too. A trailing slash and no
+	// marker: a foreign near-twin. Our URL with another cluster's marker: provably
+	// not ours, left alone.
+	twin := restReg{URL: "https://HOOKS.example.com:443/twins", Events: t.kind.events, VerifySSL: true}
+	t.kind.mark(&twin, t.owner(got))
+	ours := t.api.seed(twin)
+	unmarked := t.api.seed(restReg{URL: "https://hooks.example.com/twins", Events: t.kind.events[:1], VerifySSL: true})
+	nearTwin := t.api.seed(restReg{URL: "https://hooks.example.com/twins/", Events: t.kind.events, VerifySSL: true})
+	elsewhere := restReg{URL: "https://hooks.example.com/twins", Events: t.kind.events, VerifySSL: true}
+	t.kind.mark(&elsewhere, providers.Owner{Cluster: "prod-eu", Namespace: t.ns, Name: "orders", UID: "0000"})
+	theirs := t.api.seed(elsewhere)
+
+	Eventually(func(g Gomega) {
+		g.Expect(t.registrationIDs()).To(ConsistOf(kept, nearTwin, theirs))
+		cur := get(g, s)
+		g.Expect(cur.Status.EndpointID).To(Equal(kept))
+		g.Expect(cur.Status.TwinsPruned).To(Equal(int32(2)))
+		g.Expect(hasEvent(g, s, hookv1.ReasonTwinsPruned, ours)).To(BeTrue())
+		g.Expect(hasEvent(g, s, hookv1.ReasonTwinsPruned, unmarked)).To(BeTrue())
+		c := condition(cur, hookv1.ConditionTwinsFound)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring(nearTwin))
+		g.Expect(hasEvent(g, s, hookv1.ReasonNearTwinFound, nearTwin)).To(BeTrue())
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	Expect(t.requests("", t.item(nearTwin))).To(BeEmpty(), "the near-twin is never touched")
+	Expect(t.requests("", t.item(theirs))).To(BeEmpty(), "another cluster's registration is never touched")
+	expectRESTSecret(t, s, kept)
+	expectReady(s)
+}
+
+// expectForeignUntouched is scenario g: registrations on the account that are not ours
+// (another cluster's marker, another URL, a hand-made one for a nearby URL) receive no request
+// and stay as they were while ours is created.
+func expectForeignUntouched(t *restTenant) {
+	GinkgoHelper()
+	// The same namespace and name in another cluster, someone else's hook, and an
+	// unmarked one for a nearby URL.
+	other := restReg{URL: "https://hooks.example.com/other-cluster", Events: t.kind.events, VerifySSL: true}
+	t.kind.mark(&other, providers.Owner{Cluster: "prod-eu", Namespace: t.ns, Name: "orders", UID: "0000"})
+	var foreign []string
+	for _, r := range []restReg{other, {URL: "https://ci.example.com/hook", Events: []string{t.kind.otherEvent}}, {URL: "https://hooks.example.com/", Events: t.kind.events, Description: "hand-made"}} {
+		foreign = append(foreign, t.api.seed(r))
+	}
+	before := map[string]restReg{}
+	for _, r := range t.regs() {
+		before[r.ID] = r
+	}
+	s := t.sub("orders", "https://hooks.example.com/mine")
+	createReady(s)
+	Consistently(func(g Gomega) {
+		for _, id := range foreign {
+			g.Expect(t.requests("", t.item(id))).To(BeEmpty())
+			g.Expect(t.requests("", t.item(id)+"/")).To(BeEmpty())
+		}
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+	Expect(t.regs()).To(HaveLen(4))
+	for _, id := range foreign {
+		r, ok := t.reg(id)
+		Expect(ok).To(BeTrue())
+		Expect(r).To(Equal(before[id]))
+	}
+}
+
 var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFailure, func() {
 	var mgr *runningManager
 	BeforeAll(func() {
@@ -541,101 +725,15 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			})
 
 			It("b: a restarted manager creates nothing and writes nothing: the profile has no conditional lists, every resync re-reads and finds nothing to change", func() {
-				t := newT()
-				subs := []*hookv1.WebhookSubscription{t.sub("one", "https://hooks.example.com/one"), t.sub("two", "https://hooks.example.com/two")}
-				for _, s := range subs {
-					createReady(s)
-				}
-				writes, lists := t.writes(), len(t.requests("GET", kind.collection(t)))
-				mgr.Stop()
-				mgr = startManager(managerOptions{})
-				Eventually(func() int { return len(t.requests("GET", kind.collection(t))) }).WithTimeout(20 * time.Second).Should(BeNumerically(">", lists))
-				for _, s := range subs {
-					expectReady(s)
-				}
-				Consistently(t.writes).WithTimeout(5*time.Second).Should(Equal(writes), "no create, update or delete after the restart")
-				Expect(t.regs()).To(HaveLen(2))
-				for _, s := range subs {
-					expectRESTSecret(t, s, get(Default, s).Status.EndpointID)
-				}
+				expectRestartWritesNothing(newT(), &mgr)
 			})
 
 			It("c: a crash after the API created the registration leaves one, and the Secret ends holding the secret it signs with", func() {
-				t := newT()
-				mgr.Stop()
-				s := t.sub("orders", "https://hooks.example.com/crash")
-				createAndCrash(s)
-				first := t.only()
-				sec := signingSecret(Default, s)
-				if kind.clientChosen {
-					// The token was stored (pending) before GitLab heard of it.
-					Expect(string(sec.Data[hookv1.SecretKeyPending])).To(Equal(first.Secret))
-				} else {
-					// PagerDuty showed the secret in the create answer only, and the process died
-					// holding it: nothing stores it.
-					for k, v := range sec.Data {
-						Expect(string(v)).NotTo(Equal(first.Secret), "key %s", k)
-					}
-				}
-
-				mgr = startManager(managerOptions{})
-				got := expectReady(s)
-				r := t.only()
-				Expect(got.Status.EndpointID).To(Equal(r.ID))
-				expectRESTSecret(t, s, r.ID)
-				if kind.clientChosen {
-					// Same hook; the pending token confirmed on it (set again, in place).
-					Expect(r.ID).To(Equal(first.ID))
-					Expect(r.Secret).To(Equal(first.Secret))
-					Expect(t.creates()).To(Equal(1))
-				} else {
-					// The secret cannot be read back: rotated make-before-break, the first
-					// subscription deleted once the new secret was stored.
-					Expect(r.ID).NotTo(Equal(first.ID))
-					Expect(t.creates()).To(Equal(2))
-					Expect(t.requests("DELETE", t.item(first.ID))).To(HaveLen(1))
-					Eventually(func(g Gomega) { g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, r.ID)).To(BeTrue()) }).Should(Succeed())
-				}
+				expectCrashAfterCreateRecovered(newT(), &mgr)
 			})
 
 			It("c2: a create whose answer was lost, and one that failed before the API saw it, each end with one registration and its secret", func() {
-				t := newT()
-				collection := kind.collection(t)
-				lost := t.api.fake().Inject(core.Fault{Method: "POST", PathPrefix: collection, Status: http.StatusBadGateway, Body: `{"message":"502 Bad Gateway"}`, AfterApply: true, Times: 1})
-				defer lost()
-				s := t.sub("lost", "https://hooks.example.com/lost")
-				createReady(s)
-				r := t.only()
-				expectRESTSecret(t, s, r.ID)
-				if kind.clientChosen {
-					// The hook made with the pending token is found by its marker and kept.
-					Expect(t.creates()).To(Equal(1))
-				} else {
-					// The lost answer held the only copy of the secret: replaced, and the
-					// unanswered subscription deleted.
-					Expect(t.creates()).To(Equal(2))
-					Expect(t.requests("DELETE", collection+"/")).To(HaveLen(1))
-				}
-
-				failed := t.api.fake().Inject(core.Fault{Method: "POST", PathPrefix: collection, Status: http.StatusInternalServerError, Body: `{"message":"500 Internal Server Error"}`, Times: 1})
-				defer failed()
-				s2 := t.sub("failed", "https://hooks.example.com/failed")
-				id := createReady(s2).Status.EndpointID
-				Expect(t.regs()).To(HaveLen(2))
-				r2, _ := t.reg(id)
-				Expect(r2.URL).To(Equal("https://hooks.example.com/failed"))
-				expectRESTSecret(t, s2, id)
-				if kind.clientChosen {
-					// The retry reused the pending token the failed create carried.
-					var refused []core.Request
-					for _, r := range t.requests("POST", collection) {
-						if r.Status == http.StatusInternalServerError {
-							refused = append(refused, r)
-						}
-					}
-					Expect(refused).To(HaveLen(1))
-					Expect(string(refused[0].Body)).To(ContainSubstring(`"token":"` + r2.Secret + `"`))
-				}
+				expectLostCreateAnswers(newT())
 			})
 
 			It("d: status cleared by hand is taken back by its marker, without a create", func() {
@@ -701,69 +799,11 @@ var _ = Describe("WebhookSubscription on REST profiles", Ordered, ContinueOnFail
 			})
 
 			It("f: prunes proven twins; near-twins (reported) and other owners' registrations are never touched", func() {
-				t := newT()
-				s := t.sub("orders", "https://hooks.example.com/twins")
-				got := createReady(s)
-				kept := got.Status.EndpointID
-				// Our marker on a canonically equal URL: a twin. Unmarked for exactly our URL:
-				// taken as ours under adoption Adopt, so a twin too. A trailing slash and no
-				// marker: a foreign near-twin. Our URL with another cluster's marker: provably
-				// not ours, left alone.
-				twin := restReg{URL: "https://HOOKS.example.com:443/twins", Events: kind.events, VerifySSL: true}
-				kind.mark(&twin, t.owner(got))
-				ours := t.api.seed(twin)
-				unmarked := t.api.seed(restReg{URL: "https://hooks.example.com/twins", Events: kind.events[:1], VerifySSL: true})
-				nearTwin := t.api.seed(restReg{URL: "https://hooks.example.com/twins/", Events: kind.events, VerifySSL: true})
-				elsewhere := restReg{URL: "https://hooks.example.com/twins", Events: kind.events, VerifySSL: true}
-				kind.mark(&elsewhere, providers.Owner{Cluster: "prod-eu", Namespace: t.ns, Name: "orders", UID: "0000"})
-				theirs := t.api.seed(elsewhere)
-
-				Eventually(func(g Gomega) {
-					g.Expect(t.registrationIDs()).To(ConsistOf(kept, nearTwin, theirs))
-					cur := get(g, s)
-					g.Expect(cur.Status.EndpointID).To(Equal(kept))
-					g.Expect(cur.Status.TwinsPruned).To(Equal(int32(2)))
-					g.Expect(hasEvent(g, s, hookv1.ReasonTwinsPruned, ours)).To(BeTrue())
-					g.Expect(hasEvent(g, s, hookv1.ReasonTwinsPruned, unmarked)).To(BeTrue())
-					c := condition(cur, hookv1.ConditionTwinsFound)
-					g.Expect(c).NotTo(BeNil())
-					g.Expect(c.Message).To(ContainSubstring(nearTwin))
-					g.Expect(hasEvent(g, s, hookv1.ReasonNearTwinFound, nearTwin)).To(BeTrue())
-				}).WithTimeout(20 * time.Second).Should(Succeed())
-				Expect(t.requests("", t.item(nearTwin))).To(BeEmpty(), "the near-twin is never touched")
-				Expect(t.requests("", t.item(theirs))).To(BeEmpty(), "another cluster's registration is never touched")
-				expectRESTSecret(t, s, kept)
-				expectReady(s)
+				expectTwinsPruned(newT())
 			})
 
 			It("g: never changes foreign registrations on the account", func() {
-				t := newT()
-				// The same namespace and name in another cluster, someone else's hook, and an
-				// unmarked one for a nearby URL.
-				other := restReg{URL: "https://hooks.example.com/other-cluster", Events: kind.events, VerifySSL: true}
-				kind.mark(&other, providers.Owner{Cluster: "prod-eu", Namespace: t.ns, Name: "orders", UID: "0000"})
-				var foreign []string
-				for _, r := range []restReg{other, {URL: "https://ci.example.com/hook", Events: []string{kind.otherEvent}}, {URL: "https://hooks.example.com/", Events: kind.events, Description: "hand-made"}} {
-					foreign = append(foreign, t.api.seed(r))
-				}
-				before := map[string]restReg{}
-				for _, r := range t.regs() {
-					before[r.ID] = r
-				}
-				s := t.sub("orders", "https://hooks.example.com/mine")
-				createReady(s)
-				Consistently(func(g Gomega) {
-					for _, id := range foreign {
-						g.Expect(t.requests("", t.item(id))).To(BeEmpty())
-						g.Expect(t.requests("", t.item(id)+"/")).To(BeEmpty())
-					}
-				}).WithTimeout(5 * time.Second).Should(Succeed())
-				Expect(t.regs()).To(HaveLen(4))
-				for _, id := range foreign {
-					r, ok := t.reg(id)
-					Expect(ok).To(BeTrue())
-					Expect(r).To(Equal(before[id]))
-				}
+				expectForeignUntouched(newT())
 			})
 
 			It("h: a changed URL gets a new registration, the old one is removed and the Secret follows", func() {
