@@ -14,7 +14,15 @@ import (
 // a free one), storing in dir, until the test ends or it is shut down.
 func StartNATS(tb testing.TB, dir string, port int) *server.Server {
 	tb.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	return StartNATSWith(tb, &server.Options{Port: port, StoreDir: dir})
+}
+
+// StartNATSWith runs an embedded nats-server with JetStream and the options o (TLS, trusted
+// operators and an account resolver, ...) on 127.0.0.1, until the test ends or it is shut down.
+func StartNATSWith(tb testing.TB, o *server.Options) *server.Server {
+	tb.Helper()
+	o.Host, o.JetStream, o.NoLog, o.NoSigs = "127.0.0.1", true, true, true
+	s, err := server.NewServer(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -30,7 +38,14 @@ func StartNATS(tb testing.TB, dir string, port int) *server.Server {
 // stream and the connection (closed when the test ends).
 func Stream(tb testing.TB, s *server.Server, name string, subjects ...string) (jetstream.Stream, *nats.Conn) {
 	tb.Helper()
-	nc, err := nats.Connect(s.ClientURL())
+	return StreamAt(tb, s.ClientURL(), nil, name, subjects...)
+}
+
+// StreamAt is Stream for a server at url that needs the connection options opts (TLS,
+// credentials).
+func StreamAt(tb testing.TB, url string, opts []nats.Option, name string, subjects ...string) (jetstream.Stream, *nats.Conn) {
+	tb.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
