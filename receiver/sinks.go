@@ -1,7 +1,6 @@
 package receiver
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -90,18 +89,28 @@ func buildSinks(d *hookv1.DeliverySpec, data map[string][]byte) []deliver.Sink {
 }
 
 // jetStream builds a NATS JetStream sink's publisher, with the credentials the route Secret
-// holds for it (token, or username and password).
+// holds for it (a credentials file, a token, or username and password) and its TLS material.
 func jetStream(name string, spec *hookv1.NATSSink, data map[string][]byte) (deliver.Publisher, error) {
-	key := func(field string) string { return string(data[routesecret.SinkKey(name, field)]) }
+	key := func(field string) []byte { return data[routesecret.SinkKey(name, field)] }
+	auth := deliver.JetStreamAuth{Creds: key(routesecret.SinkFieldCreds), Token: string(key(routesecret.SinkFieldToken)),
+		Username: string(key(routesecret.SinkFieldUsername)), Password: string(key(routesecret.SinkFieldPassword))}
+	if spec.Credentials != nil && len(auth.Creds) == 0 && auth.Token == "" && auth.Username == "" {
+		return nil, fmt.Errorf("the route Secret holds no %s, %s nor %s yet (the manager copies the sink's credentials there)",
+			routesecret.SinkKey(name, routesecret.SinkFieldCreds), routesecret.SinkKey(name, routesecret.SinkFieldToken),
+			routesecret.SinkKey(name, routesecret.SinkFieldUsername))
+	}
 	if spec.TLS != nil {
-		return nil, errors.New("TLS towards NATS is not delivered by this receiver version yet")
+		m, err := brokerTLS(name, spec.TLS, data)
+		if err != nil {
+			return nil, err
+		}
+		auth.TLS, auth.TLSMaterial = true, m
 	}
-	auth := deliver.JetStreamAuth{Token: key(routesecret.SinkFieldToken), Username: key(routesecret.SinkFieldUsername), Password: key(routesecret.SinkFieldPassword)}
-	if spec.Credentials != nil && auth.Token == "" && auth.Username == "" {
-		return nil, fmt.Errorf("the route Secret holds no %s nor %s yet (the manager copies the sink's credentials there)",
-			routesecret.SinkKey(name, routesecret.SinkFieldToken), routesecret.SinkKey(name, routesecret.SinkFieldUsername))
+	p, err := deliver.NewJetStream(spec.URLs, spec.Subject, auth)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", name, err)
 	}
-	return deliver.NewJetStream(spec.URLs, spec.Subject, auth), nil
+	return p, nil
 }
 
 // rabbitMQ builds a RabbitMQ sink's publisher from the URL (credentials included) and TLS

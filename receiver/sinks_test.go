@@ -1,14 +1,22 @@
 package receiver
 
 import (
+	"context"
+	"crypto/tls"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/brokertest"
 	"github.com/hookwarden/hookwarden/internal/routesecret"
+	"github.com/hookwarden/hookwarden/internal/testpki"
+	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver/deliver"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
@@ -17,6 +25,12 @@ import (
 // one it cannot send to yet, why (its events wait; the others go on).
 func TestBuildSinks(t *testing.T) {
 	key := routesecret.SinkKey
+	pki := testpki.New(t)
+	op := brokertest.NewNATSOperator(t)
+	creds := op.Creds(t, op.Account)
+	natsSink := func(name string, creds *hookv1.SinkSecretRef, tls *hookv1.BrokerTLS) hookv1.Sink {
+		return hookv1.Sink{Name: name, NATS: &hookv1.NATSSink{URLs: []string{"tls://n:4222"}, Subject: "a.b", Credentials: creds, TLS: tls}}
+	}
 	http1 := func(name string, mod func(*hookv1.Sink)) hookv1.Sink {
 		s := hookv1.Sink{Name: name, HTTP: &hookv1.HTTPSink{URL: "https://" + name + ".shop.svc/events"}}
 		if mod != nil {
@@ -96,7 +110,7 @@ func TestBuildSinks(t *testing.T) {
 				"typo":         "filter does not compile: ERROR: <input>:1:1: undeclared reference to 'typ'",
 				"broker":       "the manager has not resolved Broker default to a URL yet",
 				"resolved":     "",
-				"natsauth":     "the route Secret holds no sink.natsauth.token nor sink.natsauth.username yet",
+				"natsauth":     "the route Secret holds no sink.natsauth.user.creds, sink.natsauth.token nor sink.natsauth.username yet",
 				"kafka":        "",
 				"kafkasasl":    "",
 				"kafkanosasl":  "the route Secret holds no sink.kafkanosasl.username and sink.kafkanosasl.password yet",
@@ -106,6 +120,37 @@ func TestBuildSinks(t *testing.T) {
 				"rabbitnourl":  "the route Secret holds no sink.rabbitnourl.url yet",
 				"rabbitnoca":   "the route Secret holds no [sink.rabbitnoca.ca.crt] yet",
 				"rabbitbadurl": "sink rabbitbadurl: the RabbitMQ URL: AMQP scheme must be either 'amqp://' or 'amqps://'",
+			},
+		},
+		{
+			reason: "NATS sinks: the credentials file, token or username, and TLS material the route Secret holds; a file that does not parse or a CA bundle without a certificate waits with its reason",
+			delivery: &hookv1.DeliverySpec{Sinks: []hookv1.Sink{
+				natsSink("creds", &hookv1.SinkSecretRef{Name: "n"}, nil),
+				natsSink("badcreds", &hookv1.SinkSecretRef{Name: "n"}, nil),
+				natsSink("token", &hookv1.SinkSecretRef{Name: "n"}, nil),
+				natsSink("mtls", &hookv1.SinkSecretRef{Name: "n"}, &hookv1.BrokerTLS{CABundle: &hookv1.SinkSecretKey{Name: "ca", Key: "ca.crt"}, ClientCertificate: &hookv1.SinkSecretRef{Name: "c"}}),
+				natsSink("systemroots", nil, &hookv1.BrokerTLS{}),
+				natsSink("nocert", nil, &hookv1.BrokerTLS{ClientCertificate: &hookv1.SinkSecretRef{Name: "c"}}),
+				natsSink("badca", nil, &hookv1.BrokerTLS{CABundle: &hookv1.SinkSecretKey{Name: "ca", Key: "ca.crt"}}),
+			}},
+			data: map[string][]byte{
+				key("creds", routesecret.SinkFieldCreds):    creds,
+				key("badcreds", routesecret.SinkFieldCreds): []byte("not a credentials file"),
+				key("token", routesecret.SinkFieldToken):    []byte("t0k"),
+				key("mtls", routesecret.SinkFieldCreds):     creds,
+				key("mtls", routesecret.SinkFieldCA):        pki.CA,
+				key("mtls", routesecret.SinkFieldCert):      pki.ClientCert,
+				key("mtls", routesecret.SinkFieldKey):       pki.ClientKey,
+				key("badca", routesecret.SinkFieldCA):       []byte("not PEM"),
+			},
+			want: map[string]string{
+				"creds":       "",
+				"badcreds":    "sink badcreds: the NATS credentials file (user.creds) holds no user JWT",
+				"token":       "",
+				"mtls":        "",
+				"systemroots": "",
+				"nocert":      "the route Secret holds no [sink.nocert.tls.crt sink.nocert.tls.key] yet",
+				"badca":       "sink badca: the CA bundle holds no PEM certificate",
 			},
 		},
 	}
@@ -130,5 +175,60 @@ func TestBuildSinks(t *testing.T) {
 		if tc.check != nil {
 			tc.check(t, sinks)
 		}
+	}
+}
+
+// Issue 30: a NATS sink built from what the manager copied into the route Secret (its user.creds
+// and its TLS material) publishes to a server in operator (JWT) mode that requires mutual TLS;
+// a rotated credentials file in the route Secret makes a new publisher that uses it.
+func TestNATSSinkFromRouteSecret(t *testing.T) {
+	testtier.RequiresServers(t, "a NATS JetStream server")
+	pki := testpki.New(t)
+	cert, err := tls.X509KeyPair(pki.ServerCert, pki.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := brokertest.NewNATSOperator(t)
+	o := &server.Options{Port: server.RANDOM_PORT, StoreDir: t.TempDir(), TLS: true, TLSVerify: true, TLSTimeout: 5,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientCAs: pki.Pool, ClientAuth: tls.RequireAndVerifyClientCert}}
+	op.Configure(o)
+	ns := brokertest.StartNATSWith(t, o)
+	url := ns.ClientURL() // tls://127.0.0.1:port
+	creds := op.Creds(t, op.Account)
+	adminCert, err := tls.X509KeyPair(pki.ClientCert, pki.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := []nats.Option{nats.UserCredentialBytes(creds), nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pki.Pool, Certificates: []tls.Certificate{adminCert}})}
+	st, _ := brokertest.StreamAt(t, url, admin, "HOOKS", "hooks.>")
+
+	key := routesecret.SinkKey
+	delivery := &hookv1.DeliverySpec{Sinks: []hookv1.Sink{{Name: "bus", NATS: &hookv1.NATSSink{URLs: []string{url}, Subject: "hooks.orders",
+		Credentials: &hookv1.SinkSecretRef{Name: "nats-user"},
+		TLS:         &hookv1.BrokerTLS{CABundle: &hookv1.SinkSecretKey{Name: "nats-ca", Key: "ca.crt"}, ClientCertificate: &hookv1.SinkSecretRef{Name: "nats-client"}}}}}}
+	data := map[string][]byte{key("bus", routesecret.SinkFieldCreds): creds, key("bus", routesecret.SinkFieldCA): pki.CA,
+		key("bus", routesecret.SinkFieldCert): pki.ClientCert, key("bus", routesecret.SinkFieldKey): pki.ClientKey}
+	publish := func(data map[string][]byte, id string) {
+		t.Helper()
+		sinks := buildSinks(delivery, data)
+		if len(sinks) != 1 || sinks[0].Problem != "" || sinks[0].Publisher == nil {
+			t.Fatalf("sinks %+v, want the bus sink ready", sinks)
+		}
+		defer sinks[0].Publisher.Close()
+		ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: "invoice.paid", Payload: []byte("{}")}
+		if _, err := sinks[0].Publisher.Publish(context.Background(), ev); err != nil {
+			t.Fatalf("publishing %s: %v", id, err)
+		}
+	}
+	publish(data, "evt_1")
+	rotated := maps.Clone(data)
+	rotated[key("bus", routesecret.SinkFieldCreds)] = op.Creds(t, op.Account)
+	publish(rotated, "evt_2")
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("the stream holds %d messages, want the 2 published", info.State.Msgs)
 	}
 }

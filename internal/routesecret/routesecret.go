@@ -72,6 +72,7 @@ const (
 	SinkFieldURL         = "url"
 	SinkFieldBearerToken = "bearer-token"
 	SinkFieldToken       = "token"
+	SinkFieldCreds       = "user.creds"
 	SinkFieldUsername    = "username"
 	SinkFieldPassword    = "password"
 	SinkFieldCert        = "tls.crt"

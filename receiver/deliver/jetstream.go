@@ -3,12 +3,15 @@ package deliver
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,10 +35,19 @@ type Publisher interface {
 	Close()
 }
 
-// JetStreamAuth is how a JetStream sink authenticates (from the route Secret).
+// JetStreamAuth is how a JetStream sink authenticates and secures its connection (from the
+// route Secret): one of Creds, Token, or Username and Password, and TLS.
 type JetStreamAuth struct {
+	// Creds is the content of a NATS credentials file (user.creds, as nsc or the NATS account
+	// server writes it): the user's JWT and its nkey seed, for servers in operator (JWT) mode.
+	Creds              []byte
 	Token              string
 	Username, Password string
+	// TLS connects over TLS (a tls:// URL does too) with TLSMaterial: the CA bundle the
+	// server's certificate must chain to (default: the system's) and a client certificate for
+	// mutual TLS.
+	TLS         bool
+	TLSMaterial TLSMaterial
 }
 
 // JetStream publishes events to a subject of a NATS JetStream stream, each with Nats-Msg-Id
@@ -56,15 +68,63 @@ type JetStream struct {
 var _ Publisher = (*JetStream)(nil)
 
 // NewJetStream returns the publisher of a sink at servers (nats:// or tls:// URLs) and subject.
-func NewJetStream(servers []string, subject string, auth JetStreamAuth) *JetStream {
+// Credentials that do not parse and TLS material that does not load are errors here: nothing
+// can be sent until the user fixes them.
+func NewJetStream(servers []string, subject string, auth JetStreamAuth) (*JetStream, error) {
 	opts := []nats.Option{nats.Name("hookwarden-receiver"), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1)}
 	switch {
+	case len(auth.Creds) > 0:
+		o, err := credsOption(auth.Creds)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o)
 	case auth.Token != "":
 		opts = append(opts, nats.Token(auth.Token))
 	case auth.Username != "":
 		opts = append(opts, nats.UserInfo(auth.Username, auth.Password))
 	}
-	return &JetStream{url: strings.Join(servers, ","), subject: subject, opts: opts}
+	if auth.TLS {
+		cfg, err := auth.TLSMaterial.config()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(cfg))
+	}
+	return &JetStream{url: strings.Join(servers, ","), subject: subject, opts: opts}, nil
+}
+
+// credsOption authenticates with the user JWT and nkey seed of a credentials file (the
+// decorated "-----BEGIN NATS USER JWT-----" and "-----BEGIN USER NKEY SEED-----" blocks),
+// checked here so that a file that does not parse, or whose seed is not its JWT's user, is
+// said at once rather than as an authorization violation at every attempt. Nothing of the
+// file's content goes into an error.
+func credsOption(creds []byte) (nats.Option, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return nil, fmt.Errorf("the NATS credentials file (user.creds) holds no user JWT: %w", err)
+	}
+	claims, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return nil, fmt.Errorf("the NATS credentials file (user.creds) holds no user JWT: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(creds)
+	if err != nil {
+		return nil, fmt.Errorf("the NATS credentials file (user.creds) holds no user nkey seed: %w", err)
+	}
+	defer kp.Wipe()
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("the NATS credentials file (user.creds): %w", err)
+	}
+	if pub != claims.Subject {
+		return nil, fmt.Errorf("the NATS credentials file (user.creds): its seed is the key of %s, not of its JWT's user %s", pub, claims.Subject)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("the NATS credentials file (user.creds): %w", err)
+	}
+	return nats.UserJWTAndSeed(token, string(seed)), nil
 }
 
 // conn is the current JetStream context, connecting first when there is none.
@@ -91,7 +151,7 @@ func (s *JetStream) conn() (jetstream.JetStream, error) {
 func (s *JetStream) Publish(ctx context.Context, ev store.Event) (Published, error) {
 	js, err := s.conn()
 	if err != nil {
-		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("connecting to NATS: %w", err)}
+		return Published{}, connectError(err)
 	}
 	msg := nats.NewMsg(s.subject)
 	msg.Data = ev.Payload
@@ -119,6 +179,32 @@ func (s *JetStream) Publish(ctx context.Context, ev store.Event) (Published, err
 	default:
 		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("publishing to NATS subject %q: %w", s.subject, err)}
 	}
+}
+
+// connectError classifies a failed connection: a refusal the user must fix (the server
+// refused the credentials, or TLS verification failed either way) is Misconfigured, its events
+// waiting uncounted; anything else (the server unreachable) is retried.
+func connectError(err error) *Error {
+	var (
+		verify *tls.CertificateVerificationError
+		remote *net.OpError
+	)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		errors.Is(err, nats.ErrAccountAuthExpired):
+		return &Error{Retryable: true, Misconfigured: true,
+			Err: fmt.Errorf("NATS refused the sink's credentials (token, username and password, or user.creds): %w", err)}
+	case errors.As(err, &verify):
+		return &Error{Retryable: true, Misconfigured: true,
+			Err: fmt.Errorf("the NATS server's certificate does not verify against the sink's CA bundle (tls.caBundle): %w", err)}
+	case errors.Is(err, nats.ErrTLS) || errors.As(err, &remote) && remote.Op == "remote error":
+		// The handshake failed, or the server closed the connection right after it or sent a
+		// TLS alert (crypto/tls's "remote error"; with TLS 1.3 it comes at the first read
+		// after the handshake): typically it did not take the client's certificate.
+		return &Error{Retryable: true, Misconfigured: true,
+			Err: fmt.Errorf("the TLS handshake with the NATS server failed: does it require a client certificate (tls.clientCertificate), or refuse this one? %w", err)}
+	}
+	return &Error{Retryable: true, Err: fmt.Errorf("connecting to NATS: %w", err)}
 }
 
 // Close implements Publisher.

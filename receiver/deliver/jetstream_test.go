@@ -48,6 +48,17 @@ func messages(t *testing.T, st jetstream.Stream) []*jetstream.RawStreamMsg {
 	return out
 }
 
+// newJetStream is the publisher of a sink at url and subject, closed when the test ends.
+func newJetStream(t *testing.T, url, subject string, auth JetStreamAuth) *JetStream {
+	t.Helper()
+	p, err := NewJetStream([]string{url}, subject, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
 func count(t *testing.T, st jetstream.Stream) uint64 {
 	t.Helper()
 	info, err := st.Info(context.Background())
@@ -66,14 +77,12 @@ func TestJetStreamSink(t *testing.T) {
 	ns := startNATS(t, t.TempDir(), server.RANDOM_PORT)
 	hooks := streamOf(t, ns, "HOOKS", "hooks.>")
 	r := newSinkRig(t, Options{Workers: 4})
-	bus := NewJetStream([]string{ns.ClientURL()}, "hooks.orders", JetStreamAuth{})
-	t.Cleanup(bus.Close)
+	bus := newJetStream(t, ns.ClientURL(), "hooks.orders", JetStreamAuth{})
 	invoices, err := CompileFilter("type.startsWith('invoice.')")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := NewJetStream([]string{ns.ClientURL()}, "nowhere.orders", JetStreamAuth{})
-	t.Cleanup(lost.Close)
+	lost := newJetStream(t, ns.ClientURL(), "nowhere.orders", JetStreamAuth{})
 	r.set("bus", func(s *Sink) { *s = Sink{Name: "bus", Publisher: bus, Filter: invoices} })
 	r.set("lost", func(s *Sink) { *s = Sink{Name: "lost", Publisher: lost} })
 	ids := r.claim(t, []string{"bus", "lost"}, slices.Repeat([]string{"invoice.paid", "charge.succeeded"}, 5)...)
@@ -125,8 +134,7 @@ func TestJetStreamSinkDownThenCatchingUp(t *testing.T) {
 	ns := startNATS(t, dir, server.RANDOM_PORT)
 	port := ns.Addr().(*net.TCPAddr).Port
 	streamOf(t, ns, "HOOKS", "hooks.>")
-	bus := NewJetStream([]string{ns.ClientURL()}, "hooks.orders", JetStreamAuth{})
-	t.Cleanup(bus.Close)
+	bus := newJetStream(t, ns.ClientURL(), "hooks.orders", JetStreamAuth{})
 	ns.Shutdown()
 	ns.WaitForShutdown()
 

@@ -202,8 +202,7 @@ func TestAMQPSinkTraceContext(t *testing.T) {
 func TestJetStreamSinkTraceContext(t *testing.T) {
 	ns := startNATS(t, t.TempDir(), server.RANDOM_PORT)
 	st := streamOf(t, ns, "TRACED", "traced.>")
-	bus := NewJetStream([]string{ns.ClientURL()}, "traced.orders", JetStreamAuth{})
-	t.Cleanup(bus.Close)
+	bus := newJetStream(t, ns.ClientURL(), "traced.orders", JetStreamAuth{})
 	on, off := tracedEvent("evt_on"), tracedEvent("evt_off")
 	onCtx := attemptAt(t, true, on)
 	for ctx, ev := range map[context.Context]store.Event{onCtx: on, attemptAt(t, false, off): off} {
