@@ -164,19 +164,20 @@ func (g *sinkGatherer) http(a *hookv1.HTTPAuth) {
 	g.tls(&hookv1.BrokerTLS{CABundle: a.CABundle, ClientCertificate: a.ClientCertificate})
 }
 
+// nats copies the first of the sink's credentials its Secret holds, in the receiver's order
+// (user.creds, token, username and password), and its TLS material.
 func (g *sinkGatherer) nats(n *hookv1.NATSSink) {
 	if c := n.Credentials; c != nil {
-		token := g.copyKey(c.Name, sinkKeyToken, routesecret.SinkFieldToken, false)
-		user := g.copyKey(c.Name, sinkKeyUsername, routesecret.SinkFieldUsername, false)
-		if user {
+		before := len(g.errs)
+		switch {
+		case g.copyKey(c.Name, sinkKeyCreds, routesecret.SinkFieldCreds, false):
+		case len(g.errs) > before:
+			// The Secret is missing or unreadable: said once.
+		case g.copyKey(c.Name, sinkKeyToken, routesecret.SinkFieldToken, false):
+		case g.copyKey(c.Name, sinkKeyUsername, routesecret.SinkFieldUsername, false):
 			g.copyKey(c.Name, sinkKeyPassword, routesecret.SinkFieldPassword, true)
-		}
-		if !token && !user && len(g.errs) == 0 {
-			if _, found, _ := g.r.credentials.SecretKey(g.ctx, types.NamespacedName{Namespace: g.sub.Namespace, Name: c.Name}, sinkKeyCreds); found {
-				g.problem("Secret %s/%s holds %s, which this version does not send: give it token, or username and password", g.sub.Namespace, c.Name, sinkKeyCreds)
-			} else {
-				g.problem("Secret %s/%s has none of the keys token, or username and password", g.sub.Namespace, c.Name)
-			}
+		default:
+			g.problem("Secret %s/%s has none of the keys %s, %s, or %s and %s", g.sub.Namespace, c.Name, sinkKeyCreds, sinkKeyToken, sinkKeyUsername, sinkKeyPassword)
 		}
 	}
 	g.tls(n.TLS)

@@ -32,6 +32,11 @@ var _ = Describe("Sink material for the receiver", Ordered, func() {
 		}
 		Expect(k8s.Create(suiteCtx, secret("orders-token", map[string]string{"token": "t1"}))).To(Succeed())
 		Expect(k8s.Create(suiteCtx, secret("audit-basic", map[string]string{"username": "audit", "password": "p1"}))).To(Succeed())
+		// A NATS credentials file (the manager copies it as it is; the receiver parses it).
+		Expect(k8s.Create(suiteCtx, secret("jwtbus-creds", map[string]string{"user.creds": "creds-v1"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, secret("jwtbus-ca", map[string]string{"ca.crt": "ca-pem"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, secret("jwtbus-client", map[string]string{corev1.TLSCertKey: "cert-pem", corev1.TLSPrivateKeyKey: "key-pem"}))).To(Succeed())
+		Expect(k8s.Create(suiteCtx, secret("nokeys-creds", map[string]string{"nkey": "not a key the API names"}))).To(Succeed())
 		Expect(k8s.Create(suiteCtx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "ledger"},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080}}},
@@ -43,8 +48,11 @@ var _ = Describe("Sink material for the receiver", Ordered, func() {
 			{Name: "audit", HTTP: &hookv1.HTTPSink{URL: "https://audit.example.com/", Auth: &hookv1.HTTPAuth{Basic: &hookv1.SinkSecretRef{Name: "audit-basic"}}}},
 			{Name: "ledger", Ref: &hookv1.RefSink{APIVersion: "v1", Kind: "Service", Name: "ledger"}},
 			{Name: "bus", NATS: &hookv1.NATSSink{URLs: []string{"nats://127.0.0.1:4222"}, Subject: "hooks.fanout", Credentials: &hookv1.SinkSecretRef{Name: "bus-creds"}}},
+			{Name: "jwtbus", NATS: &hookv1.NATSSink{URLs: []string{"tls://127.0.0.1:4222"}, Subject: "hooks.fanout", Credentials: &hookv1.SinkSecretRef{Name: "jwtbus-creds"},
+				TLS: &hookv1.BrokerTLS{CABundle: &hookv1.SinkSecretKey{Name: "jwtbus-ca", Key: "ca.crt"}, ClientCertificate: &hookv1.SinkSecretRef{Name: "jwtbus-client"}}}},
 			{Name: "typo", Filter: "type.startsWith(", HTTP: &hookv1.HTTPSink{URL: "https://typo.example.com/"}},
 			{Name: "broker", Ref: &hookv1.RefSink{APIVersion: "eventing.knative.dev/v1", Kind: "Broker", Name: "default"}},
+			{Name: "nokeys", NATS: &hookv1.NATSSink{URLs: []string{"nats://127.0.0.1:4222"}, Subject: "hooks.fanout", Credentials: &hookv1.SinkSecretRef{Name: "nokeys-creds"}}},
 		}}
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 		expectReady(s) // a misconfigured sink never holds back the registration
@@ -57,6 +65,11 @@ var _ = Describe("Sink material for the receiver", Ordered, func() {
 			g.Expect(string(data[key("audit", routesecret.SinkFieldUsername)])).To(Equal("audit"))
 			g.Expect(string(data[key("audit", routesecret.SinkFieldPassword)])).To(Equal("p1"))
 			g.Expect(string(data[key("ledger", routesecret.SinkFieldURL)])).To(Equal("http://ledger." + t.ns + ".svc.cluster.local:8080"))
+			g.Expect(string(data[key("jwtbus", routesecret.SinkFieldCreds)])).To(Equal("creds-v1"))
+			g.Expect(string(data[key("jwtbus", routesecret.SinkFieldCA)])).To(Equal("ca-pem"))
+			g.Expect(string(data[key("jwtbus", routesecret.SinkFieldCert)])).To(Equal("cert-pem"))
+			g.Expect(string(data[key("jwtbus", routesecret.SinkFieldKey)])).To(Equal("key-pem"))
+			g.Expect(data).NotTo(HaveKey(key("nokeys", routesecret.SinkFieldCreds)))
 			g.Expect(routesecret.Data(data)).To(Equal(routesecret.Data(signingSecret(g, s).Data)), "the signing material is still there")
 			c := condition(get(g, s), hookv1.ConditionSinksReady)
 			g.Expect(c).NotTo(BeNil())
@@ -65,24 +78,31 @@ var _ = Describe("Sink material for the receiver", Ordered, func() {
 			g.Expect(c.Message).To(ContainSubstring("sink bus: Secret " + t.ns + "/bus-creds not found"))
 			g.Expect(c.Message).To(ContainSubstring("sink typo: filter does not compile"))
 			g.Expect(c.Message).To(ContainSubstring("sink broker: Broker " + t.ns + "/default not found"))
+			g.Expect(c.Message).To(ContainSubstring("sink nokeys: Secret " + t.ns + "/nokeys-creds has none of the keys user.creds, token, or username and password"))
+			g.Expect(c.Message).NotTo(ContainSubstring("sink jwtbus"), "a NATS credentials file is copied, not refused")
 			g.Expect(c.Message).NotTo(ContainSubstring("sink orders"))
 			g.Expect(c.Message).NotTo(ContainSubstring("sink ledger"))
 		}).Should(Succeed())
 
-		By("rotating the bearer token and creating the missing NATS credentials")
-		Eventually(func() error {
-			cur := &corev1.Secret{}
-			if err := k8s.Get(suiteCtx, types.NamespacedName{Namespace: t.ns, Name: "orders-token"}, cur); err != nil {
-				return err
-			}
-			cur.Data["token"] = []byte("t2")
-			return k8s.Update(suiteCtx, cur)
-		}).Should(Succeed())
+		By("rotating the bearer token and the NATS credentials file, and creating the missing NATS credentials")
+		rotate := func(name, key, value string) {
+			Eventually(func() error {
+				cur := &corev1.Secret{}
+				if err := k8s.Get(suiteCtx, types.NamespacedName{Namespace: t.ns, Name: name}, cur); err != nil {
+					return err
+				}
+				cur.Data[key] = []byte(value)
+				return k8s.Update(suiteCtx, cur)
+			}).Should(Succeed())
+		}
+		rotate("orders-token", "token", "t2")
+		rotate("jwtbus-creds", "user.creds", "creds-v2")
 		Expect(k8s.Create(suiteCtx, secret("bus-creds", map[string]string{"token": "nats-token"}))).To(Succeed())
 		Eventually(func(g Gomega) {
 			data := route(g)
 			g.Expect(string(data[key("orders", routesecret.SinkFieldBearerToken)])).To(Equal("t2"))
 			g.Expect(string(data[key("bus", routesecret.SinkFieldToken)])).To(Equal("nats-token"))
+			g.Expect(string(data[key("jwtbus", routesecret.SinkFieldCreds)])).To(Equal("creds-v2"))
 			c := condition(get(g, s), hookv1.ConditionSinksReady)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Message).NotTo(ContainSubstring("sink bus"))
@@ -92,7 +112,7 @@ var _ = Describe("Sink material for the receiver", Ordered, func() {
 		By("fixing the rest: SinksReady turns True")
 		Eventually(func() error {
 			cur := get(Default, s)
-			cur.Spec.Delivery.Sinks = cur.Spec.Delivery.Sinks[:4]
+			cur.Spec.Delivery.Sinks = cur.Spec.Delivery.Sinks[:5]
 			cur.Spec.Delivery.Sinks[0].Filter = "type.startsWith('checkout.')"
 			return k8s.Update(suiteCtx, cur)
 		}).Should(Succeed())
