@@ -2,10 +2,6 @@ package account
 
 import (
 	"context"
-	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
@@ -62,14 +58,8 @@ func (o *Observer) ObserveList(ctx context.Context, sub *hookv1.WebhookSubscript
 
 // readSigningState reads sub's signing Secret from the API server (absent: nothing held).
 func (o *Observer) readSigningState(ctx context.Context, sub *hookv1.WebhookSubscription) (SigningState, error) {
-	sec := &corev1.Secret{}
-	if err := o.API.Get(ctx, SigningSecretKey(sub), sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ParseSigningState(nil, sub), nil
-		}
-		return SigningState{}, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
-	}
-	if err := CheckSigningSecret(sec, sub); err != nil {
+	sec, err := ReadSigningSecret(ctx, o.API, sub)
+	if err != nil {
 		return SigningState{}, err
 	}
 	return ParseSigningState(sec, sub), nil

@@ -1,9 +1,14 @@
 package account
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
@@ -94,6 +99,22 @@ func CheckSigningSecret(sec *corev1.Secret, sub *hookv1.WebhookSubscription) err
 		return decide.NewStall(hookv1.ReasonConflict, "signing Secret %s/%s exists and is not owned by this subscription; choose another spec.signingSecret.name or delete it", sec.Namespace, sec.Name)
 	}
 	return nil
+}
+
+// ReadSigningSecret reads sub's signing Secret through r: nil when there is none, a Conflict
+// stall when the Secret is neither sub's nor imported for it (CheckSigningSecret).
+func ReadSigningSecret(ctx context.Context, r client.Reader, sub *hookv1.WebhookSubscription) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	if err := r.Get(ctx, SigningSecretKey(sub), sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
+	}
+	if err := CheckSigningSecret(sec, sub); err != nil {
+		return nil, err
+	}
+	return sec, nil
 }
 
 // SigningSecretKey names sub's signing Secret.

@@ -153,10 +153,10 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	default:
 		prefix = f.provider
 	}
-	out := importAll(tmpl, importable, caps, secrets, prefix)
-	for id := range out.unused {
-		return usageError("--secret %s: the account has no importable registration %s", id, id)
+	if ids := unusedSecrets(secrets, importable); len(ids) > 0 {
+		return usageError("--secret %s: the account has no importable registration of that id", strings.Join(ids, ", "))
 	}
+	out := importAll(tmpl, importable, caps, secrets, prefix)
 	notes = append(notes, out.notes...)
 	// What adopting changes, as the manager's own plan of each manifest says (from the same
 	// list, with the signing Secrets written beside them).
@@ -260,13 +260,12 @@ type imports struct {
 	imported []*hookv1.WebhookSubscription
 	signing  []corev1.Secret
 	notes    []importNote
-	unused   map[string][]byte
 }
 
 // importAll makes one subscription per canonical URL of importable (from tmpl, named from
 // prefix), for the twin whose secret was supplied (secrets), else the one the manager would keep.
 func importAll(tmpl *hookv1.WebhookSubscription, importable []providers.Registration, caps providers.Capabilities, secrets map[string][]byte, prefix string) imports {
-	out := imports{unused: secrets}
+	var out imports
 	used := map[string]bool{}
 	for _, twins := range byCanonicalURL(importable) {
 		held := map[string]bool{}
@@ -292,11 +291,20 @@ func importAll(tmpl *hookv1.WebhookSubscription, importable []providers.Registra
 				out.notes = append(out.notes, twinNote(caps, t, reg, sub, len(twins), held))
 			}
 		}
-		for _, t := range twins {
-			delete(secrets, t.ID)
-		}
 	}
 	return out
+}
+
+// unusedSecrets is the ids of --secret flags that name no importable registration, sorted.
+func unusedSecrets(secrets map[string][]byte, importable []providers.Registration) []string {
+	var ids []string
+	for id := range secrets {
+		if !slices.ContainsFunc(importable, func(r providers.Registration) bool { return r.ID == id }) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // manifest is obj as one writes a manifest: no status, no empty blocks (recovery: {}), no

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,17 +31,14 @@ func (r *Reconciler) signingSecret(ctx context.Context, sub *hookv1.WebhookSubsc
 	key := account.SigningSecretKey(sub)
 	sec := r.signingMemo.lookup(ctx, key)
 	if sec == nil {
-		sec = &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, key, sec); err != nil {
-			if apierrors.IsNotFound(err) {
-				r.signingMemo.forget(key)
-				return nil, nil
-			}
-			return nil, fmt.Errorf("reading signing Secret %s: %w", sub.Spec.SigningSecret.Name, err)
+		fresh, err := account.ReadSigningSecret(ctx, r.APIReader, sub)
+		if err != nil || fresh == nil {
+			r.signingMemo.forget(key)
+			return nil, err
 		}
+		sec = fresh
 		r.signingMemo.remember(sec)
-	}
-	if err := account.CheckSigningSecret(sec, sub); err != nil {
+	} else if err := account.CheckSigningSecret(sec, sub); err != nil {
 		return nil, err
 	}
 	// The receiver's copy follows each version read, before anything is acted on.

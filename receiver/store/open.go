@@ -192,7 +192,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*SQL, error)
 func newSQL(db *sql.DB, d dialect, o options) *SQL {
 	s := &SQL{db: db, reader: db, dialect: d, now: o.now, maxParams: sqliteMaxParams}
 	if d == dialectSQLite {
-		s.reports = &reportGroup{db: db}
+		s.reports = &reportGroup{db: db, prepare: func(ctx context.Context, q string) (*sql.Stmt, error) { return s.stmt(ctx, db, q) }}
 	}
 	return s
 }

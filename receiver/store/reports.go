@@ -20,7 +20,9 @@ const reportCommitTimeout = 10 * time.Second
 // There is no committer goroutine: the first reporter to find none at work commits what is
 // queued, its own report included, then hands the turn to the first report queued meanwhile.
 type reportGroup struct {
-	db      *sql.DB
+	db *sql.DB
+	// prepare is a report's statement prepared on db, once (SQL.stmt).
+	prepare func(ctx context.Context, q string) (*sql.Stmt, error)
 	mu      sync.Mutex
 	queue   []*report
 	running bool
@@ -83,7 +85,7 @@ func (g *reportGroup) abandon(r *report) {
 
 // commit commits batch, then passes the turn to the first report queued meanwhile.
 func (g *reportGroup) commit(batch []*report) {
-	commitReports(g.db, batch)
+	commitReports(g.db, g.prepare, batch)
 	g.mu.Lock()
 	if len(g.queue) > 0 {
 		g.queue[0].lead <- struct{}{}
@@ -96,11 +98,25 @@ func (g *reportGroup) commit(batch []*report) {
 // commitReports runs the batch in one transaction and answers each report. When anything
 // fails the transaction is rolled back and each report runs alone, so a report that cannot
 // be recorded fails by itself.
-func commitReports(db *sql.DB, batch []*report) {
+func commitReports(db *sql.DB, prepare func(context.Context, string) (*sql.Stmt, error), batch []*report) {
 	ctx, cancel := context.WithTimeout(context.Background(), reportCommitTimeout)
 	defer cancel()
+	// The statements first: preparing needs the one connection the transaction will hold.
+	stmts := map[string]*sql.Stmt{}
+	for _, r := range batch {
+		if stmts[r.q] == nil {
+			st, err := prepare(ctx, r.q)
+			if err != nil {
+				for _, r := range batch {
+					r.done <- reportResult{err: err}
+				}
+				return
+			}
+			stmts[r.q] = st
+		}
+	}
 	if len(batch) == 1 {
-		batch[0].done <- execReport(ctx, db, batch[0])
+		batch[0].done <- execReport(ctx, stmts[batch[0].q], batch[0])
 		return
 	}
 	results := make([]reportResult, len(batch))
@@ -111,7 +127,7 @@ func commitReports(db *sql.DB, batch []*report) {
 		}
 		defer func() { _ = tx.Rollback() }()
 		for i, r := range batch {
-			res, err := tx.ExecContext(ctx, r.q, r.args...)
+			res, err := tx.StmtContext(ctx, stmts[r.q]).ExecContext(ctx, r.args...)
 			if err != nil {
 				return err
 			}
@@ -123,15 +139,15 @@ func commitReports(db *sql.DB, batch []*report) {
 	}()
 	for i, r := range batch {
 		if err != nil {
-			r.done <- execReport(ctx, db, r)
+			r.done <- execReport(ctx, stmts[r.q], r)
 			continue
 		}
 		r.done <- results[i]
 	}
 }
 
-func execReport(ctx context.Context, db *sql.DB, r *report) reportResult {
-	res, err := db.ExecContext(ctx, r.q, r.args...)
+func execReport(ctx context.Context, st *sql.Stmt, r *report) reportResult {
+	res, err := st.ExecContext(ctx, r.args...)
 	if err != nil {
 		return reportResult{err: err}
 	}
