@@ -422,6 +422,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		}
 		if !out.replan {
 			s.r.reportNearTwins(sub, p)
+			s.r.reportReadOnlyDrift(sub, in, out.kept)
 			kept = out.kept
 			break
 		}
