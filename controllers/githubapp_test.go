@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -15,8 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/providers/builtin"
 	"github.com/hookwarden/hookwarden/providers/github"
 	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 )
@@ -291,4 +296,17 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		}).Should(Succeed())
 		Expect(a.patches()).To(Equal(1))
 	})
+})
+
+var _ = It("the shipped GitHub App sample is admitted by the CRD and read as the App's webhook, its key under privateKey", func() {
+	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "github-app", "app.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var s hookv1.WebhookSubscription
+	Expect(yaml.Unmarshal(raw, &s)).To(Succeed())
+	s.Namespace = "default"
+	Expect(k8s.Create(suiteCtx, &s, client.DryRunAll)).To(Succeed())
+	_, scope, err := decide.ValidateSpec(&s.Spec, builtin.Registry())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(scope.Target).To(Equal("app/123456"))
+	Expect(scope.CredentialKey).To(Equal(github.AppCredentialKey))
 })
