@@ -52,6 +52,13 @@ func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p decide.P
 	r.reportCondition(sub, hookv1.ConditionTwinsFound, hookv1.ReasonNearTwinFound, strings.Join(parts, "; "))
 }
 
+// reportSettled reports what the last round of a reconcile left as it is: look-alikes of the
+// kept registration, and its read-only fields that differ from the spec.
+func (r *Reconciler) reportSettled(sub *hookv1.WebhookSubscription, in decide.PlanInput, p decide.Plan, kept providers.Registration) {
+	r.reportNearTwins(sub, p)
+	r.reportReadOnlyDrift(sub, in, kept)
+}
+
 // reportReadOnlyDrift sets ReadOnlyDrift while a field of kept that the provider's API cannot
 // change (a GitHub App's events) differs from the spec, and removes it once they agree.
 func (r *Reconciler) reportReadOnlyDrift(sub *hookv1.WebhookSubscription, in decide.PlanInput, kept providers.Registration) {

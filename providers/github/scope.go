@@ -67,8 +67,7 @@ func Scope(block []byte, events []string) (providers.Scope, error) {
 	if kinds := count(g.Owner != "" || g.Repository != "", g.Organization != "", g.App != nil); kinds != 1 {
 		return providers.Scope{}, errors.New("spec.provider.github: set either owner and repository (a repository hook), organization (an organization hook) or app (a GitHub App's webhook)")
 	}
-	switch {
-	case (g.Owner != "") != (g.Repository != ""):
+	if (g.Owner != "") != (g.Repository != "") {
 		return providers.Scope{}, errors.New("spec.provider.github: owner and repository are set together")
 	}
 	if o := g.Owner; o != "" && !validOwner(o) {
