@@ -61,7 +61,7 @@ verify-lean: ## Fail when git tracks a file over 1 MiB outside testdata/ (build 
 
 .PHONY: verify-manifests
 verify-manifests: kustomize ## Fail when a kustomize overlay does not build.
-	@for d in config/crd config/rbac config/manager config/receiver config/samples config/samples/github config/default config/prometheus; do \
+	@for d in config/crd config/rbac config/manager config/receiver config/samples config/samples/github config/samples/github-app config/default config/prometheus; do \
 	  $(BIN)/kustomize build $$d >/dev/null || { echo "kustomize build $$d failed"; exit 1; }; done
 	@echo "kustomize overlays build"
 

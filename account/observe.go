@@ -1,6 +1,7 @@
 package account
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -100,7 +101,7 @@ func (o *Observer) Reach(ctx context.Context, sub *hookv1.WebhookSubscription) (
 	if err != nil {
 		return nil, err
 	}
-	cred, err := o.credential(ctx, sub)
+	cred, err := o.credential(ctx, sub, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +116,11 @@ func (o *Observer) Reach(ctx context.Context, sub *hookv1.WebhookSubscription) (
 	return acct, nil
 }
 
-// credential reads the provider API key named by spec.provider.credentialsRef.
-func (o *Observer) credential(ctx context.Context, sub *hookv1.WebhookSubscription) (string, error) {
+// credential reads the provider API key named by spec.provider.credentialsRef; without a key,
+// the one scope's target takes, else the provider's.
+func (o *Observer) credential(ctx context.Context, sub *hookv1.WebhookSubscription, scope providers.Scope) (string, error) {
 	ref := sub.Spec.Provider.CredentialsRef
-	key := ref.Key
-	if key == "" {
-		key = o.Accounts.Registry()[string(sub.Spec.Provider.Type)].CredentialKey
-	}
+	key := cmp.Or(ref.Key, scope.CredentialKey, o.Accounts.Registry()[string(sub.Spec.Provider.Type)].CredentialKey)
 	// From the API server (the manager watches Secrets by their metadata only), once per
 	// version of the Secret.
 	v, err := o.Credentials.Read(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, key)

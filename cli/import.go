@@ -32,6 +32,7 @@ type importFlags struct {
 	apiURL        string
 	owner, repo   string
 	org           string
+	app           string
 	profile       string
 	restParams    map[string]string
 	secrets       []string
@@ -44,7 +45,7 @@ func newImportCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import --provider stripe|github|rest --credentials SECRET [target flags]",
 		Short: "Write WebhookSubscription manifests that adopt the registrations an account already has",
-		Long: `import lists the registrations of a Stripe account, a GitHub repository or organization, or
+		Long: `import lists the registrations of a Stripe account, a GitHub repository, organization or App, or
 a REST profile's target (read-only, through the same client the manager uses, with the credential
 in the Secret --credentials names in the namespace) and writes one WebhookSubscription per
 canonical URL to stdout (YAML documents; -o json: a v1 List): its URL, its events as a set, its
@@ -83,11 +84,12 @@ the account.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.provider, "provider", "", "provider type: stripe, github or rest")
 	fl.StringVar(&f.credentials, "credentials", "", "name of the Secret (in the namespace) holding the provider credential; the manifests reference it")
-	fl.StringVar(&f.credentialKey, "credentials-key", "", "key in that Secret (default: the provider's, apiKey or token)")
+	fl.StringVar(&f.credentialKey, "credentials-key", "", "key in that Secret (default: the provider's, apiKey or token; privateKey with --app)")
 	fl.StringVar(&f.apiURL, "api-url", "", "provider API base URL (default: the provider's public API)")
 	fl.StringVar(&f.owner, "owner", "", "GitHub: repository owner")
 	fl.StringVar(&f.repo, "repository", "", "GitHub: repository name")
 	fl.StringVar(&f.org, "organization", "", "GitHub: organization (organization hooks)")
+	fl.StringVar(&f.app, "app", "", "GitHub: App ID or client ID (the App's webhook; the credential is the App's private key, key privateKey)")
 	fl.StringVar(&f.profile, "profile", "", "REST: the built-in profile ("+strings.Join(profiles.Names(), ", ")+"); the manifests name it in spec.provider.rest.builtin")
 	fl.StringToStringVar(&f.restParams, "parameter", nil, "REST: profile parameters (NAME=VALUE, repeatable)")
 	fl.StringArrayVar(&f.secrets, "secret", nil, "ID=FILE: the signing secret of registration ID, read from FILE (Stripe: adopt without rotation); repeatable")
@@ -213,6 +215,9 @@ func importTemplate(f importFlags, namespace string) (*hookv1.WebhookSubscriptio
 	case hookv1.ProviderStripe:
 	case hookv1.ProviderGitHub:
 		tmpl.Spec.Provider.GitHub = &hookv1.GitHubTarget{Owner: f.owner, Repository: f.repo, Organization: f.org}
+		if f.app != "" {
+			tmpl.Spec.Provider.GitHub.App = &hookv1.GitHubApp{AppID: f.app}
+		}
 	case hookv1.ProviderREST:
 		if _, ok := profiles.Get(f.profile); !ok {
 			return nil, usageError("--profile %q: want a built-in profile: %s", f.profile, strings.Join(profiles.Names(), ", "))

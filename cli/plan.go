@@ -372,6 +372,9 @@ func planTable(t *table, results []planResult) {
 		for _, r := range p.Unfit {
 			row("report", r.ID, "foreign registration the provider's client cannot read, skipped")
 		}
+		if p.ReadOnlyDrift != "" {
+			row("report", p.Keep.ID, p.ReadOnlyDrift)
+		}
 	}
 }
 

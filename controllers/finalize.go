@@ -31,8 +31,16 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 	base := sub.DeepCopy()
 	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
 	defer cancel()
-	err := r.deleteRegistrations(opCtx, sub)
+	kept, err := r.deleteRegistrations(opCtx, sub)
 	if err == nil {
+		if kept != nil {
+			// The account's one registration (a GitHub App's webhook) cannot be deleted, and
+			// clearing its URL is not something its API documents: it is left as Orphan leaves
+			// it, and the user is told where it still delivers.
+			r.audit(ctx, sub, actionOrphan, kept.ID, "subscription deleted with policies.deletion=Delete, but the provider cannot delete the account's one registration")
+			r.event(sub, corev1.EventTypeWarning, hookv1.ReasonOrphaned, "Delete", "left registration %q at the provider, still delivering to %s: it is the account's one registration (a GitHub App's webhook), which the API cannot delete; deactivate it or change its URL in the provider's settings", kept.ID, kept.URL)
+			return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
+		}
 		r.event(sub, corev1.EventTypeNormal, hookv1.ReasonDeleted, "Delete", "deleted the registrations of this subscription at the provider")
 		return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
 	}
@@ -53,15 +61,18 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 	return res, err
 }
 
-func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.WebhookSubscription) error {
+// deleteRegistrations deletes the registrations proven this subscription's. On a singleton
+// account (Capabilities.Singleton) it deletes nothing and returns the one registration when it
+// is ours: the caller reports it left in place.
+func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.WebhookSubscription) (*providers.Registration, error) {
 	obs := r.observer()
 	acct, err := obs.Reach(ctx, sub)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	signing, err := r.readSigningState(ctx, sub)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o, unlock := acct.Lock()
 	defer unlock()
@@ -70,7 +81,7 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 	// per subscription.
 	observed, err := account.List(ctx, o, r.maxListAge(sub))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The same proof of ownership as reconcile: nothing unproven is deleted, nor anything
 	// another subscription owns.
@@ -82,18 +93,21 @@ func (r *Reconciler) deleteRegistrations(ctx context.Context, sub *hookv1.Webhoo
 		}
 	}
 	if own.ClaimedBy, err = r.claimedBy(ctx, sub, o.Scope(), proven); err != nil {
-		return err
+		return nil, err
 	}
 	for _, reg := range observed {
 		if reg.ID == "" || !own.Owns(reg) {
 			continue // an object whose id could not be read can be nobody's to delete
 		}
+		if o.Capabilities().Singleton {
+			return &reg, nil
+		}
 		if err := o.Delete(ctx, reg.ID); err != nil && !providers.IsNotFound(err) {
-			return decide.FromProvider("deleting registration "+reg.ID, err)
+			return nil, decide.FromProvider("deleting registration "+reg.ID, err)
 		}
 		r.audit(ctx, sub, actionDelete, reg.ID, "subscription deleted with policies.deletion=Delete")
 	}
-	return nil
+	return nil, nil
 }
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, sub *hookv1.WebhookSubscription) error {

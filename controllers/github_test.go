@@ -629,6 +629,15 @@ var _ = DescribeTable("GitHub CEL rules reject bad objects with a message naming
 		s.Spec.Provider.GitHub = &hookv1.GitHubTarget{Organization: "acme_corp"}
 	}, "spec.provider.github.organization"),
 	Entry("a Stripe-style event name", func(s *hookv1.WebhookSubscription) { s.Spec.Events = []string{"invoice.paid"} }, "GitHub names events in lowercase"),
+	Entry("an App beside a repository", func(s *hookv1.WebhookSubscription) {
+		s.Spec.Provider.GitHub.App = &hookv1.GitHubApp{AppID: "12345"}
+	}, "or app (a GitHub App's webhook)"),
+	Entry("an App beside an organization", func(s *hookv1.WebhookSubscription) {
+		s.Spec.Provider.GitHub = &hookv1.GitHubTarget{Organization: "acme", App: &hookv1.GitHubApp{AppID: "12345"}}
+	}, "set either owner and repository (a repository hook), organization (an organization hook) or app"),
+	Entry("an App ID that is neither an ID nor a client ID", func(s *hookv1.WebhookSubscription) {
+		s.Spec.Provider.GitHub = &hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: "my-app"}}
+	}, "spec.provider.github.app.appID"),
 )
 
 // One odd foreign hook stalls nothing: a retired service hook GitHub renders without

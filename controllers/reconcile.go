@@ -421,7 +421,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 			rs.Rotated = true
 		}
 		if !out.replan {
-			s.r.reportNearTwins(sub, p)
+			s.r.reportSettled(sub, in, p, out.kept)
 			kept = out.kept
 			break
 		}

@@ -49,16 +49,34 @@ func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p decide.P
 	if len(p.KeptTwins) > 0 {
 		parts = append(parts, "twins kept by policies.twins=Keep: "+decide.RegistrationIDs(p.KeptTwins))
 	}
-	if len(parts) == 0 {
-		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionTwinsFound)
+	r.reportCondition(sub, hookv1.ConditionTwinsFound, hookv1.ReasonNearTwinFound, strings.Join(parts, "; "))
+}
+
+// reportSettled reports what the last round of a reconcile left as it is: look-alikes of the
+// kept registration, and its read-only fields that differ from the spec.
+func (r *Reconciler) reportSettled(sub *hookv1.WebhookSubscription, in decide.PlanInput, p decide.Plan, kept providers.Registration) {
+	r.reportNearTwins(sub, p)
+	r.reportReadOnlyDrift(sub, in, kept)
+}
+
+// reportReadOnlyDrift sets ReadOnlyDrift while a field of kept that the provider's API cannot
+// change (a GitHub App's events) differs from the spec, and removes it once they agree.
+func (r *Reconciler) reportReadOnlyDrift(sub *hookv1.WebhookSubscription, in decide.PlanInput, kept providers.Registration) {
+	r.reportCondition(sub, hookv1.ConditionReadOnlyDrift, hookv1.ReasonReadOnlyFieldDiffers, decide.ReadOnlyDrift(in, kept))
+}
+
+// reportCondition sets the abnormal-true condition typ with msg, with a Warning Event when the
+// message changes, or removes it when msg is empty.
+func (r *Reconciler) reportCondition(sub *hookv1.WebhookSubscription, typ hookv1.ConditionType, reason hookv1.Reason, msg string) {
+	if msg == "" {
+		meta.RemoveStatusCondition(&sub.Status.Conditions, typ)
 		return
 	}
-	msg := strings.Join(parts, "; ")
-	if c := meta.FindStatusCondition(sub.Status.Conditions, hookv1.ConditionTwinsFound); c == nil || c.Message != msg {
-		r.event(sub, corev1.EventTypeWarning, hookv1.ReasonNearTwinFound, "Reconcile", "%s", msg)
+	if c := meta.FindStatusCondition(sub.Status.Conditions, typ); c == nil || c.Message != msg {
+		r.event(sub, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	}
 	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
-		Type: hookv1.ConditionTwinsFound, Status: metav1.ConditionTrue, Reason: hookv1.ReasonNearTwinFound, Message: msg, ObservedGeneration: sub.Generation,
+		Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: sub.Generation,
 	})
 }
 

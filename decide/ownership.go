@@ -126,26 +126,34 @@ func classify(in PlanInput, own Ownership, r providers.Registration, desiredLoos
 		return retired
 	case in.ClaimedBy[r.ID] != "" && sameTarget:
 		return claimed
+	case in.ClaimedBy[r.ID] != "" && in.Caps.Singleton:
+		return conflicting // the account's one registration, another subscription's
 	case in.ClaimedBy[r.ID] != "":
 		return foreign
 	case sameTarget && ours:
 		return candidate
-	case ours && movedOutOfBand(in, r):
+	case ours && (movedOutOfBand(in, r) || in.Caps.Singleton):
 		// The recorded registration serves another URL although the spec did not change its
 		// URL: someone edited it at the provider. It is repaired in place (or replaced, where
 		// the URL cannot change in place), not deleted as stale: its id and delivery history
-		// stay.
+		// stay. The one registration of a singleton account is never stale: it cannot be
+		// deleted, and it is the only one there is to serve a new URL.
 		return candidate
 	case sameTarget && in.Caps.Markers && adoptable(in, r):
 		return candidate
 	case sameTarget && in.Caps.Markers:
 		return conflicting
-	case sameTarget && matching.SameEvents(r.Events, in.Desired.Events):
+	case sameTarget && (matching.SameEvents(r.Events, in.Desired.Events) || in.Caps.ReadOnly&providers.FieldEvents != 0):
+		// Events the API cannot set tell nothing of who set the URL: adoption decides.
 		return unproven
 	case sameTarget:
 		return lookalike
 	case ours:
 		return stale
+	case in.Caps.Singleton:
+		// The account's one registration, serving another URL, not proven ours: set by hand or
+		// by another cluster. Creating would repoint it; adopting it would too.
+		return conflicting
 	}
 	if k.LooseOK && k.Loose == desiredLoose {
 		return nearTwin
@@ -189,6 +197,9 @@ func unfitMessage(r providers.Registration) string {
 }
 
 func conflictMessage(in PlanInput, r providers.Registration) string {
+	if in.Caps.Singleton {
+		return singletonConflictMessage(in, r)
+	}
 	if r.Owner.IsZero() {
 		return fmt.Sprintf("registration %s already serves %s and carries no ownership marker; policies.adoption is Never, so it is left alone and no second registration is made", r.ID, in.Desired.URL)
 	}
@@ -198,9 +209,21 @@ func conflictMessage(in PlanInput, r providers.Registration) string {
 	return fmt.Sprintf("registration %s already serves %s and belongs to %s/%s in cluster %q", r.ID, in.Desired.URL, r.Owner.Namespace, r.Owner.Name, r.Owner.Cluster)
 }
 
+// singletonConflictMessage explains why the one registration of a singleton account (a GitHub
+// App's webhook), serving another URL, is left alone.
+func singletonConflictMessage(in PlanInput, r providers.Registration) string {
+	if by := in.ClaimedBy[r.ID]; by != "" {
+		return fmt.Sprintf("the account has one registration (%s), which delivers to %s for subscription %s of this cluster: two subscriptions cannot share it, so it is left alone; delete one of the two subscriptions", r.ID, r.URL, by)
+	}
+	return fmt.Sprintf("the account has one registration (%s), part of the account itself, and it delivers to %s: it was set by hand or by another cluster (it carries no ownership marker, and neither this subscription's status nor its signing Secret proves it ours); pointing it at %s would take those deliveries away, so it is left alone whatever policies.adoption says: point it at %s in the provider's settings to have it adopted (policies.adoption Adopt)", r.ID, r.URL, in.Desired.URL, in.Desired.URL)
+}
+
 // unprovenMessage explains why unproven registrations serving the spec are neither adopted nor
 // duplicated.
 func unprovenMessage(in PlanInput, rs []providers.Registration) string {
+	if len(rs) == 1 && in.Caps.Singleton {
+		return fmt.Sprintf("the account's one registration (%s) already delivers to %s, set by hand or by another cluster: it carries no ownership marker, so it cannot be proven ours; policies.adoption is Never, so it is left alone (its secret is not replaced)", rs[0].ID, in.Desired.URL)
+	}
 	if len(rs) == 1 {
 		return fmt.Sprintf("registration %s already serves %s with these events, and this provider stores no ownership marker, so it cannot be proven ours; policies.adoption is Never, so it is left alone and no second registration is made", RegistrationIDs(rs), in.Desired.URL)
 	}

@@ -585,7 +585,22 @@ func DriftedFields(in PlanInput, r providers.Registration) providers.Field {
 	if caps.Has(providers.FieldMarker) && r.Owner != d.Owner {
 		out |= providers.FieldMarker
 	}
-	return out
+	return out &^ caps.ReadOnly // reported (ReadOnlyDrift), never repaired
+}
+
+// ReadOnlyDrift says how the fields of r that the provider's API cannot change
+// (Capabilities.ReadOnly: a GitHub App's events) differ from the spec ("" when they do not).
+// Events ["*"] take whatever the provider's settings say.
+func ReadOnlyDrift(in PlanInput, r providers.Registration) string {
+	want := in.Desired.Events
+	if in.Caps.ReadOnly&providers.FieldEvents == 0 || slices.Equal(want, []string{"*"}) || matching.SameEvents(r.Events, want) {
+		return ""
+	}
+	have := matching.NormalizeEvents(r.Events)
+	want = matching.NormalizeEvents(want)
+	missing := slices.DeleteFunc(slices.Clone(want), func(e string) bool { return slices.Contains(have, e) })
+	extra := slices.DeleteFunc(slices.Clone(have), func(e string) bool { return slices.Contains(want, e) })
+	return fmt.Sprintf("events differ from the provider's settings (not subscribed there: %v; subscribed there, not in spec.events: %v): they are set in the provider's settings only, never through its API, so this is reported, not repaired; align spec.events or the settings (events [\"*\"] takes the settings as they are)", missing, extra)
 }
 
 // pausedByProvider reports whether r is disabled although the spec wants it enabled because the

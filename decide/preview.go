@@ -38,6 +38,9 @@ type Preview struct {
 	NearTwins []PreviewRegistration `json:"nearTwins,omitempty"`
 	Unproven  []PreviewRegistration `json:"unproven,omitempty"`
 	Unfit     []PreviewRegistration `json:"unfit,omitempty"`
+	// ReadOnlyDrift says how the kept registration's fields that the provider's API cannot
+	// change (a GitHub App's events) differ from the spec: reported, never a step.
+	ReadOnlyDrift string `json:"readOnlyDrift,omitempty"`
 	// Observed is how many registrations the account's list held.
 	Observed int `json:"observed"`
 	// Later are the rounds after the first, as the manager would plan them once the first
@@ -108,6 +111,7 @@ func NewPreview(in PlanInput, p Plan) Preview {
 		out.Keep = &k
 		own := in.Ownership()
 		out.Adopt = p.Keep.ID != in.RecordedID && !Marked(*p.Keep, in.Desired.Owner) && !own.Held[p.Keep.ID]
+		out.ReadOnlyDrift = ReadOnlyDrift(in, *p.Keep)
 	}
 	for _, s := range p.Steps {
 		ps := PreviewStep{Action: s.Kind.String(), Registration: s.Registration.ID, Description: s.String(), Why: string(s.Why)}

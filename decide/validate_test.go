@@ -97,6 +97,34 @@ func TestValidateSpec(t *testing.T) {
 			wantURL: "https://hooks.example.com/hooks/shop/orders",
 		},
 		{
+			reason: "a GitHub App's webhook is valid",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: "12345"}})
+			},
+			wantURL: "https://hooks.example.com/hooks/shop/orders",
+		},
+		{
+			reason: "an App beside an organization",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Organization: "acme", App: &hookv1.GitHubApp{AppID: "12345"}})
+			},
+			wantIn: []string{"spec.provider.github: set either owner and repository", "or app (a GitHub App's webhook)"},
+		},
+		{
+			reason: "an App beside a repository",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{Owner: "acme", Repository: "shop", App: &hookv1.GitHubApp{AppID: "Iv1.abc"}})
+			},
+			wantIn: []string{"spec.provider.github: set either owner and repository"},
+		},
+		{
+			reason: "an App ID that is neither an ID nor a client ID",
+			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
+				githubSpec(s, hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: "my-app"}})
+			},
+			wantIn: []string{"spec.provider.github.app.appID", `"my-app"`},
+		},
+		{
 			reason: "both repository and organization",
 			mutate: func(s *hookv1.WebhookSubscriptionSpec) {
 				githubSpec(s, hookv1.GitHubTarget{Owner: "acme", Repository: "shop", Organization: "acme"})
@@ -305,5 +333,22 @@ func TestValidateReceiverURL(t *testing.T) {
 		if !errors.As(err, &se) || se.Reason != hookv1.ReasonInvalidSpec || !strings.Contains(err.Error(), c.wantIn) {
 			t.Errorf("receiverURL(%q) = %q, %v; want an InvalidSpec stall mentioning %q (%s)", c.base, got, err, c.wantIn, c.reason)
 		}
+	}
+}
+
+// TestGitHubAppScope: spec.provider.github.app targets app/<id> (a client ID keeps its case) and
+// reads the credential from the key privateKey unless credentialsRef.key says otherwise.
+func TestGitHubAppScope(t *testing.T) {
+	for _, id := range []string{"12345", "Iv23liAbC"} {
+		p := hookv1.ProviderSpec{Type: hookv1.ProviderGitHub, CredentialsRef: hookv1.SecretKeySelector{Name: "app-key"},
+			GitHub: &hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: id}}}
+		scope, err := decide.ProviderScope(&p, []string{"push"}, builtin.Registry())
+		if err != nil || scope.Target != "app/"+id || scope.CredentialKey != "privateKey" {
+			t.Errorf("app %s: scope %+v, %v; want target app/%s, credential key privateKey", id, scope, err, id)
+		}
+	}
+	p := hookv1.ProviderSpec{Type: hookv1.ProviderGitHub, GitHub: &hookv1.GitHubTarget{Organization: "Acme"}}
+	if scope, err := decide.ProviderScope(&p, []string{"push"}, builtin.Registry()); err != nil || scope.Target != "orgs/acme" || scope.CredentialKey != "" {
+		t.Errorf("organization: scope %+v, %v; want orgs/acme and the provider's credential key", scope, err)
 	}
 }

@@ -208,6 +208,13 @@ type Capabilities struct {
 	RateLimitBackoff Backoff
 	// Recovery is how the provider's missed deliveries come back, and how far back.
 	Recovery RecoveryCapabilities
+	// Singleton: the account has exactly one registration, part of the account itself (a
+	// GitHub App's webhook): List shows it once it has a URL; Create sets it where it has none
+	// (AlreadyExists where it serves another URL), never a second; Delete cannot remove it. The
+	// plan repairs it in place whenever it is proven ours, whatever its URL (never a prune), and
+	// takes over none that serves another URL (a conflict, whatever policies.adoption says:
+	// repointing it would take its deliveries from whoever set it).
+	Singleton bool
 	// Variant is the kind of registration this client creates and manages
 	// (Registration.Variant); empty on providers with one kind. A listed registration of
 	// another variant is not this client's to match, prune or adopt, whatever its URL and
@@ -384,6 +391,10 @@ type Scope struct {
 	// SettingsRef names the ConfigMap key, in the subscription's namespace, that holds the
 	// settings instead (a REST profile's profileRef); the manager reads it.
 	SettingsRef *ConfigMapKey
+	// CredentialKey, when set, is the key of the credentials Secret read when
+	// spec.provider.credentialsRef.key is empty, instead of Provider.CredentialKey: the word for
+	// the credential this block's target takes (a GitHub App's privateKey).
+	CredentialKey string
 }
 
 // ConfigMapKey names one key of a ConfigMap, and the spec field that named it (for messages).

@@ -16,6 +16,11 @@ const (
 	// ConditionTwinsFound is present (True) while registrations that resemble this one are left
 	// in place: foreign near-twins, or twins kept by policies.twins=Keep.
 	ConditionTwinsFound ConditionType = "TwinsFound"
+	// ConditionReadOnlyDrift is present (True) while a field of the kept registration that the
+	// provider's API cannot change differs from the spec (a GitHub App's events, set in the
+	// App's settings only): reported, never repaired; the spec or the provider's settings are
+	// the user's to align. Like TwinsFound, it never changes what Ready means.
+	ConditionReadOnlyDrift ConditionType = "ReadOnlyDrift"
 	// ConditionDelivering is the provider's view of deliveries to the kept registration: True
 	// (Healthy), False (Failing, DisabledByProvider) or Unknown. It never changes what Ready,
 	// Reconciling and Stalled mean, so kstatus reads the object as before.
@@ -60,26 +65,27 @@ const (
 type Reason = string
 
 const (
-	ReasonSucceeded           Reason = "Succeeded"
-	ReasonProgressing         Reason = "Progressing"
-	ReasonRateLimited         Reason = "RateLimited"
-	ReasonCredentialsNotFound Reason = "CredentialsNotFound"
-	ReasonProviderUnavailable Reason = "ProviderUnavailable"
-	ReasonUnauthorized        Reason = "Unauthorized"
-	ReasonInvalidSpec         Reason = "InvalidSpec"
-	ReasonProviderRejected    Reason = "ProviderRejected"
-	ReasonQuotaExceeded       Reason = "QuotaExceeded"
-	ReasonConflict            Reason = "Conflict"
-	ReasonTwinsPruned         Reason = "TwinsPruned"
-	ReasonNearTwinFound       Reason = "NearTwinFound"
-	ReasonSecretRecovered     Reason = "SecretRecovered"
-	ReasonSecretRotated       Reason = "SecretRotated"
-	ReasonCreated             Reason = "Created"
-	ReasonUpdated             Reason = "Updated"
-	ReasonDeleted             Reason = "Deleted"
-	ReasonOrphaned            Reason = "Orphaned"
-	ReasonDeletionBlocked     Reason = "DeletionBlocked"
-	ReasonSuspended           Reason = "Suspended"
+	ReasonSucceeded            Reason = "Succeeded"
+	ReasonProgressing          Reason = "Progressing"
+	ReasonRateLimited          Reason = "RateLimited"
+	ReasonCredentialsNotFound  Reason = "CredentialsNotFound"
+	ReasonProviderUnavailable  Reason = "ProviderUnavailable"
+	ReasonUnauthorized         Reason = "Unauthorized"
+	ReasonInvalidSpec          Reason = "InvalidSpec"
+	ReasonProviderRejected     Reason = "ProviderRejected"
+	ReasonQuotaExceeded        Reason = "QuotaExceeded"
+	ReasonConflict             Reason = "Conflict"
+	ReasonTwinsPruned          Reason = "TwinsPruned"
+	ReasonNearTwinFound        Reason = "NearTwinFound"
+	ReasonReadOnlyFieldDiffers Reason = "ReadOnlyFieldDiffers"
+	ReasonSecretRecovered      Reason = "SecretRecovered"
+	ReasonSecretRotated        Reason = "SecretRotated"
+	ReasonCreated              Reason = "Created"
+	ReasonUpdated              Reason = "Updated"
+	ReasonDeleted              Reason = "Deleted"
+	ReasonOrphaned             Reason = "Orphaned"
+	ReasonDeletionBlocked      Reason = "DeletionBlocked"
+	ReasonSuspended            Reason = "Suspended"
 	// ReasonTargetNotFound: the provider says the list target (a GitHub repository or
 	// organization) does not exist, or the credential may not administer its hooks.
 	ReasonTargetNotFound Reason = "TargetNotFound"

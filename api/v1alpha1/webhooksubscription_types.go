@@ -22,7 +22,7 @@ type SecretKeySelector struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// Key within the Secret. Defaults to the provider's word for its credential: apiKey for
-	// stripe, token for github.
+	// stripe, token for github, privateKey for a GitHub App (spec.provider.github.app).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
@@ -37,7 +37,8 @@ type ProviderSpec struct {
 	// Type of the provider.
 	Type ProviderType `json:"type"`
 	// CredentialsRef points at the credential in a Secret in this namespace: a Stripe secret
-	// key (key apiKey) or a GitHub token (key token).
+	// key (key apiKey), a GitHub token (key token) or, for spec.provider.github.app, the GitHub
+	// App's private key in PEM (key privateKey).
 	CredentialsRef SecretKeySelector `json:"credentialsRef"`
 	// APIURL overrides the provider's API base URL: https://HOST/api/v3 for GitHub Enterprise
 	// Server, stripe-mock, a fake.
@@ -45,8 +46,8 @@ type ProviderSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.startsWith('https://') || self.startsWith('http://')",message="spec.provider.apiURL must be an http(s) URL"
 	// +optional
 	APIURL string `json:"apiURL,omitempty"`
-	// GitHub names the repository or organization whose hooks this subscription manages;
-	// required when type is github.
+	// GitHub names the repository or organization whose hooks this subscription manages, or
+	// the GitHub App whose webhook it manages; required when type is github.
 	// +optional
 	GitHub *GitHubTarget `json:"github,omitempty"`
 	// REST names the profile that describes the API, and the parameters of this subscription's
@@ -131,9 +132,9 @@ type ConfigMapKeySelector struct {
 	Key string `json:"key"`
 }
 
-// GitHubTarget is a repository ({owner, repository}: a repository hook) or an organization
-// ({organization}: an organization hook).
-// +kubebuilder:validation:XValidation:rule="has(self.organization) != (has(self.owner) || has(self.repository))",message="spec.provider.github: set either owner and repository (a repository hook) or organization (an organization hook)"
+// GitHubTarget is a repository ({owner, repository}: a repository hook), an organization
+// ({organization}: an organization hook) or a GitHub App ({app}: the App's one webhook).
+// +kubebuilder:validation:XValidation:rule="[has(self.owner) || has(self.repository), has(self.organization), has(self.app)].filter(x, x).size() == 1",message="spec.provider.github: set either owner and repository (a repository hook), organization (an organization hook) or app (a GitHub App's webhook)"
 // +kubebuilder:validation:XValidation:rule="has(self.owner) == has(self.repository)",message="spec.provider.github: owner and repository are set together"
 type GitHubTarget struct {
 	// Owner is the user or organization that owns the repository: a GitHub login (letters,
@@ -157,6 +158,23 @@ type GitHubTarget struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
 	// +optional
 	Organization string `json:"organization,omitempty"`
+	// App selects a GitHub App's webhook: the one webhook every App has, which Hookwarden points
+	// at the endpoint and gives a signing secret. The credential is then the App's private key
+	// (the .pem file GitHub issues; spec.provider.credentialsRef.key defaults to privateKey).
+	// The App's events are set in its settings only: a difference from spec.events is reported
+	// (condition ReadOnlyDrift), never changed; events ["*"] takes the App's settings as they are.
+	// +optional
+	App *GitHubApp `json:"app,omitempty"`
+}
+
+// GitHubApp names a GitHub App.
+type GitHubApp struct {
+	// AppID is the App's ID (digits) or its client ID (Iv…), as its settings page shows them:
+	// the issuer of the JSON web tokens signed with its private key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=66
+	// +kubebuilder:validation:Pattern=`^([1-9][0-9]{0,19}|Iv[0-9A-Za-z._-]{1,64})$`
+	AppID string `json:"appID"`
 }
 
 // EndpointSpec says where the provider delivers: an explicit URL, or the bundled receiver.

@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -19,6 +25,7 @@ import (
 	"github.com/hookwarden/hookwarden/controllers"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
+	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	stripefake "github.com/hookwarden/hookwarden/providers/stripe/fake"
 )
@@ -308,4 +315,42 @@ func TestPlanLearnsTheManagersSettings(t *testing.T) {
 	code, _, stderr = run(t, nil, "plan", "-n", tn.ns, "--cluster-name", "guess")
 	g.Expect(code).To(Equal(cli.ExitBlocked), stderr)
 	g.Expect(stderr).To(ContainSubstring(`the manager publishes "prod-eu"`))
+}
+
+// TestPlanGitHubApp: `hookwarden plan` of a subscription to a GitHub App's webhook signs its
+// JWTs with the key under privateKey, only reads, and says what a reconcile would do: set the
+// empty webhook (create); once a URL is set by hand at the spec's URL, adopt it with a new
+// secret and report the events the App's settings differ by.
+func TestPlanGitHubApp(t *testing.T) {
+	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
+	g := NewWithT(t)
+	tn := newTenant(t, g, "planapp")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	g.Expect(err).NotTo(HaveOccurred())
+	const appID = 777001
+	hookID := ghSrv.AddApp(appID, "", &key.PublicKey, "push", "issues")
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	g.Expect(env.Client.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "github-app"},
+		Data: map[string][]byte{"privateKey": pemKey}})).To(Succeed())
+	sub := tn.githubSub("app", "https://hooks.example.com/app", "push", "pull_request")
+	sub.Spec.Provider.CredentialsRef.Name = "github-app"
+	sub.Spec.Provider.GitHub = &hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: strconv.Itoa(appID)}}
+	manifests := filepath.Join(t.TempDir(), "app.yaml")
+	writeManifests(t, manifests, sub)
+
+	ghSrv.ResetRequests()
+	code, stdout, stderr := run(t, nil, "plan", "-f", manifests, "-n", tn.ns, "--cluster-name", clusterName)
+	g.Expect(code).To(Equal(cli.ExitPending), "stdout: %s stderr: %s", stdout, stderr)
+	g.Expect(stdout).To(ContainSubstring("create"))
+
+	g.Expect(ghSrv.Edit(ghfake.AppTarget(appID), hookID, func(h *ghfake.Hook) { h.Config.URL = "https://hooks.example.com/app" })).To(BeTrue())
+	code, stdout, stderr = run(t, nil, "plan", "-f", manifests, "-n", tn.ns, "--cluster-name", clusterName)
+	g.Expect(code).To(Equal(cli.ExitPending), "stdout: %s stderr: %s", stdout, stderr)
+	g.Expect(stdout).To(ContainSubstring("set-secret"))
+	g.Expect(stdout).To(ContainSubstring("not subscribed there: [pull_request]"))
+	g.Expect(stdout).To(ContainSubstring("not in spec.events: [issues]"))
+	for _, r := range ghSrv.Requests() {
+		g.Expect(r.Method).To(Equal("GET"), "GitHub %s %s", r.Method, r.Path)
+	}
+	g.Expect(ghSrv.AppHook(appID).Config.Secret).To(BeEmpty(), "nothing written")
 }

@@ -145,15 +145,16 @@ func NewApp(cfg providers.Config) (*AppClient, error) {
 	return &AppClient{c: c}, nil
 }
 
-// appCapabilities: no marker (the App is the proof: whoever holds its key owns its one
-// webhook), a secret the client chooses and resends on every PATCH (whether GitHub keeps an
-// omitted one is not documented), no description or status of its own, events read-only, and
-// the repository hooks' delivery log recovery.
+// appCapabilities: one webhook per App (a singleton), no marker (the App is the proof: whoever
+// holds its key owns its one webhook), a secret the client chooses and resends on every PATCH
+// (whether GitHub keeps an omitted one is not documented), no description or status of its
+// own, events read-only, and the repository hooks' delivery log recovery.
 func appCapabilities(recovery providers.RecoveryCapabilities) providers.Capabilities {
 	return providers.Capabilities{
 		Secret:            providers.SecretClientChosen,
 		UpdateNeedsSecret: true,
 		ReadOnly:          providers.FieldEvents,
+		Singleton:         true,
 		Rate:              documentedRate,
 		RateLimitBackoff:  secondaryBackoff,
 		Recovery:          recovery,

@@ -163,6 +163,28 @@ func (s *Server) appFromJWT(tok string) (*app, string) {
 	return a, ""
 }
 
+// appTarget names, for the request log, the App a JWT says it is from (its iss, whether or not
+// its signature holds): "app/<id>", or "app" when the token names none. Callers hold s.mu.
+func (s *Server) appTarget(tok string) string {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "app"
+	}
+	cb, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var c jwtClaims
+	if err != nil || json.Unmarshal(cb, &c) != nil {
+		return "app"
+	}
+	var iss string
+	if json.Unmarshal(c.ISS, &iss) != nil {
+		iss = strings.TrimSpace(string(c.ISS))
+	}
+	if a := s.apps[iss]; a != nil {
+		return appKey(a.id)
+	}
+	return "app/" + iss
+}
+
 // wireAppConfig is webhook-config.
 type wireAppConfig struct {
 	URL         string `json:"url"`

@@ -542,7 +542,8 @@ type Request struct {
 	// UserAgent is the request's User-Agent header.
 	UserAgent string `json:"user_agent,omitempty"`
 	// Op and Target name what the request addressed ("" when the path is not a hook route);
-	// Target is lower-case ("repos/octo/hello"). Every page of a list is one OpList request;
+	// Target is lower-case ("repos/octo/hello"); an App route's is "app/<id>", the App its JWT
+	// names (signed by that App or not). Every page of a list is one OpList request;
 	// Page is the page it asked for (1 when the query names none), so Page == 1 counts Lists.
 	Op     string `json:"op,omitempty"`
 	Target string `json:"target,omitempty"`

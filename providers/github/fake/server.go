@@ -224,6 +224,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the change (Hooks) and then resets the log never finds the request logged afterwards.
 		s.mu.Lock()
 		res := s.handle(r, cred, hasAuth, rt, body)
+		if rt.kind == KindApp && rt.op != "" {
+			rec.Target = s.appTarget(cred)
+		}
 		final := res
 		if taken.Fail != nil { // AfterApply: the client gets the fault instead
 			final = result{status: taken.Fail.Status, rateLimited: taken.Fail.Secondary}

@@ -1,0 +1,312 @@
+package controllers_test
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/providers/builtin"
+	"github.com/hookwarden/hookwarden/providers/github"
+	ghfake "github.com/hookwarden/hookwarden/providers/github/fake"
+)
+
+// The GitHub App scenarios run the manager against the fake GitHub's App routes: one webhook per
+// App, reached with a JSON web token the manager signs with the App's private key, events set
+// in the App's settings only. Each scenario has its own App (its own id and key) and namespace;
+// the fake's request log names the App each JWT claims to be from.
+
+// appSeq numbers the scenarios' Apps.
+var appSeq int64 = 900000
+
+// ghApp is one scenario's App: its id, key, webhook and namespace.
+type ghApp struct {
+	id     int64
+	hookID int64
+	key    *rsa.PrivateKey
+	ns     string
+}
+
+func newGHApp(events ...string) *ghApp {
+	tenantMu.Lock()
+	appSeq++
+	id := appSeq
+	tenantMu.Unlock()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	Expect(err).NotTo(HaveOccurred())
+	a := &ghApp{id: id, key: key, ns: fmt.Sprintf("ghapp%d-%d", id, time.Now().UnixNano()%100000)}
+	a.hookID = ghSrv.AddApp(id, "", &key.PublicKey, events...)
+	Expect(k8s.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.ns}})).To(Succeed())
+	a.writeKey(pemKey(key))
+	return a
+}
+
+func pemKey(k *rsa.PrivateKey) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+}
+
+// writeKey stores the App's private key under the key the App's credential defaults to.
+func (a *ghApp) writeKey(pemText string) {
+	Expect(k8s.Create(suiteCtx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: "github-app"},
+		StringData: map[string]string{github.AppCredentialKey: pemText},
+	})).To(Succeed())
+}
+
+// sub is a subscription to the App's webhook; credentialsRef.key is left to its default.
+func (a *ghApp) sub(name, url string) *hookv1.WebhookSubscription {
+	return &hookv1.WebhookSubscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: name},
+		Spec: hookv1.WebhookSubscriptionSpec{
+			Provider: hookv1.ProviderSpec{
+				Type:           hookv1.ProviderGitHub,
+				CredentialsRef: hookv1.SecretKeySelector{Name: "github-app"},
+				APIURL:         ghURL,
+				GitHub:         &hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: strconv.FormatInt(a.id, 10)}},
+			},
+			Endpoint:       hookv1.EndpointSpec{URL: url},
+			Events:         []string{"push", "pull_request"},
+			SigningSecret:  hookv1.SigningSecretSpec{Name: name + "-signing"},
+			ResyncInterval: &metav1.Duration{Duration: 2 * time.Second},
+		},
+	}
+}
+
+func (a *ghApp) hook() ghfake.Hook { return ghSrv.AppHook(a.id) }
+
+// requests are the fake's log entries for this App (op "" for all).
+func (a *ghApp) requests(op string) []ghfake.Request {
+	var out []ghfake.Request
+	for _, r := range ghSrv.Requests() {
+		if r.Target == ghfake.AppTarget(a.id) && (op == "" || r.Op == op) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (a *ghApp) patches() int { return len(a.requests(ghfake.OpAppConfigUpdate)) }
+
+// expectSecret waits until the signing Secret holds the App webhook's secret as current, under
+// the webhook's id, with nothing pending.
+func (a *ghApp) expectSecret(s *hookv1.WebhookSubscription) string {
+	var secret string
+	Eventually(func(g Gomega) {
+		secret = a.hook().Config.Secret
+		g.Expect(secret).NotTo(BeEmpty())
+		sec := signingSecret(g, s)
+		g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(secret))
+		g.Expect(string(sec.Data[hookv1.SecretKeyFor(github.AppHookID)])).To(Equal(secret))
+		g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyPending))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return secret
+}
+
+// blocked is the condition that says why s does not progress: Stalled, else Reconciling.
+func blocked(g Gomega, s *hookv1.WebhookSubscription) *metav1.Condition {
+	cur := get(g, s)
+	if c := condition(cur, hookv1.ConditionStalled); c != nil {
+		return c
+	}
+	return condition(cur, hookv1.ConditionReconciling)
+}
+
+// expectQuiet checks that a blocked subscription does not hot-loop: over several resyncs, the
+// App sees at most a few requests (a loop would send hundreds).
+func (a *ghApp) expectQuiet() {
+	before := len(a.requests(""))
+	Consistently(func() int { return len(a.requests("")) - before }).
+		WithTimeout(6*time.Second).WithPolling(500*time.Millisecond).Should(BeNumerically("<=", 8), "no hot loop")
+}
+
+var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, ContinueOnFailure, func() {
+	var mgr *runningManager
+	BeforeAll(func() { mgr = startManager(managerOptions{}) })
+	AfterAll(func() {
+		if mgr != nil {
+			mgr.Stop()
+		}
+	})
+
+	It("a: points the App's empty webhook at the endpoint with one PATCH, stores the secret GitHub signs with, and becomes Ready", func() {
+		a := newGHApp("push", "pull_request")
+		s := a.sub("orders", "https://Hooks.Example.com:443/hooks/app/orders")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		got := expectReady(s)
+		h := a.hook()
+		Expect(h.Config.URL).To(Equal("https://hooks.example.com/hooks/app/orders"), "set in canonical form")
+		Expect(h.Config.ContentType).To(Equal("json"))
+		Expect(h.Config.InsecureSSL).To(Equal("0"))
+		Expect(got.Status.EndpointID).To(Equal(github.AppHookID))
+		Expect(a.patches()).To(Equal(1))
+		secret := a.expectSecret(s)
+		Expect(condition(got, hookv1.ConditionReadOnlyDrift)).To(BeNil(), "the App's events are the spec's")
+
+		_, err := ghSrv.Deliver(ghfake.AppTarget(a.id), a.hookID, "push", []byte(`{"ref":"refs/heads/main"}`))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool { return ghDeliveries.signedWith(strconv.FormatInt(a.hookID, 10), "push", secret) }).Should(BeTrue(),
+			"GitHub's delivery verifies with the stored secret")
+		Expect(hasEventNow(s, hookv1.ReasonCreated, github.AppHookID)).To(BeTrue())
+	})
+
+	It("b: a restarted manager writes nothing to the App", func() {
+		a := newGHApp("push", "pull_request")
+		s := a.sub("orders", "https://hooks.example.com/hooks/app/restart")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		expectReady(s)
+		a.expectSecret(s)
+		patches, reads := a.patches(), len(a.requests(ghfake.OpAppConfig))
+		mgr.Stop()
+		mgr = startManager(managerOptions{})
+		Eventually(func() int { return len(a.requests(ghfake.OpAppConfig)) }).WithTimeout(20 * time.Second).Should(BeNumerically(">", reads))
+		expectReady(s)
+		Consistently(a.patches).WithTimeout(5 * time.Second).Should(Equal(patches))
+	})
+
+	It("c: a URL set by hand is a conflict that names why: at the desired URL under adoption Never, and elsewhere whatever the policy; nothing is written", func() {
+		a := newGHApp("push", "pull_request")
+		Expect(ghSrv.Edit(ghfake.AppTarget(a.id), a.hookID, func(h *ghfake.Hook) {
+			h.Config.URL, h.Config.Secret = "https://hooks.example.com/hooks/app/never", "set-by-hand"
+		})).To(BeTrue())
+		s := a.sub("never", "https://hooks.example.com/hooks/app/never")
+		s.Spec.Policies.Adoption = hookv1.AdoptionNever
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := blocked(g, s)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonConflict))
+			g.Expect(c.Message).To(ContainSubstring("set by hand or by another cluster"))
+			g.Expect(c.Message).To(ContainSubstring("policies.adoption is Never"))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		a.expectQuiet()
+
+		b := newGHApp("push", "pull_request")
+		Expect(ghSrv.Edit(ghfake.AppTarget(b.id), b.hookID, func(h *ghfake.Hook) { h.Config.URL = "https://ci.example.com/app" })).To(BeTrue())
+		s2 := b.sub("elsewhere", "https://hooks.example.com/hooks/app/elsewhere")
+		Expect(k8s.Create(suiteCtx, s2)).To(Succeed()) // adoption: Adopt, the default
+		Eventually(func(g Gomega) {
+			c := blocked(g, s2)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonConflict))
+			g.Expect(c.Message).To(ContainSubstring("https://ci.example.com/app"))
+			g.Expect(c.Message).To(ContainSubstring("whatever policies.adoption says"))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		b.expectQuiet()
+		Expect(a.patches() + b.patches()).To(Equal(0))
+		Expect(a.hook().Config.Secret).To(Equal("set-by-hand"))
+		Expect(b.hook().Config.URL).To(Equal("https://ci.example.com/app"))
+	})
+
+	It("d: events that differ from the App's settings are reported in ReadOnlyDrift, never written, and the condition goes once they agree", func() {
+		a := newGHApp("issues", "push")
+		s := a.sub("orders", "https://hooks.example.com/hooks/app/events")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		expectReady(s)
+		Eventually(func(g Gomega) {
+			c := condition(get(g, s), hookv1.ConditionReadOnlyDrift)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonReadOnlyFieldDiffers))
+			g.Expect(c.Message).To(ContainSubstring("not subscribed there: [pull_request]"))
+			g.Expect(c.Message).To(ContainSubstring("not in spec.events: [issues]"))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(a.patches).WithTimeout(5*time.Second).Should(Equal(1), "only the first PATCH: events are never repaired")
+		Expect(condition(get(Default, s), hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+
+		ghSrv.SetAppEvents(a.id, "push", "pull_request")
+		Eventually(func(g Gomega) { g.Expect(condition(get(g, s), hookv1.ConditionReadOnlyDrift)).To(BeNil()) }).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(a.patches()).To(Equal(1))
+	})
+
+	It("e: a requested rotation is one PATCH with the new secret, which the Secret holds", func() {
+		a := newGHApp("push", "pull_request")
+		s := a.sub("orders", "https://hooks.example.com/hooks/app/rotate")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		expectReady(s)
+		first := a.expectSecret(s)
+		annotate(s, hookv1.AnnotationRotateRequestedAt, "2026-12-07T10:00:00Z")
+		Eventually(func(g Gomega) {
+			g.Expect(a.hook().Config.Secret).NotTo(Equal(first))
+			g.Expect(get(g, s).Status.LastHandledRotateAt).To(Equal("2026-12-07T10:00:00Z"))
+			g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, github.AppHookID)).To(BeTrue())
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		rotated := a.expectSecret(s)
+		Expect(rotated).NotTo(Equal(first))
+		Expect(a.patches()).To(Equal(2), "the create's PATCH and the rotation's")
+		expectReady(s)
+	})
+
+	It("bad input: a private key that does not parse, and a key that is not the App's, each give one clear condition and no hot loop", func() {
+		a := newGHApp("push")
+		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: "github-app"}})).To(Succeed())
+		a.writeKey("not a key")
+		s := a.sub("garbled", "https://hooks.example.com/hooks/app/garbled")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := blocked(g, s)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonInvalidSpec))
+			g.Expect(c.Message).To(ContainSubstring("private key is not PEM"))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(a.requests("")).To(BeEmpty(), "nothing is sent without a key")
+
+		b := newGHApp("push")
+		other, err := rsa.GenerateKey(rand.Reader, 2048)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8s.Delete(suiteCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "github-app"}})).To(Succeed())
+		b.writeKey(pemKey(other))
+		s2 := b.sub("foreign-key", "https://hooks.example.com/hooks/app/foreign-key")
+		Expect(k8s.Create(suiteCtx, s2)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := blocked(g, s2)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(hookv1.ReasonUnauthorized))
+			g.Expect(c.Message).To(ContainSubstring("the App ID and the private key must belong to one App"))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		b.expectQuiet()
+		Expect(b.hook().Config.URL).To(BeEmpty())
+	})
+
+	It("deletion with policy Delete leaves the App's webhook (the API cannot delete it), says where it still delivers, and releases the subscription", func() {
+		a := newGHApp("push", "pull_request")
+		s := a.sub("orders", "https://hooks.example.com/hooks/app/deleted")
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		expectReady(s)
+		Expect(k8s.Delete(suiteCtx, s)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(s), &hookv1.WebhookSubscription{}))
+		}).WithTimeout(20 * time.Second).Should(BeTrue())
+		Expect(a.hook().Config.URL).To(Equal("https://hooks.example.com/hooks/app/deleted"))
+		Eventually(func(g Gomega) {
+			g.Expect(hasEvent(g, s, hookv1.ReasonOrphaned, "still delivering to https://hooks.example.com/hooks/app/deleted")).To(BeTrue())
+		}).Should(Succeed())
+		Expect(a.patches()).To(Equal(1))
+	})
+})
+
+var _ = It("the shipped GitHub App sample is admitted by the CRD and read as the App's webhook, its key under privateKey", func() {
+	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "github-app", "app.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var s hookv1.WebhookSubscription
+	Expect(yaml.Unmarshal(raw, &s)).To(Succeed())
+	s.Namespace = "default"
+	Expect(k8s.Create(suiteCtx, &s, client.DryRunAll)).To(Succeed())
+	_, scope, err := decide.ValidateSpec(&s.Spec, builtin.Registry())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(scope.Target).To(Equal("app/123456"))
+	Expect(scope.CredentialKey).To(Equal(github.AppCredentialKey))
+})
