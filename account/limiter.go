@@ -1,14 +1,30 @@
 package account
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/providers"
 )
+
+// paced takes a token of bucket for one HTTP request; on a traced request (the client span of
+// telemetry.Transport in ctx) the time it waited for it goes on the span.
+func paced(ctx context.Context, bucket *rate.Limiter) error {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return bucket.Wait(ctx)
+	}
+	start := time.Now()
+	err := bucket.Wait(ctx)
+	span.SetAttributes(telemetry.AttrRateLimitWait.Float64(time.Since(start).Seconds()))
+	return err
+}
 
 // limiter paces the requests made with one credential: a token bucket, and after a rate-limit
 // answer a wait that every account using the credential honours (the provider limits the
