@@ -14,7 +14,7 @@ import (
 )
 
 // paced takes a token of bucket for one HTTP request; on a traced request (the client span of
-// telemetry.Transport in ctx) the time it waited for it goes on the span.
+// telemetry.Transport in ctx) a wait for it of minPaceWait or more goes on the span.
 func paced(ctx context.Context, bucket *rate.Limiter) error {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
@@ -22,9 +22,15 @@ func paced(ctx context.Context, bucket *rate.Limiter) error {
 	}
 	start := time.Now()
 	err := bucket.Wait(ctx)
-	span.SetAttributes(telemetry.AttrRateLimitWait.Float64(time.Since(start).Seconds()))
+	if waited := time.Since(start); waited >= minPaceWait {
+		span.SetAttributes(telemetry.AttrRateLimitWait.Float64(waited.Seconds()))
+	}
 	return err
 }
+
+// minPaceWait is the shortest wait for a token a span reports: a token at hand takes
+// microseconds, which is no wait.
+const minPaceWait = time.Millisecond
 
 // limiter paces the requests made with one credential: a token bucket, and after a rate-limit
 // answer a wait that every account using the credential honours (the provider limits the
