@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -369,10 +368,8 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	desiredURL, ownReceiverURL, acct, rotate, s, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.unlock
 	s.ops.Before = s.flush
 	o := s.ops
-	recorded := sub.Status.EndpointID
-	plans := planTrace{span: trace.SpanFromContext(ctx)}
+	recorded, plans := sub.Status.EndpointID, newPlanTrace(ctx, sub)
 	defer func() {
-		plans.report(recorded)
 		if err == nil || sub.Status.EndpointID != recorded {
 			// Claimed before the account is unlocked: the next subscription to plan on it
 			// sees the claim even before this status write reaches the cache.
@@ -413,8 +410,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		p := decide.ComputePlan(in)
-		plans.add(p)
+		p := plans.add(decide.ComputePlan(in))
 		if after, ok := awaitsImportedSecret(p, sub, s.signing.Obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
 			return ctrl.Result{}, decide.NewWait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
 		}

@@ -109,18 +109,24 @@ func spanResult(ctx context.Context, result string, reason hookv1.Reason) {
 // span not recording it keeps nothing.
 type planTrace struct {
 	span trace.Span
+	// recorded is the registration status named before the reconcile.
+	recorded string
 	// last is the decision of the last round's plan, kept the registration it keeps.
-	last   decide.Decision
-	kept   string
-	ran    uint64 // a bit per step kind planned in any round
-	rounds int
+	last decide.Decision
+	kept string
+	ran  uint64 // a bit per step kind planned in any round
 }
 
-func (t *planTrace) add(p decide.Plan) {
+func newPlanTrace(ctx context.Context, sub *hookv1.WebhookSubscription) planTrace {
+	return planTrace{span: trace.SpanFromContext(ctx), recorded: sub.Status.EndpointID}
+}
+
+// add folds in the plan of one round and sets the span's decision and steps so far; it
+// returns p.
+func (t *planTrace) add(p decide.Plan) decide.Plan {
 	if !t.span.IsRecording() {
-		return
+		return p
 	}
-	t.rounds++
 	t.last, t.kept = p.Decision, ""
 	if p.Keep != nil {
 		t.kept = p.Keep.ID
@@ -128,16 +134,14 @@ func (t *planTrace) add(p decide.Plan) {
 	for _, st := range p.Steps {
 		t.ran |= 1 << uint(st.Kind)
 	}
+	t.report()
+	return p
 }
 
 func (t *planTrace) planned(k decide.StepKind) bool { return t.ran&(1<<uint(k)) != 0 }
 
-// report sets the decision and the steps planned; recorded is the registration status named
-// before the reconcile.
-func (t *planTrace) report(recorded string) {
-	if !t.span.IsRecording() || t.rounds == 0 {
-		return
-	}
+// report sets the decision and the steps planned.
+func (t *planTrace) report() {
 	var decision string
 	switch {
 	case t.last == decide.Stall:
@@ -148,7 +152,7 @@ func (t *planTrace) report(recorded string) {
 		decision = decisionCreated
 	case t.planned(decide.StepReplace):
 		decision = decisionReplaced
-	case t.kept != "" && t.kept != recorded:
+	case t.kept != "" && t.kept != t.recorded:
 		decision = decisionAdopted
 	case t.planned(decide.StepUpdate) || t.planned(decide.StepSetSecret):
 		decision = decisionUpdated

@@ -86,7 +86,7 @@ var _ = Describe("Tracing the manager", Ordered, func() {
 func spanAttr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
@@ -109,7 +109,7 @@ func renderStub(s tracetest.SpanStub, all tracetest.SpanStubs, indent string) st
 	var kv []string
 	for _, a := range s.Attributes {
 		if a.Key != attribute.Key("server.port") && a.Key != attribute.Key("url.scheme") {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 	}
 	out := fmt.Sprintf("%s%s [%s] %s\n", indent, s.Name, strings.ToUpper(s.SpanKind.String()), strings.Join(kv, " "))

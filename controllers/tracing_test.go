@@ -33,9 +33,8 @@ func TestManagerSpansOffAllocateNothing(t *testing.T) {
 		valid := false
 		allocs := testing.AllocsPerRun(100, func() {
 			ctx, span := r.startReconcile(context.Background(), req)
-			plans := planTrace{span: trace.SpanFromContext(ctx)}
+			plans := newPlanTrace(ctx, sub)
 			plans.add(plan)
-			plans.report("")
 			spanDecision(ctx, decisionCreated)
 			spanResult(ctx, "ready", hookv1.ReasonSucceeded)
 			rctx, run := x.startSpan(ctx)
@@ -86,7 +85,7 @@ func runSpans(t *testing.T, spans tracetest.SpanStubs) (run tracetest.SpanStub, 
 func stubAttrs(s tracetest.SpanStub) map[string]string {
 	out := map[string]string{}
 	for _, a := range s.Attributes {
-		out[string(a.Key)] = a.Value.Emit()
+		out[string(a.Key)] = a.Value.String()
 	}
 	return out
 }

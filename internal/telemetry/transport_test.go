@@ -59,7 +59,7 @@ func TestTransport(t *testing.T) {
 		s := spans[i]
 		a := map[string]string{}
 		for _, kv := range s.Attributes {
-			a[string(kv.Key)] = kv.Value.Emit()
+			a[string(kv.Key)] = kv.Value.String()
 		}
 		if s.Name != "GET" || s.SpanKind != trace.SpanKindClient || s.Parent.SpanID() != parent.SpanContext().SpanID() {
 			t.Errorf("span %d: %s %v, parent %v; want a GET client span under the caller's", i, s.Name, s.SpanKind, s.Parent.SpanID())
