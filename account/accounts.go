@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -59,6 +61,9 @@ type AccountOptions struct {
 	Jitter func() float64
 	// Metrics count and time provider requests; nil: counted, never served.
 	Metrics *Metrics
+	// Tracing writes a client span per provider request (nil or disabled: none), with the
+	// time it waited for its credential's pace.
+	Tracing *telemetry.Tracing
 }
 
 // Defaults of AccountOptions.
@@ -215,8 +220,12 @@ func (a *Accounts) get(key AccountKey) (*Account, error) {
 	lim := a.limiters[lid]
 	// Every HTTP request takes a token, each page of a list too. lim is set below, before the
 	// client sends anything.
-	pace := func(ctx context.Context) error { return lim.bucket.Wait(ctx) }
-	c, err := p.Factory.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace, Now: a.opts.Now})
+	pace := func(ctx context.Context) error { return paced(ctx, lim.bucket) }
+	var wrap func(http.RoundTripper) http.RoundTripper
+	if a.opts.Tracing.Enabled() {
+		wrap = a.opts.Tracing.Transport
+	}
+	c, err := p.Factory.New(providers.Config{APIURL: key.APIURL, Target: key.Target, Settings: key.Settings, Credential: key.Credential, Timeout: a.opts.RequestTimeout, Pace: pace, Now: a.opts.Now, Wrap: wrap})
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,36 @@
 package account
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/providers"
 )
+
+// paced takes a token of bucket for one HTTP request; on a traced request (the client span of
+// telemetry.Transport in ctx) a wait for it of minPaceWait or more goes on the span.
+func paced(ctx context.Context, bucket *rate.Limiter) error {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return bucket.Wait(ctx)
+	}
+	start := time.Now()
+	err := bucket.Wait(ctx)
+	if waited := time.Since(start); waited >= minPaceWait {
+		span.SetAttributes(telemetry.AttrRateLimitWait.Float64(waited.Seconds()))
+	}
+	return err
+}
+
+// minPaceWait is the shortest wait for a token a span reports: a token at hand takes
+// microseconds, which is no wait.
+const minPaceWait = time.Millisecond
 
 // limiter paces the requests made with one credential: a token bucket, and after a rate-limit
 // answer a wait that every account using the credential honours (the provider limits the

@@ -24,10 +24,12 @@ func (r *Reconciler) finalize(ctx context.Context, sub *hookv1.WebhookSubscripti
 		return ctrl.Result{}, nil
 	}
 	if sub.Spec.Policies.Deletion == hookv1.DeletionOrphan {
+		spanDecision(ctx, decisionOrphaned)
 		r.audit(ctx, sub, actionOrphan, sub.Status.EndpointID, "subscription deleted with policies.deletion=Orphan: the registration stays at the provider")
 		r.event(sub, corev1.EventTypeNormal, hookv1.ReasonOrphaned, "Delete", "left registration %q at the provider (policies.deletion=Orphan)", sub.Status.EndpointID)
 		return ctrl.Result{}, r.releaseFinalizer(ctx, sub)
 	}
+	spanDecision(ctx, decisionDeleted)
 	base := sub.DeepCopy()
 	opCtx, cancel := context.WithTimeout(ctx, r.OperationTimeout)
 	defer cancel()

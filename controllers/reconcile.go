@@ -30,6 +30,7 @@ import (
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -79,6 +80,9 @@ type Reconciler struct {
 	AfterCreate func(ctx context.Context, sub *hookv1.WebhookSubscription, reg providers.Registration) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Tracing writes a span per reconcile and per recovery run (nil or disabled: none). The
+	// provider requests' spans are Accounts' (AccountOptions.Tracing, the same Tracing).
+	Tracing *telemetry.Tracing
 	// credentials (and REST profiles) are read from the API server, once per version of their
 	// Secret (ConfigMap).
 	credentials *account.Credentials
@@ -208,9 +212,17 @@ func (r *Reconciler) subscriptionsUsing(index string) handler.MapFunc {
 	}
 }
 
-// Reconcile is thin: fetch, finalize, suspend or reconcile, then one status patch.
+// Reconcile is thin: fetch, finalize, suspend or reconcile, then one status patch; in a span
+// of its own when tracing is on.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ctx, span := r.startReconcile(ctx, req)
 	sub := &hookv1.WebhookSubscription{}
+	res, err := r.reconcileSubscription(ctx, req, sub)
+	endReconcile(span, sub, res, err)
+	return res, err
+}
+
+func (r *Reconciler) reconcileSubscription(ctx context.Context, req ctrl.Request, sub *hookv1.WebhookSubscription) (ctrl.Result, error) {
 	if err := r.Get(ctx, req.NamespacedName, sub); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
@@ -238,6 +250,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var res ctrl.Result
 	var err error
 	if sub.Spec.Suspend {
+		spanDecision(ctx, decisionSuspended)
 		r.suspend(ctx, sub)
 	} else {
 		res, err = r.reconcileOnce(ctx, sub)
@@ -355,7 +368,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	desiredURL, ownReceiverURL, acct, rotate, s, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.unlock
 	s.ops.Before = s.flush
 	o := s.ops
-	recorded := sub.Status.EndpointID
+	recorded, plans := sub.Status.EndpointID, newPlanTrace(ctx, sub)
 	defer func() {
 		if err == nil || sub.Status.EndpointID != recorded {
 			// Claimed before the account is unlocked: the next subscription to plan on it
@@ -397,7 +410,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		p := decide.ComputePlan(in)
+		p := plans.add(decide.ComputePlan(in))
 		if after, ok := awaitsImportedSecret(p, sub, s.signing.Obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
 			return ctrl.Result{}, decide.NewWait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
 		}

@@ -141,9 +141,11 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 			x.listed = &page
 		}
 	}
+	ctx, span := x.startSpan(ctx)
 	x.start(ctx, now)
 	x.carryOut(ctx)
 	x.finish(ctx, in.Requested)
+	x.endSpan(span)
 	return x.requeue
 }
 
@@ -261,46 +263,65 @@ func (x *recoveryRunner) fetch(ctx context.Context) {
 			return x.ro.Events(ctx, x.reg.Events, since, fetchPage)
 		}
 	}
-	for {
-		page, err := list(since)
-		if err != nil {
-			x.stopOn(err, "listing missed events")
+	for n := 1; ; n++ {
+		pctx, pg := x.startPage(ctx, n)
+		next, more, ok := x.fetchPage(pctx, pg, list, since, seen)
+		pg.end()
+		if !ok {
 			return
 		}
-		x.run.Malformed += int64(page.Malformed)
-		for i, m := range page.Missed {
-			if seen[m.ID] {
-				continue
-			}
-			seen[m.ID] = true
-			if m.Expired {
-				x.run.BeyondWindow++
-			} else if !x.handOver(ctx, m) {
-				x.persist(ctx)
-				return
-			}
-			x.advance(m.At)
-			if (i+1)%persistEvery == 0 {
-				x.persist(ctx)
-			}
-		}
-		if !page.More {
+		if !more {
 			break
 		}
-		// The page held every event of each second it reached: the next starts after them.
-		next := page.NextSince()
-		if !next.After(since) {
-			x.fail(hookv1.RecoveryPartial, "the provider's listing of missed events did not move past %s; the next run starts again from the watermark", since.UTC().Format(time.RFC3339))
-			x.persist(ctx)
-			return
-		}
 		since = next
-		x.persist(ctx)
 	}
 	x.advance(x.run.StartTime.Time) // the listing covered everything up to the run's start
 	if everything {
 		x.st.ProviderDisabledAt = nil
 	}
+}
+
+// fetchPage lists one page of missed events from since and hands over those not seen yet: more
+// when the listing goes on from next, ok false when the run stops here.
+func (x *recoveryRunner) fetchPage(ctx context.Context, pg *recoveryPage, list func(time.Time) (providers.MissedPage, error),
+	since time.Time, seen map[string]bool) (next time.Time, more, ok bool) {
+	page, err := list(since)
+	if err != nil {
+		x.stopOn(err, "listing missed events")
+		return time.Time{}, false, false
+	}
+	x.run.Malformed += int64(page.Malformed)
+	for i, m := range page.Missed {
+		if seen[m.ID] {
+			continue
+		}
+		seen[m.ID] = true
+		switch {
+		case m.Expired:
+			x.run.BeyondWindow++
+		case !x.handOver(ctx, m):
+			x.persist(ctx)
+			return time.Time{}, false, false
+		default:
+			pg.asked(m.ID)
+		}
+		x.advance(m.At)
+		if (i+1)%persistEvery == 0 {
+			x.persist(ctx)
+		}
+	}
+	if !page.More {
+		return time.Time{}, false, true
+	}
+	// The page held every event of each second it reached: the next starts after them.
+	next = page.NextSince()
+	if !next.After(since) {
+		x.fail(hookv1.RecoveryPartial, "the provider's listing of missed events did not move past %s; the next run starts again from the watermark", since.UTC().Format(time.RFC3339))
+		x.persist(ctx)
+		return time.Time{}, false, false
+	}
+	x.persist(ctx)
+	return next, true, true
 }
 
 // handOver posts one event; false stops the run.
@@ -331,6 +352,8 @@ func (x *recoveryRunner) handOver(ctx context.Context, m providers.Missed) bool 
 // not listed), never past one only asked for now: the next run's listing tells whether it
 // arrived.
 func (x *recoveryRunner) redeliver(ctx context.Context) {
+	ctx, pg := x.startPage(ctx, 1)
+	defer pg.end()
 	var page providers.MissedPage
 	if x.listed != nil {
 		page = *x.listed
@@ -379,6 +402,7 @@ func (x *recoveryRunner) redeliver(ctx context.Context) {
 			return
 		default:
 			x.run.Recovered++
+			pg.asked(m.ID)
 		}
 	}
 }

@@ -36,11 +36,13 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 	var we *decide.WaitError
 	switch {
 	case err == nil:
+		spanResult(ctx, "ready", hookv1.ReasonSucceeded)
 		setReady(sub, metav1.ConditionTrue, hookv1.ReasonSucceeded, "registration "+sub.Status.EndpointID+" matches the spec and its signing secret is stored")
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionReconciling)
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return res, nil
 	case errors.As(err, &se):
+		spanResult(ctx, "stalled", se.Reason)
 		logger.Info("reconcile stalled: needs a change to the subscription or a Secret it names", logReason, se.Reason, "message", se.Msg)
 		setReady(sub, metav1.ConditionFalse, se.Reason, se.Msg)
 		setCondition(sub, hookv1.ConditionStalled, se.Reason, se.Msg)
@@ -52,6 +54,7 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 		}
 		return ctrl.Result{}, nil
 	case errors.As(err, &we):
+		spanResult(ctx, "waiting", we.Reason)
 		logger.Info("reconcile waits", logReason, we.Reason, "message", we.Msg, "retryAfter", we.After.String())
 		if we.Reason == hookv1.ReasonRateLimited {
 			r.retrying(sub, we.Reason, we.Msg)
@@ -62,6 +65,7 @@ func (r *Reconciler) record(ctx context.Context, sub *hookv1.WebhookSubscription
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return ctrl.Result{RequeueAfter: we.After}, nil
 	default:
+		spanResult(ctx, "retrying", hookv1.ReasonProviderUnavailable)
 		r.retrying(sub, hookv1.ReasonProviderUnavailable, err.Error())
 		meta.RemoveStatusCondition(&sub.Status.Conditions, hookv1.ConditionStalled)
 		return ctrl.Result{}, err

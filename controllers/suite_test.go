@@ -36,6 +36,7 @@ import (
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/controllers"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/builtin"
@@ -144,6 +145,8 @@ type managerOptions struct {
 	routeSweep        time.Duration
 	// registry, when set, replaces the builtin provider registry.
 	registry providers.Registry
+	// tracing, when set, is the manager's (as cmd/manager's from OTEL_*).
+	tracing *telemetry.Tracing
 }
 
 // runningManager is one manager process, as far as the cluster and the provider can tell:
@@ -204,7 +207,7 @@ func startManager(o managerOptions) *runningManager {
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:    account.NewAccounts(registry, account.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics.Provider()}),
+		Accounts:    account.NewAccounts(registry, account.AccountOptions{QPS: qps, Burst: 50, RequestTimeout: 5 * time.Second, Metrics: metrics.Provider(), Tracing: o.tracing}),
 		Metrics:     metrics,
 		ClusterName: clusterName,
 		ListTTL:     o.listTTL,
@@ -213,7 +216,8 @@ func startManager(o managerOptions) *runningManager {
 		ReceiverBaseURL: receiverBase,
 		// The scenarios look for the Events of their subscriptions; the budget has a test of
 		// its own (TestEventBudget), with its own clock.
-		Events: controllers.EventBudget{PerSecond: -1},
+		Events:  controllers.EventBudget{PerSecond: -1},
+		Tracing: o.tracing,
 	}
 	if o.receiverNamespace != "" {
 		r.RouteSecrets = &controllers.RouteSecrets{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(),

@@ -10,6 +10,7 @@ package providers
 import (
 	"context"
 	"math"
+	"net/http"
 	"sort"
 	"time"
 )
@@ -323,10 +324,28 @@ type Config struct {
 	// Pace, when set, is called before every HTTP request the client sends (each page of a
 	// list counts), and the request fails with its error: the manager's per-credential rate.
 	Pace func(context.Context) error
+	// Wrap, when set, wraps the transport every HTTP request of the client goes through,
+	// pacing included: the manager's tracing, one client span per request with its wait for
+	// Pace inside it.
+	Wrap func(http.RoundTripper) http.RoundTripper
 	// Now is the clock against which the provider's stated waits are read (a Retry-After
 	// date, an epoch reset); nil means time.Now. The manager passes its own, so tests can
 	// inject one.
 	Now func() time.Time
+}
+
+// Transport is the transport a client built from cfg sends its requests through: Pace over
+// http.DefaultTransport, wrapped by Wrap. It is nil when cfg sets neither (the client keeps
+// its HTTP library's own).
+func (cfg Config) Transport() http.RoundTripper {
+	if cfg.Pace == nil && cfg.Wrap == nil {
+		return nil
+	}
+	t := PacedTransport(cfg.Pace, nil)
+	if cfg.Wrap != nil {
+		t = cfg.Wrap(t)
+	}
+	return t
 }
 
 // Clock is cfg.Now, or time.Now when it is nil.

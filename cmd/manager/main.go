@@ -177,9 +177,9 @@ func resolveClusterName(ctx context.Context, r client.Reader, flagValue string) 
 
 //nolint:funlen // the manager's wiring in the order it starts: each step one statement
 func run(ctx context.Context, cfg *krest.Config, o options) error {
-	// OTEL_* settings; off unless configured, and never a reason not to start. The manager's
-	// own spans (reconcile, provider requests, recovery runs) are not written yet: with tracing
-	// on it exports nothing until they are.
+	// OTEL_* settings; off unless configured, and never a reason not to start. On, the manager
+	// writes a span per reconcile, a child per provider request (without ever sending the
+	// provider our trace context) and a span per recovery run with a child per page.
 	tracing := telemetry.Setup(ctx, telemetry.Options{Service: "hookwarden-manager", Version: version.Get().Version,
 		Registerer: ctrlmetrics.Registry, Log: ctrl.Log.WithName("tracing")})
 	defer func() {
@@ -235,7 +235,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder("hookwarden-manager"),
-		Accounts:                account.NewAccounts(registry, account.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout, Metrics: metrics.Provider()}),
+		Accounts:                account.NewAccounts(registry, account.AccountOptions{QPS: o.providerQPS, Burst: o.providerBurst, RequestTimeout: o.requestTimeout, Metrics: metrics.Provider(), Tracing: tracing}),
 		Metrics:                 metrics,
 		ClusterName:             clusterName,
 		ListTTL:                 o.listTTL,
@@ -243,6 +243,7 @@ func run(ctx context.Context, cfg *krest.Config, o options) error {
 		MaxConcurrentReconciles: o.concurrency,
 		OutageGrace:             o.outageGrace,
 		Events:                  o.events,
+		Tracing:                 tracing,
 	}
 	if o.receiverNS != "" {
 		r.RouteSecrets = &controllers.RouteSecrets{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(),

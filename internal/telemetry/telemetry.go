@@ -341,3 +341,12 @@ func (t *Tracing) Dropped() prometheus.Counter {
 	}
 	return t.dropped
 }
+
+// New is a Tracing over tp, an SDK provider set up by the caller (tests: one with an in-memory
+// exporter); nil is disabled. Setup is how a process gets its own.
+func New(tp *sdktrace.TracerProvider) *Tracing {
+	if tp == nil {
+		return &Tracing{}
+	}
+	return &Tracing{provider: tp, tracer: tp.Tracer("github.com/hookwarden/hookwarden")}
+}

@@ -162,8 +162,8 @@ func newClient(cfg providers.Config, target string) (*Client, error) {
 		SetResponseBodyLimit(maxBodyBytes).
 		SetDisableWarn(true).
 		SetLogger(providers.QuietLogger{})
-	if cfg.Pace != nil {
-		rc.SetTransport(providers.PacedTransport(cfg.Pace, nil))
+	if t := cfg.Transport(); t != nil {
+		rc.SetTransport(t)
 	}
 	caps := capabilities
 	caps.Recovery = recovery(base.Path)

@@ -125,8 +125,8 @@ func New(cfg providers.Config) (*Client, error) {
 		// The profile's headers may replace it (an API that wants its own).
 		SetHeader("User-Agent", providers.UserAgent()).
 		SetLogger(providers.QuietLogger{})
-	if cfg.Pace != nil {
-		cl.http.SetTransport(providers.PacedTransport(cfg.Pace, nil))
+	if t := cfg.Transport(); t != nil {
+		cl.http.SetTransport(t)
 	}
 	cl.caps = capabilities(p)
 	cl.caps.Recovery = recoveryCapabilities(p)

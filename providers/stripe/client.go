@@ -107,7 +107,7 @@ func New(cfg providers.Config) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	httpClient := &http.Client{Timeout: timeout, Transport: userAgentTransport{next: providers.PacedTransport(cfg.Pace, nil), product: providers.UserAgent()}}
+	httpClient := &http.Client{Timeout: timeout, Transport: userAgentTransport{next: providers.PacedTransport(nil, cfg.Transport()), product: providers.UserAgent()}}
 
 	// GetBackendWithConfig writes defaults into the config it gets, so each backend gets its own.
 	// Connect and Uploads are never called; with a custom API URL they point there too, so that

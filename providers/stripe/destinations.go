@@ -130,8 +130,8 @@ func NewDestinations(cfg providers.Config) (*Destinations, error) {
 		SetAuthToken(cfg.Credential).
 		SetHeader("Stripe-Version", V2APIVersion).
 		SetHeader("User-Agent", providers.UserAgent())
-	if cfg.Pace != nil {
-		h.SetTransport(providers.PacedTransport(cfg.Pace, nil))
+	if t := cfg.Transport(); t != nil {
+		h.SetTransport(t)
 	}
 	return &Destinations{http: h, base: base, key: cfg.Credential, payload: s.EventPayload, now: cfg.Clock()}, nil
 }

@@ -322,6 +322,8 @@ type Request struct {
 	JSON           json.RawMessage `json:"json,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	UserAgent      string          `json:"user_agent,omitempty"`
+	// TraceParent is the request's W3C traceparent header (a client must send none).
+	TraceParent string `json:"traceparent,omitempty"`
 	// Status is the HTTP status sent, or 499 if the client went away before the response
 	// (for example during injected latency).
 	Status   int  `json:"status"`

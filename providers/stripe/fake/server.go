@@ -75,6 +75,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Query:          r.URL.Query(),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		UserAgent:      r.Header.Get("User-Agent"),
+		TraceParent:    r.Header.Get("Traceparent"),
 	}
 	taken := s.faults.TakeFor(r.Method, r.URL.Path, key)
 	// Chaos picks among requests no fault was injected for; the meter applies to all.
