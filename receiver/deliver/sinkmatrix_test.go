@@ -282,9 +282,11 @@ func scenarioDown(t *testing.T, kind string) {
 		})
 		time.Sleep(5 * time.Second) // the pace at which events arrive, not a deadline
 	}
-	await(t, "only the jobs of the sink that is down wait", func() bool { return k.depth(t) == len(ids)-before })
-	if got := sinkCounter(t, k.reg, "down", ResultDelivered); got != float64(before) {
-		t.Errorf("the sink that is down acknowledged %v events, want the %d before it went down", got, before)
+	await(t, "the sinks that are up recorded every event as delivered", func() bool {
+		return sinkCounter(t, k.reg, "steady", ResultDelivered) >= float64(len(ids)) && sinkCounter(t, k.reg, "also-up", ResultDelivered) >= float64(len(ids))
+	})
+	if got, d := sinkCounter(t, k.reg, "down", ResultDelivered), k.depth(t); got != float64(before) || d != len(ids)-before {
+		t.Errorf("the sink that is down acknowledged %v events and %d jobs wait; want the %d before it went down and the %d since", got, d, before, len(ids)-before)
 	}
 	if got := sinkCounter(t, k.reg, "down", ResultRetry); got < 1 {
 		t.Errorf("no failed attempt of the sink that is down")
@@ -440,6 +442,9 @@ func scenarioMisconfigured(t *testing.T, kind string) {
 	await(t, "the sink that is fine has every event", func() bool { return k.hasAll(t, "ok", ids) })
 	for name, reason := range reasons {
 		await(t, name+"'s events were offered more often than their budget and given back, saying why", func() bool {
+			if letters := k.deadLetters(t); len(letters) != 0 {
+				t.Fatalf("%s's job of %s dead-lettered while the sink was misconfigured (%s), want it waiting", letters[0].Sink, letters[0].Event.EventID, letters[0].LastError)
+			}
 			return sinkCounter(t, k.reg, name, ResultRetry) >= float64(4*len(ids)) && k.logs.contains(reason)
 		})
 	}
