@@ -95,6 +95,12 @@ func NewKafka(brokers []string, topic string, key KafkaKey, c KafkaConfig) (*Kaf
 		// record may then be in the topic and produced again by the next attempt: a repeat
 		// with the same Idempotency-Key, which at least once already allows.
 		kgo.AllowIdempotentProduceCancellation(),
+		// A topic the broker does not know fails the produce at its first answer, so the
+		// sink is found misconfigured (its events wait, uncounted). franz-go's default, four
+		// metadata reloads, could outlast the attempt's timeout on a loaded host: the
+		// attempt then ended as a plain timeout, was counted, and the events of a sink that
+		// only lacked its topic were dead-lettered.
+		kgo.UnknownTopicRetries(0),
 	}
 	hook := &connHook{}
 	opts = append(opts, kgo.WithHooks(hook))
