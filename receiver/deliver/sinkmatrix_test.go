@@ -174,13 +174,7 @@ func (k *kindRig) deadLetters(t *testing.T) []store.Job {
 // await polls cond until it holds, for up to three minutes (brokers on a loaded box).
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pollFor(t, 3*time.Minute, 20*time.Millisecond, what, cond)
 }
 
 // exactlyOnce reports whether the kind's destination takes each event once even through
