@@ -88,6 +88,19 @@ func NewKafka(brokers []string, topic string, key KafkaKey, c KafkaConfig) (*Kaf
 		kgo.ClientID("hookwarden-receiver"),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // the default, said out loud
 		kgo.DialTimeout(5 * time.Second),
+		// A produce request whose answer was lost with its connection (a broker gone
+		// mid-request) may fail when the attempt's context ends. By default the idempotent
+		// producer waits for that record's outcome however long the broker stays away, so a
+		// Publish outlived the sender's timeout and its job's lease, and held its worker. The
+		// record may then be in the topic and produced again by the next attempt: a repeat
+		// with the same Idempotency-Key, which at least once already allows.
+		kgo.AllowIdempotentProduceCancellation(),
+		// A topic the broker does not know fails the produce at its first answer, so the
+		// sink is found misconfigured (its events wait, uncounted). franz-go's default, four
+		// metadata reloads, could outlast the attempt's timeout on a loaded host: the
+		// attempt then ended as a plain timeout, was counted, and the events of a sink that
+		// only lacked its topic were dead-lettered.
+		kgo.UnknownTopicRetries(0),
 	}
 	hook := &connHook{}
 	opts = append(opts, kgo.WithHooks(hook))

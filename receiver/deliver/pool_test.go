@@ -26,12 +26,18 @@ import (
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	pollFor(t, 10*time.Second, time.Millisecond, what, cond)
+}
+
+// pollFor checks cond every interval until it holds, failing the test after patience.
+func pollFor(t *testing.T, patience, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
