@@ -180,7 +180,11 @@ func newNATSEndpoint(t *testing.T, missing bool) *natsEndpoint {
 	if !missing {
 		e.fix(t)
 	}
-	e.pub = NewJetStream([]string{e.srv.ClientURL()}, natsSubject, JetStreamAuth{})
+	pub, err := NewJetStream([]string{e.srv.ClientURL()}, natsSubject, JetStreamAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pub = pub
 	t.Cleanup(e.pub.Close)
 	return e
 }
