@@ -16,6 +16,7 @@ import (
 	"github.com/hookwarden/hookwarden/account"
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/decide"
+	"github.com/hookwarden/hookwarden/internal/telemetry"
 	"github.com/hookwarden/hookwarden/providers"
 )
 
@@ -331,6 +332,8 @@ func (x *recoveryRunner) handOver(ctx context.Context, m providers.Missed) bool 
 		x.fail(hookv1.RecoveryPartial, "signing event %s: %v; the next run starts again from it", m.ID, err)
 		return false
 	}
+	// Our own receiver: the page span goes with the event, so its trace links to this run.
+	telemetry.SignHandover(ctx, header, x.secret, m.Payload)
 	code, err := x.r.handOver(ctx, x.reg.URL, header, m.Payload)
 	switch {
 	case err != nil:

@@ -2,8 +2,12 @@ package controllers_test
 
 import (
 	"fmt"
+	"net/http"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,23 +16,27 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/internal/telemetry"
+	"github.com/hookwarden/hookwarden/providers"
 )
 
 // Issue 31: the manager's spans, from a manager whose tracing exports to memory. A first
 // reconcile of a Stripe subscription is one span with the decision "created" and its provider
 // requests as client children, the list before the create; the provider never receives a
-// traceparent.
+// traceparent. A fetch recovery hands each event to the receiver with its page span as
+// traceparent, signed with Hookwarden-Recovery under the subscription's secret.
 var _ = Describe("Tracing the manager", Ordered, func() {
 	var (
-		mgr *runningManager
-		exp *tracetest.InMemoryExporter
+		mgr  *runningManager
+		exp  *tracetest.InMemoryExporter
+		recs = &sync.Map{}
 	)
 	BeforeAll(func() {
 		exp = tracetest.NewInMemoryExporter()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		DeferCleanup(func() { _ = tp.Shutdown(suiteCtx) })
-		mgr = startManager(managerOptions{tracing: telemetry.New(tp)})
+		mgr = startManager(managerOptions{tracing: telemetry.New(tp), registry: recoveryRegistry(recs)})
 	})
 	AfterAll(func() {
 		if mgr != nil {
@@ -81,7 +89,55 @@ var _ = Describe("Tracing the manager", Ordered, func() {
 		}
 		GinkgoWriter.Printf("the trace of the first reconcile of %s:\n%s", key, renderStub(rec, spans, ""))
 	})
+
+	It("hands a recovered event to the receiver under its recovery page's trace context, signed as the manager's", func() {
+		rec := &envRecovery{caps: providers.RecoveryCapabilities{Mode: providers.RecoveryFetch, Window: 720 * time.Hour}, log: []providers.Missed{
+			{ID: "evt_traced", Type: "invoice.paid", At: time.Now().Add(-time.Hour).Truncate(time.Second), Payload: []byte(`{"id":"evt_traced","type":"invoice.paid"}`)},
+		}}
+		t := newTenant()
+		recs.Store(t.apiKey, rec)
+		ep, url := newEnvEndpoint()
+		s := t.sub("recovered", url+"/hooks/shop/recovered")
+		s.Spec.Endpoint.AllowInsecureHTTP = true
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		expectReady(s)
+
+		var page tracetest.SpanStub
+		Eventually(func(g Gomega) {
+			found := false
+			for _, sp := range exp.GetSpans() {
+				if sp.Name == "recovery page" && slices.Contains(spanAttrs(sp, "hookwarden.recovery.event_ids"), "evt_traced") {
+					page, found = sp, true
+				}
+			}
+			g.Expect(found).To(BeTrue(), "a recovery page span naming evt_traced")
+		}).Should(Succeed())
+		var header http.Header
+		var body []byte
+		Eventually(func(g Gomega) {
+			ep.mu.Lock()
+			defer ep.mu.Unlock()
+			header, body = ep.headers["evt_traced"], ep.bodies["evt_traced"]
+			g.Expect(header).NotTo(BeNil(), "the endpoint received evt_traced")
+		}).Should(Succeed())
+		want := "00-" + page.SpanContext.TraceID().String() + "-" + page.SpanContext.SpanID().String() + "-01"
+		Expect(header.Get("traceparent")).To(Equal(want), "the hand-over carries the page span as its parent")
+		secret := signingSecret(Default, s).Data[hookv1.SecretKeyCurrent]
+		sc, ok := telemetry.Handover(header, [][]byte{secret}, body)
+		Expect(ok).To(BeTrue(), "Hookwarden-Recovery verifies under the subscription's secret: %q", header.Get(telemetry.HeaderRecovery))
+		Expect(sc.TraceID()).To(Equal(page.SpanContext.TraceID()))
+	})
 })
+
+// spanAttrs is the string slice attribute key of s.
+func spanAttrs(s tracetest.SpanStub, key string) []string {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key {
+			return a.Value.AsStringSlice()
+		}
+	}
+	return nil
+}
 
 func spanAttr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {

@@ -168,6 +168,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		}
 		return result, http.StatusUnauthorized
 	}
+	h.spanHandover(r, route, body)
 	if v.Ping {
 		// The provider checking the endpoint: authentic, answered, counted, not an event.
 		return resultPing, http.StatusOK

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,19 +20,24 @@ const (
 	attrReason    = attribute.Key("hookwarden.refused.reason")
 	attrEventType = attribute.Key("cloudevents.event_type")
 	attrDuplicate = attribute.Key("hookwarden.duplicate")
+	attrVia       = attribute.Key("hookwarden.delivery.via")
 )
+
+// viaRecovery is hookwarden.delivery.via of a delivery the manager's recovery run handed over.
+const viaRecovery = "recovery"
 
 // routePattern is the http.route of every delivery.
 const routePattern = "/hooks/{namespace}/{name}"
 
-// startServer starts the delivery's server span, under the caller's trace when the request
-// carries a traceparent. Tracing off, it returns r as it is and a no-op span.
+// startServer starts the delivery's server span, the root of the event's trace: a traceparent
+// on the request is not continued, whoever sent it (a provider's or a proxy's ids are not ours
+// to join, and its sampled flag would decide ours); a recovery hand-over is linked to its run
+// once verified (spanHandover). Tracing off, it returns r as it is and a no-op span.
 func (h *Handler) startServer(r *http.Request) (*http.Request, trace.Span) {
 	if !h.Tracing.Enabled() {
 		return r, trace.SpanFromContext(r.Context())
 	}
-	ctx := telemetry.Propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := h.Tracing.Start(ctx, http.MethodPost+" "+routePattern, trace.SpanKindServer)
+	ctx, span := h.Tracing.Start(r.Context(), http.MethodPost+" "+routePattern, trace.SpanKindServer)
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(r.Method),
 		semconv.HTTPRoute(routePattern),
@@ -49,6 +53,27 @@ func (h *Handler) startServer(r *http.Request) (*http.Request, trace.Span) {
 	}
 	span.SetAttributes(attrs...)
 	return r.WithContext(ctx), span
+}
+
+// spanHandover links the delivery's span to the recovery page span that handed it over, when
+// the request is a hand-over the manager signed (telemetry.Handover) for one of the route's
+// secrets; route is looked up again for a secret a refresh during verify brought in. Any
+// other request, a traceparent or not, gets no link.
+func (h *Handler) spanHandover(r *http.Request, route Route, body []byte) {
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() || r.Header.Get(telemetry.HeaderRecovery) == "" {
+		return
+	}
+	sc, ok := telemetry.Handover(r.Header, route.Secrets, body)
+	if !ok {
+		if fresh, found := h.Routes.Lookup(route.Namespace, route.Name); found {
+			sc, ok = telemetry.Handover(r.Header, fresh.Secrets, body)
+		}
+	}
+	if ok {
+		span.AddLink(trace.Link{SpanContext: sc})
+		span.SetAttributes(attrVia.String(viaRecovery))
+	}
 }
 
 // endServer records the delivery's result and status on its server span and ends it.
