@@ -28,24 +28,7 @@ import (
 // with its value.
 func gaugeSeries(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			out[l["namespace"]+"/"+l["name"]+" "+l["sink"]] = m.GetGauge().GetValue()
-		}
-	}
-	return out
+	return seriesOf(t, reg, name, "sink")
 }
 
 // Issue 30: the backlog gauges follow each sink of a subscription: a sink that is down keeps
