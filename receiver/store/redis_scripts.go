@@ -67,7 +67,7 @@ for i = 1, n do
     end
   end
 end
-local out = {}
+local out, named, allSinks = {}, {}, {}
 for i = 1, n do
   out[i] = 0
   local b = 1 + (i - 1) * V
@@ -94,12 +94,13 @@ for i = 1, n do
         'tp', ARGV[b + 12], 'st', st, 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
       if st == 'pending' then redis.call('ZADD', KEYS[2], ARGV[b + 6], id) end
       redis.call('ZADD', base .. 'live:' .. name, ARGV[b + 6], id)
-      redis.call('SADD', base .. 'sinks', name)
+      if not named[name] then named[name], allSinks[#allSinks + 1] = true, name end
     end
     out[i] = fresh[i]
   end
 end
 if last > seq then redis.call('SET', KEYS[1], string.format('%d', last)) end
+if #allSinks > 0 then redis.call('SADD', base .. 'sinks', unpack(allSinks)) end
 return out
 `)
 
