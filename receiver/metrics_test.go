@@ -28,13 +28,20 @@ import (
 // series in reg, with its value.
 func requestSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
+	return seriesOf(t, reg, "hookwarden_receiver_requests_total", "result")
+}
+
+// seriesOf returns "namespace/name <label>" of every series of the counter or gauge named name
+// in reg, with its value.
+func seriesOf(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "hookwarden_receiver_requests_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -42,7 +49,7 @@ func requestSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 			for _, p := range m.GetLabel() {
 				l[p.GetName()] = p.GetValue()
 			}
-			out[l["namespace"]+"/"+l["name"]+" "+l["result"]] = m.GetCounter().GetValue()
+			out[l["namespace"]+"/"+l["name"]+" "+l[label]] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out

@@ -255,7 +255,7 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	r.withSinks(&route)
 	r.Routes.Set(route)
-	r.Metrics.addRoute(route.Namespace, route.Name)
+	r.Metrics.addRoute(route.Namespace, route.Name, sinkNames(route.Sinks))
 	return ctrl.Result{}, nil
 }
 

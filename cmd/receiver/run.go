@@ -354,9 +354,7 @@ func pollDepth(ctx context.Context, st store.Store, m *receiver.Metrics) error {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
-		if n, err := st.Depth(ctx); err == nil {
-			m.SetDepth(n)
-		}
+		_ = m.PollStore(ctx, st, time.Now()) // a failed poll keeps the last figures until the next
 		select {
 		case <-ctx.Done():
 			return nil

@@ -199,7 +199,7 @@ func measureBacklog(ctx context.Context, cfg config, logger logr.Logger, kind st
 	if f.sweep, err = sweepCost(ctx, st, max(cfg.costCalls/10, 3)); err != nil {
 		return nil, err
 	}
-	for _, op := range []string{store.PlanLease, store.PlanSweep, store.PlanDepth} {
+	for _, op := range plannedOps {
 		if f.plans[op], err = st.Explain(ctx, op, time.Now()); err != nil {
 			return nil, err
 		}
@@ -366,7 +366,7 @@ func printBacklog(out io.Writer, cfg config, figs []*storeFigures, took time.Dur
 			fmt.Fprintf(out, "  preload: %d events in %s (%.0f/s); lease calls took %d + %d jobs; sweeps removed %d + %d events\n",
 				bl.backlog, bl.preload.Round(100*time.Millisecond), float64(bl.backlog)/bl.preload.Seconds(), e.lease.rows, bl.lease.rows, e.sweep.rows, bl.sweep.rows)
 		}
-		for _, op := range []string{store.PlanLease, store.PlanSweep, store.PlanDepth} {
+		for _, op := range plannedOps {
 			fmt.Fprintf(out, "  plan of %s with the backlog:\n", op)
 			for _, l := range bl.plans[op] {
 				fmt.Fprintf(out, "    %s\n", l)
@@ -431,3 +431,6 @@ func cpuPer(r *phaseResult) float64 {
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// plannedOps are the statements whose plan the backlog phase shows.
+var plannedOps = []string{store.PlanLease, store.PlanSweep, store.PlanDepth, store.PlanSinkDepths}

@@ -191,6 +191,11 @@ func (s *memStore) Depth(context.Context) (int, error) {
 	return n, nil
 }
 
+// SinkDepths is not modelled: the pool never calls it (the store contract tests cover it).
+func (s *memStore) SinkDepths(context.Context) ([]store.SinkDepth, error) {
+	return nil, errors.New("memStore: SinkDepths is not modelled")
+}
+
 func (s *memStore) Close() error { return nil }
 
 // job returns a snapshot of one job.

@@ -11,10 +11,12 @@ const (
 	PlanLease = "lease"
 	PlanSweep = "sweep"
 	PlanDepth = "depth"
+	// PlanSinkDepths is SinkDepths' statement.
+	PlanSinkDepths = "sink-depths"
 )
 
 // Explain returns the query plan of one of the store's recurring statements (PlanLease,
-// PlanSweep, PlanDepth), as it would run at now, so an operator (and bench-receiver) can see
+// PlanSweep, PlanDepth, PlanSinkDepths), as it would run at now, so an operator (and bench-receiver) can see
 // that a lease or a sweep walks an index instead of sorting the backlog. On SQLite it is
 // EXPLAIN QUERY PLAN (nothing runs); on PostgreSQL EXPLAIN (ANALYZE, BUFFERS), which runs the
 // statement, inside a transaction that is rolled back, so the plan shows the rows and the
@@ -30,6 +32,8 @@ func (s *SQL) Explain(ctx context.Context, op string, now time.Time) ([]string, 
 		q, args = sweepSQL(s.dialect), []any{now.UnixMicro(), sweepBatch}
 	case PlanDepth:
 		q = depthSQL
+	case PlanSinkDepths:
+		q = sinkDepthsSQL
 	default:
 		return nil, fmt.Errorf("store: explain: unknown statement %q", op)
 	}

@@ -89,3 +89,25 @@ func TestPostgresLeaseReadsTheBacklogInIndexOrder(t *testing.T) {
 		t.Errorf("plan leased other than 8 rows:\n%s", text)
 	}
 }
+
+// TestSQLiteSinkDepthsWalkTheLiveJobs guards SinkDepths' cost under a long history: it walks
+// the (state, run_at) index's live states and looks each job's event up by its key, never
+// scanning the jobs (most of them delivered) or the events.
+func TestSQLiteSinkDepthsWalkTheLiveJobs(t *testing.T) {
+	s, err := OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plan, err := s.Explain(testCtx(t), PlanSinkDepths, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "USING INDEX hw_sink_jobs_due (state=?)") || !strings.Contains(text, "USING INTEGER PRIMARY KEY (rowid=?)") {
+		t.Errorf("plan does not walk the live states of hw_sink_jobs_due and look the events up by id:\n%s", text)
+	}
+	if strings.Contains(text, "SCAN ") {
+		t.Errorf("plan scans a table:\n%s", text)
+	}
+}

@@ -38,6 +38,10 @@ import (
 //	P:{s:S}:o:<key>       list    the live jobs of an ordering key, oldest first: only the
 //	                              first is due, the others are 'blocked' (not in the due set)
 //	P:{s:S}:blocked       string  how many jobs are blocked, for Depth
+//	P:{s:S}:live:<sink>   zset    the jobs of one sink not yet completed or dead, by their
+//	                              event's receipt, for SinkDepths (jobs queued by a version
+//	                              before it are not in it: they are counted by Depth only)
+//	P:{s:S}:sinks         set     the names of the sinks that have had a live set
 //
 // The global keys share the tag {g}: P:{g}:subs and P:{g}:idx (each subscription's index, which
 // with the sequence number makes a job's int64 id), P:{g}:hint, P:{g}:ver and P:{g}:t:<S> (the
@@ -769,4 +773,51 @@ func (r *Redis) Depth(ctx context.Context) (int, error) {
 		n += int(c.Val()) + b
 	}
 	return n, nil
+}
+
+// SinkDepths implements Store: per subscription, the names of its sinks, then each sink's
+// live set's size and first score. Two pipelined round trips, whatever the backlog.
+func (r *Redis) SinkDepths(ctx context.Context) ([]SinkDepth, error) {
+	subs, err := r.subscriptions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: sink depths: %w", err)
+	}
+	names := make([]*redis.StringSliceCmd, len(subs))
+	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, sub := range subs {
+			names[i] = p.SMembers(ctx, r.subKey(sub.name, "sinks"))
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: sink depths: %w", err)
+	}
+	type live struct {
+		d     SinkDepth
+		card  *redis.IntCmd
+		first *redis.ZSliceCmd
+	}
+	var all []*live
+	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, sub := range subs {
+			for _, sink := range names[i].Val() {
+				key := r.subKey(sub.name, "live:"+sink)
+				all = append(all, &live{d: SinkDepth{Subscription: sub.name, Sink: sink},
+					card: p.ZCard(ctx, key), first: p.ZRangeWithScores(ctx, key, 0, 0)})
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: sink depths: %w", err)
+	}
+	var out []SinkDepth
+	for _, l := range all {
+		f := l.first.Val()
+		if l.card.Val() == 0 || len(f) == 0 {
+			continue
+		}
+		l.d.Jobs, l.d.OldestReceived = int(l.card.Val()), fromMicros(int64(f[0].Score))
+		out = append(out, l.d)
+	}
+	sortSinkDepths(out)
+	return out, nil
 }

@@ -28,11 +28,14 @@ import "github.com/redis/go-redis/v9"
 // counts the event's jobs not yet ended ('n' jobs, 'left'), the others name it ('head'). Each
 // job hash holds the whole event. The job of an ordering key joins the key's list
 // (P:{s:S}:o:<key>, oldest first) and is due only at its head ('blocked' until then). It
-// returns per event its head's sequence number, or 0 for a duplicate.
+// returns per event its head's sequence number, or 0 for a duplicate. Each job also joins its
+// sink's live set (P:{s:S}:live:<sink>, by the event's receipt) and its sink's name the
+// subscription's sinks (P:{s:S}:sinks), for SinkDepths.
 var redisClaim = redis.NewScript(`#!lua
 local V = 12
 local n = (#KEYS - 2) / 2
-local oprefix = string.sub(ARGV[1], 1, -3) .. 'o:'
+local base = string.sub(ARGV[1], 1, -3)
+local oprefix = base .. 'o:'
 for i = 1, 2 do
   local t = redis.call('TYPE', KEYS[i]).ok
   if t ~= 'none' and t ~= (i == 1 and 'string' or 'zset') then
@@ -64,7 +67,7 @@ for i = 1, n do
     end
   end
 end
-local out = {}
+local out, named, allSinks = {}, {}, {}
 for i = 1, n do
   out[i] = 0
   local b = 1 + (i - 1) * V
@@ -90,11 +93,14 @@ for i = 1, n do
         'p', ARGV[b + 5], 'recv', ARGV[b + 6], 'max', ARGV[b + 7], 'win', ARGV[b + 8], 'sink', name, 'ok', ok,
         'tp', ARGV[b + 12], 'st', st, 'att', '0', 'run', ARGV[b + 6], 'lease', '0', 'upd', ARGV[b + 6], 'err', '', a, b2, c, d)
       if st == 'pending' then redis.call('ZADD', KEYS[2], ARGV[b + 6], id) end
+      redis.call('ZADD', base .. 'live:' .. name, ARGV[b + 6], id)
+      if not named[name] then named[name], allSinks[#allSinks + 1] = true, name end
     end
     out[i] = fresh[i]
   end
 end
 if last > seq then redis.call('SET', KEYS[1], string.format('%d', last)) end
+if #allSinks > 0 then redis.call('SADD', base .. 'sinks', unpack(allSinks)) end
 return out
 `)
 
@@ -141,8 +147,8 @@ return {out, first[2] or ''}
 // from the later of its receipt and its jobs' last run as the SQL sweeper counts. A dead job,
 // and the other jobs of its event, keep no TTL: Sweep removes them, so that an eviction policy
 // for keys with a TTL can never drop a dead letter. An ordered job that ends leaves its key's
-// list, and the job then at its head becomes due. Returns 1, 2 when it made a job due, or 0
-// when the lease was lost.
+// list, and the job then at its head becomes due; a job that ends leaves its sink's live set.
+// Returns 1, 2 when it made a job due, or 0 when the lease was lost.
 var redisReport = redis.NewScript(`#!lua
 local f = redis.call('HMGET', KEYS[1], 'st', 'att', 'lease')
 if f[1] ~= 'running' or f[2] ~= ARGV[3] or f[3] ~= ARGV[4] then return 0 end
@@ -167,6 +173,7 @@ local function release()
 end
 local function ended()
   release()
+  redis.call('ZREM', string.sub(ARGV[9], 1, -3) .. 'live:' .. (redis.call('HGET', KEYS[1], 'sink') or 'default'), seq)
   local head = redis.call('HGET', KEYS[1], 'head') or seq
   local hk = ARGV[9] .. head
   if redis.call('HEXISTS', hk, 'left') == 0 then return head, 0 end
@@ -214,7 +221,7 @@ return 1 + promoted
 `)
 
 // redisReplay moves a dead job back to pending with a fresh attempt budget, and counts it on
-// its event's head again. KEYS: the job, the due set, the dead set. ARGV: seq, now, dedupe key
+// its event's head again, and in its sink's live set. KEYS: the job, the due set, the dead set. ARGV: seq, now, dedupe key
 // prefix, job key prefix. Returns 1, 0 when the job is not dead, -1 when its event id was
 // claimed again by another event.
 var redisReplay = redis.NewScript(`#!lua
@@ -239,6 +246,9 @@ if ok and ok ~= '-' then
 end
 redis.call('HSET', KEYS[1], 'st', st, 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
+local sink = redis.call('HGET', KEYS[1], 'sink') or 'default'
+redis.call('ZADD', string.sub(ARGV[4], 1, -3) .. 'live:' .. sink, redis.call('HGET', KEYS[1], 'recv'), ARGV[1])
+redis.call('SADD', string.sub(ARGV[4], 1, -3) .. 'sinks', sink)
 if st == 'pending' then redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) end
 return 1
 `)

@@ -1230,6 +1230,37 @@ func (s *SQL) Depth(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// sinkDepthsSQL groups the live jobs (the state index's live ranges) by subscription and sink,
+// each joined to its event for both.
+const sinkDepthsSQL = `SELECT e.subscription, j.sink, count(*), min(e.received_at)
+	FROM hw_sink_jobs j JOIN hw_events e ON e.id = j.event
+	WHERE j.state IN ('pending', 'running', 'retryable', 'blocked')
+	GROUP BY e.subscription, j.sink`
+
+// SinkDepths implements Store, on the reader connection like Depth.
+func (s *SQL) SinkDepths(ctx context.Context) ([]SinkDepth, error) {
+	rows, err := s.reader.QueryContext(ctx, sinkDepthsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("store: sink depths: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []SinkDepth
+	for rows.Next() {
+		var d SinkDepth
+		var oldest int64
+		if err := rows.Scan(&d.Subscription, &d.Sink, &d.Jobs, &oldest); err != nil {
+			return nil, fmt.Errorf("store: sink depths: %w", err)
+		}
+		d.OldestReceived = fromMicros(oldest)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: sink depths: %w", err)
+	}
+	sortSinkDepths(out)
+	return out, nil
+}
+
 func fromMicros(us int64) time.Time {
 	if us == 0 {
 		return time.Time{}

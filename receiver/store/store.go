@@ -12,11 +12,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -87,6 +89,25 @@ func sinksOf(e Event) []string {
 }
 
 var defaultSinks = []string{DefaultSink}
+
+// SinkDepth is the backlog of one sink of one subscription: its jobs not yet completed or dead
+// (pending, blocked behind their ordering key, running or waiting for a retry).
+type SinkDepth struct {
+	Subscription string // "namespace/name"
+	Sink         string
+	Jobs         int
+	// OldestReceived is when the oldest of those jobs' events was received: how long ago is
+	// how far the sink lags behind its subscription. Not run_at, which every retry moves
+	// forward: a sink failing for an hour would look a few minutes behind at most.
+	OldestReceived time.Time
+}
+
+// sortSinkDepths orders d by subscription and sink.
+func sortSinkDepths(d []SinkDepth) {
+	slices.SortFunc(d, func(a, b SinkDepth) int {
+		return cmp.Or(cmp.Compare(a.Subscription, b.Subscription), cmp.Compare(a.Sink, b.Sink))
+	})
+}
 
 // Job states.
 const (
@@ -217,6 +238,11 @@ type Store interface {
 	Sweep(ctx context.Context, cutoff time.Time) (int, error)
 	// Depth counts jobs not yet completed or dead.
 	Depth(ctx context.Context) (int, error)
+	// SinkDepths counts the jobs not yet completed or dead of each (subscription, sink) that
+	// has any, with the receipt of the oldest one's event; sorted by subscription and sink.
+	// Its cost grows with those jobs (the SQL stores walk their state index; Redis reads one
+	// sorted set per sink), never with the delivered ones.
+	SinkDepths(ctx context.Context) ([]SinkDepth, error)
 	// Ping checks that the store answers (the receiver's readiness): a round trip to the
 	// server.
 	Ping(ctx context.Context) error
