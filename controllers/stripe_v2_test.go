@@ -82,7 +82,7 @@ var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered,
 			g.Expect(sec.Data).NotTo(HaveKey(hookv1.SecretKeyFor(id)), "the old destination's secret is dropped")
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		rotation := t.calls(before)[:settled(count)-before]
-		w.report("stripe-v2", "the rotation sent "+tally(rotation)+": a new destination, its Stripe-made secret stored, then the old destination deleted (Stripe delivers from both until that DELETE)")
+		w.report("stripe-v2", "the rotation sent "+tally(rotation)+": a new destination, its Stripe-made secret stored, then the old destination deleted (both destinations exist until that DELETE)")
 		Expect(rotation).To(ContainElement(call{http.MethodDelete, "/v2/core/event_destinations/{id}"}))
 		expectReady(s)
 	})
