@@ -153,8 +153,3 @@ func (w *overlapWatch) report(surface, writes string) {
 	fmt.Printf("REPORT rotation-overlap %s: the receiver's Secret held both secrets from %.2f s to %.2f s after the rotation was requested (%.3f s, every stored version watched); %s\n",
 		surface, w.first.Sub(w.start).Seconds(), w.last.Sub(w.start).Seconds(), w.last.Sub(w.first).Seconds(), writes)
 }
-
-// since is t as seconds after the watch's start.
-func (w *overlapWatch) since(t time.Time) string {
-	return fmt.Sprintf("%.2f s", t.Sub(w.start).Seconds())
-}
