@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
 	"github.com/hookwarden/hookwarden/providers"
@@ -121,6 +122,25 @@ func bbPuts(t *restTenant, id string) []core.Request {
 	return t.requests(http.MethodPut, t.item(id))
 }
 
+// bbCalls are t's requests as REPORT lines name them: the workspace, repository and hook id
+// as placeholders.
+func bbCalls(t *restTenant, reqs []core.Request) []call {
+	key := t.api.(*bitbucketAPI).key
+	named := "workspaces/{workspace}"
+	if strings.HasPrefix(key, "repositories/") {
+		named = "repositories/{workspace}/{repo_slug}"
+	}
+	out := make([]call, 0, len(reqs))
+	for _, r := range reqs {
+		p := strings.Replace(r.Path, key, named, 1)
+		if head, _, ok := strings.Cut(p, "/hooks/"); ok {
+			p = head + "/hooks/{uid}"
+		}
+		out = append(out, call{r.Method, p})
+	}
+	return out
+}
+
 // bbDeleted expects n hooks deleted through the API, each answered 204.
 func bbDeleted(t *restTenant, n int) {
 	GinkgoHelper()
@@ -175,6 +195,16 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 
 			It("b: a restarted manager creates nothing and writes nothing", func() {
 				expectRestartWritesNothing(newT(), &mgr)
+
+				// One subscription without a periodic resync: what its first reconcile sends,
+				// and what the restart's resync sends (reads only).
+				t := newT()
+				s := t.sub("orders", "https://hooks.example.com/counted")
+				s.Spec.ResyncInterval = &metav1.Duration{Duration: time.Hour}
+				first, resync := expectRestartWritesNothing(t, &mgr, s)
+				reportRequests(kind.profile, "first-reconcile", bbCalls(t, first))
+				reportRequests(kind.profile, "steady-resync", bbCalls(t, resync))
+				expectReadsOnly(bbCalls(t, resync))
 			})
 
 			It("c: a crash right after Bitbucket created the hook leaves one hook, found again by its marker, with the secret stored before the create", func() {
@@ -303,7 +333,9 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 				s := t.sub("orders", "https://hooks.example.com/secret")
 				id := createReady(s).Status.EndpointID
 				first := t.only().Secret
+				expectRESTSecret(t, s, id)
 
+				w := watchOverlap(s, first)
 				annotate(s, hookv1.AnnotationRotateRequestedAt, "2026-12-07T10:00:00Z")
 				var rotated string
 				Eventually(func(g Gomega) {
@@ -320,6 +352,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 				puts := bbPuts(t, id)
 				Expect(puts).To(HaveLen(1))
 				Expect(string(puts[0].Body)).To(ContainSubstring(`"secret":"` + rotated + `"`))
+				w.report(kind.profile, "one PUT of the hook sets our new secret in place (no second hook); Bitbucket signs with the old one until that PUT and with the new one after it")
 				Expect(t.creates()).To(Equal(1))
 				Expect(t.requests(http.MethodDelete, kind.collection(t)+"/")).To(BeEmpty())
 

@@ -100,6 +100,15 @@ func (a *ghApp) requests(op string) []ghfake.Request {
 	return out
 }
 
+// calls are the App's logged requests from index from to index to of a.requests("").
+func (a *ghApp) calls(from, to int) []call {
+	var out []call
+	for _, r := range a.requests("")[from:to] {
+		out = append(out, call{r.Method, r.Path})
+	}
+	return out
+}
+
 func (a *ghApp) patches() int { return len(a.requests(ghfake.OpAppConfigUpdate)) }
 
 // expectSecret waits until the signing Secret holds the App webhook's secret as current, under
@@ -167,15 +176,22 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 	It("b: a restarted manager writes nothing to the App", func() {
 		a := newGHApp("push", "pull_request")
 		s := a.sub("orders", "https://hooks.example.com/hooks/app/restart")
+		// No periodic resync in the windows counted: the restart's reconcile is the resync.
+		s.Spec.ResyncInterval = &metav1.Duration{Duration: time.Hour}
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 		expectReady(s)
 		a.expectSecret(s)
+		first := settled(func() int { return len(a.requests("")) })
+		reportRequests("github-app", "first-reconcile", a.calls(0, first))
 		patches, reads := a.patches(), len(a.requests(ghfake.OpAppConfig))
 		mgr.Stop()
 		mgr = startManager(managerOptions{})
 		Eventually(func() int { return len(a.requests(ghfake.OpAppConfig)) }).WithTimeout(20 * time.Second).Should(BeNumerically(">", reads))
 		expectReady(s)
 		Consistently(a.patches).WithTimeout(5 * time.Second).Should(Equal(patches))
+		resync := a.calls(first, settled(func() int { return len(a.requests("")) }))
+		reportRequests("github-app", "steady-resync", resync)
+		expectReadsOnly(resync)
 	})
 
 	It("c: a URL set by hand is a conflict that names why: at the desired URL under adoption Never, and elsewhere whatever the policy; nothing is written", func() {
@@ -238,6 +254,7 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
 		expectReady(s)
 		first := a.expectSecret(s)
+		w := watchOverlap(s, first)
 		annotate(s, hookv1.AnnotationRotateRequestedAt, "2026-12-07T10:00:00Z")
 		Eventually(func(g Gomega) {
 			g.Expect(a.hook().Config.Secret).NotTo(Equal(first))
@@ -247,6 +264,7 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		rotated := a.expectSecret(s)
 		Expect(rotated).NotTo(Equal(first))
 		Expect(a.patches()).To(Equal(2), "the create's PATCH and the rotation's")
+		w.report("github-app", "one PATCH /app/hook/config sets our new secret in place; GitHub signs with the old one until that PATCH and with the new one after it")
 		expectReady(s)
 	})
 

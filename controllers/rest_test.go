@@ -492,14 +492,24 @@ func expectRemovedRecreated(t *restTenant, s *hookv1.WebhookSubscription) string
 	return id
 }
 
-// expectRestartWritesNothing is scenario b: two subscriptions Ready, the manager (*mgr)
-// restarted; the new one re-reads the account, creates, updates and deletes nothing, and each
-// Secret still holds its registration's secret.
-func expectRestartWritesNothing(t *restTenant, mgr **runningManager) {
+// expectRestartWritesNothing is scenario b: two subscriptions Ready (or the caller's subs),
+// the manager (*mgr) restarted; the new one re-reads the account, creates, updates and deletes
+// nothing, and each Secret still holds its registration's secret. Given subs, it waits for the
+// account's requests to settle before the restart and after it, and returns the requests sent
+// up to the restart (the first reconcile) and after it (the restart's resync).
+func expectRestartWritesNothing(t *restTenant, mgr **runningManager, subs ...*hookv1.WebhookSubscription) (first, resync []core.Request) {
 	GinkgoHelper()
-	subs := []*hookv1.WebhookSubscription{t.sub("one", "https://hooks.example.com/one"), t.sub("two", "https://hooks.example.com/two")}
+	counted := len(subs) > 0
+	if !counted {
+		subs = []*hookv1.WebhookSubscription{t.sub("one", "https://hooks.example.com/one"), t.sub("two", "https://hooks.example.com/two")}
+	}
+	all := func() []core.Request { return t.requests("", "/") }
 	for _, s := range subs {
 		createReady(s)
+		expectRESTSecret(t, s, get(Default, s).Status.EndpointID)
+	}
+	if counted {
+		first = all()[:settled(func() int { return len(all()) })]
 	}
 	writes, lists := t.writes(), len(t.requests("GET", t.kind.collection(t)))
 	(*mgr).Stop()
@@ -509,10 +519,14 @@ func expectRestartWritesNothing(t *restTenant, mgr **runningManager) {
 		expectReady(s)
 	}
 	Consistently(t.writes).WithTimeout(5*time.Second).Should(Equal(writes), "no create, update or delete after the restart")
-	Expect(t.regs()).To(HaveLen(2))
+	Expect(t.regs()).To(HaveLen(len(subs)))
 	for _, s := range subs {
 		expectRESTSecret(t, s, get(Default, s).Status.EndpointID)
 	}
+	if counted {
+		resync = all()[len(first):settled(func() int { return len(all()) })]
+	}
+	return first, resync
 }
 
 // expectCrashAfterCreateRecovered is scenario c: *mgr stopped, a manager crashes right after
