@@ -126,13 +126,22 @@ func (a *ghApp) expectSecret(s *hookv1.WebhookSubscription) string {
 	return secret
 }
 
-// blocked is the condition that says why s does not progress: Stalled, else Reconciling.
-func blocked(g Gomega, s *hookv1.WebhookSubscription) *metav1.Condition {
-	cur := get(g, s)
-	if c := condition(cur, hookv1.ConditionStalled); c != nil {
-		return c
-	}
-	return condition(cur, hookv1.ConditionReconciling)
+// expectBlocked waits until the condition that says why s does not progress (Stalled, else
+// Reconciling) has reason and a message saying each of says.
+func expectBlocked(s *hookv1.WebhookSubscription, reason string, says ...string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		cur := get(g, s)
+		c := condition(cur, hookv1.ConditionStalled)
+		if c == nil {
+			c = condition(cur, hookv1.ConditionReconciling)
+		}
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(reason))
+		for _, part := range says {
+			g.Expect(c.Message).To(ContainSubstring(part))
+		}
+	}).WithTimeout(20 * time.Second).Should(Succeed())
 }
 
 // expectQuiet checks that a blocked subscription does not hot-loop: over several resyncs, the
@@ -202,26 +211,14 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		s := a.sub("never", "https://hooks.example.com/hooks/app/never")
 		s.Spec.Policies.Adoption = hookv1.AdoptionNever
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		Eventually(func(g Gomega) {
-			c := blocked(g, s)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonConflict))
-			g.Expect(c.Message).To(ContainSubstring("set by hand or by another cluster"))
-			g.Expect(c.Message).To(ContainSubstring("policies.adoption is Never"))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
+		expectBlocked(s, hookv1.ReasonConflict, "set by hand or by another cluster", "policies.adoption is Never")
 		a.expectQuiet()
 
 		b := newGHApp("push", "pull_request")
 		Expect(ghSrv.Edit(ghfake.AppTarget(b.id), b.hookID, func(h *ghfake.Hook) { h.Config.URL = "https://ci.example.com/app" })).To(BeTrue())
 		s2 := b.sub("elsewhere", "https://hooks.example.com/hooks/app/elsewhere")
 		Expect(k8s.Create(suiteCtx, s2)).To(Succeed()) // adoption: Adopt, the default
-		Eventually(func(g Gomega) {
-			c := blocked(g, s2)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonConflict))
-			g.Expect(c.Message).To(ContainSubstring("https://ci.example.com/app"))
-			g.Expect(c.Message).To(ContainSubstring("whatever policies.adoption says"))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
+		expectBlocked(s2, hookv1.ReasonConflict, "https://ci.example.com/app", "whatever policies.adoption says")
 		b.expectQuiet()
 		Expect(a.patches() + b.patches()).To(Equal(0))
 		Expect(a.hook().Config.Secret).To(Equal("set-by-hand"))
@@ -274,12 +271,7 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		a.writeKey("not a key")
 		s := a.sub("garbled", "https://hooks.example.com/hooks/app/garbled")
 		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
-		Eventually(func(g Gomega) {
-			c := blocked(g, s)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonInvalidSpec))
-			g.Expect(c.Message).To(ContainSubstring("private key is not PEM"))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
+		expectBlocked(s, hookv1.ReasonInvalidSpec, "private key is not PEM")
 		Expect(a.requests("")).To(BeEmpty(), "nothing is sent without a key")
 
 		b := newGHApp("push")
@@ -289,12 +281,7 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		b.writeKey(pemKey(other))
 		s2 := b.sub("foreign-key", "https://hooks.example.com/hooks/app/foreign-key")
 		Expect(k8s.Create(suiteCtx, s2)).To(Succeed())
-		Eventually(func(g Gomega) {
-			c := blocked(g, s2)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(hookv1.ReasonUnauthorized))
-			g.Expect(c.Message).To(ContainSubstring("the App ID and the private key must belong to one App"))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
+		expectBlocked(s2, hookv1.ReasonUnauthorized, "the App ID and the private key must belong to one App")
 		b.expectQuiet()
 		Expect(b.hook().Config.URL).To(BeEmpty())
 	})
