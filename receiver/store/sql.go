@@ -489,11 +489,7 @@ func (s *SQL) stmt(ctx context.Context, db *sql.DB, q string) (*sql.Stmt, error)
 }
 
 // query runs q on db, prepared once on SQLite (see stmt).
-// A nil db is s.reader, unprepared.
 func (s *SQL) query(ctx context.Context, db *sql.DB, q string, args ...any) (*sql.Rows, error) {
-	if db == nil {
-		return s.reader.QueryContext(ctx, q, args...)
-	}
 	st, err := s.stmt(ctx, db, q)
 	switch {
 	case err != nil:
@@ -855,11 +851,14 @@ func (s *SQL) eventsOf(ctx context.Context, jobs []Job) error {
 		}
 	}
 	q := `SELECT ` + eventColumns + ` FROM hw_events WHERE id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
-	db := s.reader
+	var rows *sql.Rows
+	var err error
 	if len(ids) > maxCachedClaim {
-		db = nil // a size the cache does not keep (more than 2× the workers of a large pool)
+		// A size not worth keeping prepared (more than 2× the workers of a large pool).
+		rows, err = s.reader.QueryContext(ctx, q, ids...)
+	} else {
+		rows, err = s.query(ctx, s.reader, q, ids...)
 	}
-	rows, err := s.query(ctx, db, q, ids...)
 	if err != nil {
 		return err
 	}

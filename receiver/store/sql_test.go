@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -615,6 +616,44 @@ func TestSQLiteClaimStatementsArePreparedOncePerBatchSize(t *testing.T) {
 	}
 	if got := mustDepth(t, s); got != 5*(1+3+3+7) {
 		t.Errorf("Depth = %d, want %d", got, 5*(1+3+3+7))
+	}
+}
+
+// The delivery loop's statements (Lease on the writer, the events of its jobs on the reader,
+// a report) are prepared on first use and reused: a second round of the same shapes prepares
+// nothing more.
+func TestSQLiteDeliveryStatementsArePreparedOnce(t *testing.T) {
+	s, err := OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := t0.Add(time.Minute)
+	round := func(r int) {
+		mustClaim(t, s, event("ns/a", fmt.Sprintf("evt_%d_a", r), t0), event("ns/a", fmt.Sprintf("evt_%d_b", r), t0))
+		jobs := mustLease(t, s, 2, now, time.Minute)
+		if len(jobs) != 2 {
+			t.Fatalf("round %d: leased %d jobs, want 2", r, len(jobs))
+		}
+		for _, j := range jobs {
+			if err := s.Complete(testCtx(t), j, now); err != nil {
+				t.Fatalf("round %d: Complete: %v", r, err)
+			}
+		}
+	}
+	prepared := func() map[stmtKey]*sql.Stmt {
+		s.stmtMu.Lock()
+		defer s.stmtMu.Unlock()
+		return maps.Clone(s.stmts)
+	}
+	round(0)
+	first := prepared()
+	if len(first) != 3 {
+		t.Errorf("after one round %d statements are prepared, want 3 (lease, the events of two jobs, complete)", len(first))
+	}
+	round(1)
+	if got := prepared(); !maps.Equal(first, got) {
+		t.Errorf("a second round prepared again: %d statements before, %d after (or other ones)", len(first), len(got))
 	}
 }
 
