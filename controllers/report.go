@@ -56,12 +56,8 @@ func (r *Reconciler) reportNearTwins(sub *hookv1.WebhookSubscription, p decide.P
 // kept registration, and its read-only fields that differ from the spec.
 func (r *Reconciler) reportSettled(sub *hookv1.WebhookSubscription, in decide.PlanInput, p decide.Plan, kept providers.Registration) {
 	r.reportNearTwins(sub, p)
-	r.reportReadOnlyDrift(sub, in, kept)
-}
-
-// reportReadOnlyDrift sets ReadOnlyDrift while a field of kept that the provider's API cannot
-// change (a GitHub App's events) differs from the spec, and removes it once they agree.
-func (r *Reconciler) reportReadOnlyDrift(sub *hookv1.WebhookSubscription, in decide.PlanInput, kept providers.Registration) {
+	// ReadOnlyDrift while a field the provider's API cannot change (a GitHub App's events)
+	// differs from the spec; removed once they agree.
 	r.reportCondition(sub, hookv1.ConditionReadOnlyDrift, hookv1.ReasonReadOnlyFieldDiffers, decide.ReadOnlyDrift(in, kept))
 }
 
@@ -75,9 +71,7 @@ func (r *Reconciler) reportCondition(sub *hookv1.WebhookSubscription, typ hookv1
 	if c := meta.FindStatusCondition(sub.Status.Conditions, typ); c == nil || c.Message != msg {
 		r.event(sub, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	}
-	meta.SetStatusCondition(&sub.Status.Conditions, metav1.Condition{
-		Type: typ, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: sub.Generation,
-	})
+	setCondition(sub, typ, reason, msg)
 }
 
 func deliveryStatus(d *providers.DeliveryReport) *hookv1.DeliveryStatus {

@@ -143,9 +143,7 @@ func (t *planTrace) planned(k decide.StepKind) bool { return t.ran&(1<<uint(k)) 
 // report sets the decision and the steps planned.
 func (t *planTrace) report() {
 	var decision string
-	switch {
-	case t.last == decide.Stall:
-		decision = decisionStalled
+	switch { // a Stall plan ends as a stall error, which spanResult reports as the decision
 	case t.last == decide.Conflict:
 		decision = decisionConflict
 	case t.planned(decide.StepCreate):
