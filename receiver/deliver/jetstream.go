@@ -120,11 +120,7 @@ func credsOption(creds []byte) (nats.Option, error) {
 	if pub != claims.Subject {
 		return nil, fmt.Errorf("the NATS credentials file (user.creds): its seed is the key of %s, not of its JWT's user %s", pub, claims.Subject)
 	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("the NATS credentials file (user.creds): %w", err)
-	}
-	return nats.UserJWTAndSeed(token, string(seed)), nil
+	return nats.UserCredentialBytes(creds), nil
 }
 
 // conn is the current JetStream context, connecting first when there is none.

@@ -180,12 +180,7 @@ func newNATSEndpoint(t *testing.T, missing bool) *natsEndpoint {
 	if !missing {
 		e.fix(t)
 	}
-	pub, err := NewJetStream([]string{e.srv.ClientURL()}, natsSubject, JetStreamAuth{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.pub = pub
-	t.Cleanup(e.pub.Close)
+	e.pub = newJetStream(t, e.srv.ClientURL(), natsSubject, JetStreamAuth{})
 	return e
 }
 

@@ -64,9 +64,8 @@ type kindRig struct {
 func newKindRig(t *testing.T, kind string) *kindRig {
 	t.Helper()
 	k := &kindRig{env: newKindEnv(t, kind), eps: map[string]endpoint{}, keys: 2, key: map[string]string{}}
-	k.sinkRig = newSinkRig(t, Options{Workers: 4, PollInterval: 20 * time.Millisecond})
 	// Retries a minute long stay a few dozen attempts per job.
-	k.pool.opts.Backoff = Backoff{Base: 50 * time.Millisecond, Max: time.Second}
+	k.sinkRig = newSinkRig(t, Options{Workers: 4, PollInterval: 20 * time.Millisecond, Backoff: Backoff{Base: 50 * time.Millisecond, Max: time.Second}})
 	return k
 }
 

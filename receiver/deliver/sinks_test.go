@@ -55,7 +55,9 @@ func newSinkRig(t *testing.T, o Options) *sinkRig {
 	if o.PollInterval == 0 {
 		o.PollInterval = 5 * time.Millisecond
 	}
-	o.Backoff = Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}
+	if o.Backoff.Base == 0 {
+		o.Backoff = Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond}
+	}
 	r.pool = New(st, NewSender(SenderOptions{Timeout: 5 * time.Second}), r.resolve, o)
 	return r
 }
