@@ -368,7 +368,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	desiredURL, ownReceiverURL, acct, rotate, s, unlock := ob.desiredURL, ob.ownReceiverURL, ob.acct, ob.rotate, ob.s, ob.unlock
 	s.ops.Before = s.flush
 	o := s.ops
-	recorded, plans := sub.Status.EndpointID, newPlanTrace(ctx, sub)
+	recorded, plans := sub.Status.EndpointID, newPlanTrace(ctx)
 	defer func() {
 		if err == nil || sub.Status.EndpointID != recorded {
 			// Claimed before the account is unlocked: the next subscription to plan on it
@@ -410,7 +410,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		p := plans.add(decide.ComputePlan(in))
+		p := plans.add(in, decide.ComputePlan(in))
 		if after, ok := awaitsImportedSecret(p, sub, s.signing.Obj != nil, r.clock().Sub(sub.CreationTimestamp.Time)); ok {
 			return ctrl.Result{}, decide.NewWait(hookv1.ReasonProgressing, after, "waiting up to %s from its creation for the signing Secret `hookwarden import` wrote for registration %s (apply it with the subscription) before getting the registration a new secret", ImportedSecretWait, p.Keep.ID)
 		}

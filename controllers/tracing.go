@@ -109,28 +109,25 @@ func spanResult(ctx context.Context, result string, reason hookv1.Reason) {
 // span not recording it keeps nothing.
 type planTrace struct {
 	span trace.Span
-	// recorded is the registration status named before the reconcile.
-	recorded string
-	// last is the decision of the last round's plan, kept the registration it keeps.
-	last decide.Decision
-	kept string
-	ran  uint64 // a bit per step kind planned in any round
+	// last is the decision of the last round's plan; adopted: a round's plan adopted the
+	// registration it keeps (decide.Plan.Adopts).
+	last    decide.Decision
+	adopted bool
+	ran     uint64 // a bit per step kind planned in any round
 }
 
-func newPlanTrace(ctx context.Context, sub *hookv1.WebhookSubscription) planTrace {
-	return planTrace{span: trace.SpanFromContext(ctx), recorded: sub.Status.EndpointID}
+func newPlanTrace(ctx context.Context) planTrace {
+	return planTrace{span: trace.SpanFromContext(ctx)}
 }
 
-// add folds in the plan of one round and sets the span's decision and steps so far; it
-// returns p.
-func (t *planTrace) add(p decide.Plan) decide.Plan {
+// add folds in the plan of one round, made from in, and sets the span's decision and steps so
+// far; it returns p.
+func (t *planTrace) add(in decide.PlanInput, p decide.Plan) decide.Plan {
 	if !t.span.IsRecording() {
 		return p
 	}
-	t.last, t.kept = p.Decision, ""
-	if p.Keep != nil {
-		t.kept = p.Keep.ID
-	}
+	t.last = p.Decision
+	t.adopted = t.adopted || p.Adopts(in)
 	for _, st := range p.Steps {
 		t.ran |= 1 << uint(st.Kind)
 	}
@@ -148,10 +145,10 @@ func (t *planTrace) report() {
 		decision = decisionConflict
 	case t.planned(decide.StepCreate):
 		decision = decisionCreated
+	case t.adopted: // before replaced: adopting on a provider that cannot set a secret in place replaces it
+		decision = decisionAdopted
 	case t.planned(decide.StepReplace):
 		decision = decisionReplaced
-	case t.kept != "" && t.kept != t.recorded:
-		decision = decisionAdopted
 	case t.planned(decide.StepUpdate) || t.planned(decide.StepSetSecret):
 		decision = decisionUpdated
 	default:

@@ -33,8 +33,8 @@ func TestManagerSpansOffAllocateNothing(t *testing.T) {
 		valid := false
 		allocs := testing.AllocsPerRun(100, func() {
 			ctx, span := r.startReconcile(context.Background(), req)
-			plans := newPlanTrace(ctx, sub)
-			plans.add(plan)
+			plans := newPlanTrace(ctx)
+			plans.add(decide.PlanInput{}, plan)
 			spanDecision(ctx, decisionCreated)
 			spanResult(ctx, "ready", hookv1.ReasonSucceeded)
 			rctx, run := x.startSpan(ctx)
@@ -48,6 +48,54 @@ func TestManagerSpansOffAllocateNothing(t *testing.T) {
 		if allocs != 0 || valid {
 			t.Errorf("tracing off (%v): %v allocations per reconcile for spans, a valid span context: %v", tr, allocs, valid)
 		}
+	}
+}
+
+// The reconcile span's decision follows the plans of its rounds, "adopted" by the plan's own
+// predicate (what `hookwarden plan` prints as adopt): a registration kept that the status does
+// not record yet that carries our marker or whose secret we hold is ours, not adopted.
+func TestReconcileSpanDecision(t *testing.T) {
+	caps := decidetest.StripeCaps
+	input := func(recorded string, held []string, adoption hookv1.AdoptionPolicy, observed ...providers.Registration) decide.PlanInput {
+		in := decide.PlanInput{Caps: caps, Desired: decidetest.Desired(decidetest.URL), Observed: observed, RecordedID: recorded,
+			HeldSecrets: decidetest.HeldSet(held), Adoption: adoption}
+		in.CurrentID = decidetest.CurrentOf("", recorded, held)
+		return in
+	}
+	ours := decidetest.Reg("we_1", 0)
+	cases := []struct {
+		name   string
+		rounds []decide.PlanInput
+		want   string
+	}{
+		{"nothing observed: created", []decide.PlanInput{input("", nil, hookv1.AdoptionAdopt)}, decisionCreated},
+		{"recorded, marked, held: nothing", []decide.PlanInput{input("we_1", []string{"we_1"}, hookv1.AdoptionAdopt, ours)}, decisionNothing},
+		{"status cleared by hand, marked ours and held: kept, not adopted", []decide.PlanInput{input("", []string{"we_1"}, hookv1.AdoptionAdopt, ours)}, decisionNothing},
+		{"events edited at the provider: updated", []decide.PlanInput{input("we_1", []string{"we_1"}, hookv1.AdoptionAdopt, decidetest.Reg("we_1", 0, decidetest.WithEvents("invoice.paid")))}, decisionUpdated},
+		{"an unmarked endpoint under Adopt: adopted (Stripe replaces it to get a secret)", []decide.PlanInput{input("", nil, hookv1.AdoptionAdopt, decidetest.Reg("we_1", 0, decidetest.Unmarked))}, decisionAdopted},
+		{"adopted in the first round, ours in the second: adopted", []decide.PlanInput{
+			input("", nil, hookv1.AdoptionAdopt, decidetest.Reg("we_1", 0, decidetest.Unmarked)),
+			input("we_1", []string{"we_1"}, hookv1.AdoptionAdopt, ours)}, decisionAdopted},
+		{"an unmarked endpoint under Never: conflict", []decide.PlanInput{input("", nil, hookv1.AdoptionNever, decidetest.Reg("we_1", 0, decidetest.Unmarked))}, decisionConflict},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tr := telemetry.New(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
+			ctx, span := tr.Start(context.Background(), "reconcile", trace.SpanKindInternal)
+			plans := newPlanTrace(ctx)
+			for _, in := range c.rounds {
+				plans.add(in, decide.ComputePlan(in))
+			}
+			span.End()
+			spans := exp.GetSpans()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			if got := stubAttrs(spans[0])["hookwarden.decision"]; got != c.want {
+				t.Errorf("decision %q, want %q (steps %s)", got, c.want, stubAttrs(spans[0])["hookwarden.plan.steps"])
+			}
+		})
 	}
 }
 

@@ -148,6 +148,13 @@ type Plan struct {
 // Changes reports whether the plan writes anything at the provider or to the signing Secret.
 func (p Plan) Changes() bool { return len(p.Steps) > 0 }
 
+// Adopts reports whether keeping p.Keep makes it this subscription's: it is not the
+// registration the status records, carries no marker of this subscription, and its secret is
+// not held. `hookwarden plan` and the manager's reconcile span both say "adopt" by it.
+func (p Plan) Adopts(in PlanInput) bool {
+	return p.Keep != nil && p.Keep.ID != in.RecordedID && !Marked(*p.Keep, in.Desired.Owner) && !in.HeldSecrets[p.Keep.ID]
+}
+
 // Prunes are the plan's prune steps.
 func (p Plan) Prunes() []Step { return p.stepsOf(StepPrune) }
 

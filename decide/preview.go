@@ -109,8 +109,7 @@ func NewPreview(in PlanInput, p Plan) Preview {
 	if p.Keep != nil {
 		k := previewRegistration(*p.Keep)
 		out.Keep = &k
-		own := in.Ownership()
-		out.Adopt = p.Keep.ID != in.RecordedID && !Marked(*p.Keep, in.Desired.Owner) && !own.Held[p.Keep.ID]
+		out.Adopt = p.Adopts(in)
 		out.ReadOnlyDrift = ReadOnlyDrift(in, *p.Keep)
 	}
 	for _, s := range p.Steps {
