@@ -270,24 +270,34 @@ func spdyPortForward(ctx context.Context, cfg *rest.Config, namespace, pod strin
 
 // call sends one admin request and decodes the JSON answer into out.
 func (r *receiverConn) call(ctx context.Context, method, path string, out any) error {
+	body, err := r.get(ctx, method, path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+// get sends one request to the receiver's metrics listener and returns the body of a 200
+// answer; any other answer is an error that says what to do about it.
+func (r *receiverConn) get(ctx context.Context, method, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, r.base+path, nil)
 	if err != nil {
-		return usageError("--receiver: %v", err)
+		return nil, usageError("--receiver: %v", err)
 	}
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("reaching the receiver: %w", err)
+		return nil, fmt.Errorf("reaching the receiver: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("reading the receiver's answer: %w", err)
+		return nil, fmt.Errorf("reading the receiver's answer: %w", err)
 	}
 	if resp.StatusCode == http.StatusOK {
-		return json.Unmarshal(body, out)
+		return body, nil
 	}
 	var e struct{ Error string }
 	msg := strings.TrimSpace(string(body))
@@ -300,14 +310,22 @@ func (r *receiverConn) call(ctx context.Context, method, path string, out any) e
 	refused := resp.StatusCode == http.StatusInternalServerError && msg == "Authentication failed"
 	switch {
 	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest:
-		return usageError("the receiver answered %s: %s", resp.Status, msg)
+		return nil, usageError("the receiver answered %s: %s", resp.Status, msg)
 	case resp.StatusCode == http.StatusUnauthorized, refused:
 		if r.tokenFrom == "" {
-			return fmt.Errorf("the receiver answered %s: no bearer token was sent (the kubeconfig authenticates without one): pass --receiver-token-file", resp.Status)
+			return nil, fmt.Errorf("the receiver answered %s: no bearer token was sent (the kubeconfig authenticates without one): pass --receiver-token-file", resp.Status)
 		}
-		return fmt.Errorf("the receiver answered %s: it refused the token from %s (its TokenReview does not accept it: expired, revoked or of another cluster)", resp.Status, r.tokenFrom)
+		return nil, fmt.Errorf("the receiver answered %s: it refused the token from %s (its TokenReview does not accept it: expired, revoked or of another cluster)", resp.Status, r.tokenFrom)
 	case resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("the receiver answered %s: the token's user may not %s %s (the ClusterRoles deadletters-viewer and deadletters-admin grant it)", resp.Status, strings.ToLower(method), path)
+		return nil, fmt.Errorf("the receiver answered %s: the token's user may not %s %s (%s)", resp.Status, strings.ToLower(method), req.URL.Path, grantedBy(req.URL.Path))
 	}
-	return fmt.Errorf("the receiver answered %s: %s", resp.Status, msg)
+	return nil, fmt.Errorf("the receiver answered %s: %s", resp.Status, msg)
+}
+
+// grantedBy names the ClusterRoles of config/rbac that grant a path of the metrics listener.
+func grantedBy(path string) string {
+	if strings.HasPrefix(path, "/deadletters") {
+		return "the ClusterRoles deadletters-viewer and deadletters-admin grant it"
+	}
+	return "the ClusterRole metrics-reader grants it"
 }

@@ -1,13 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"os"
+	"slices"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -19,10 +21,17 @@ import (
 )
 
 type statusFlags struct {
-	selector    string
-	metricsURL  string
-	tokenFile   string
-	insecureTLS bool
+	selector   string
+	metricsURL string
+	// figures: read the receiver's figures from the receiver found as deadletters finds it.
+	figures bool
+	recv    receiverFlags
+}
+
+// wantsFigures reports whether the receiver's figures are asked for: by a URL of its /metrics,
+// or by --receiver-figures, --receiver or --receiver-service.
+func (f statusFlags) wantsFigures() bool {
+	return f.metricsURL != "" || f.figures || f.recv.url != "" || f.recv.service != ""
 }
 
 func newStatusCommand(g *globals) *cobra.Command {
@@ -31,21 +40,28 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Use:   "status [NAME] [-l selector]",
 		Short: "Show subscriptions as a tree: registration, conditions, the receiver's figures",
 		Long: `status prints each subscription, the provider registration it keeps (id, URL), its
-conditions and, with --receiver-metrics, the bundled receiver's figures for its route read from
-the receiver's /metrics: deliveries accepted and duplicates for the route
-(hookwarden_receiver_requests_total), and the receiver-wide queue depth and dead letters
-(hookwarden_receiver_queue_depth, hookwarden_receiver_dead_letters_total: the receiver does not
-count those per route).`,
+conditions and, with --receiver-figures, the bundled receiver's figures for its route read from
+the receiver's /metrics: deliveries accepted, duplicates and refused for the route
+(hookwarden_receiver_requests_total), each sink's backlog and the age of its oldest waiting event
+(hookwarden_receiver_sink_queue_depth, hookwarden_receiver_sink_oldest_pending_seconds), and the
+receiver-wide queue depth and dead letters (hookwarden_receiver_queue_depth,
+hookwarden_receiver_dead_letters_total: the receiver does not count those per route).
+
+The receiver is found as deadletters finds it: its Service through the API server (label
+` + receiverLabel + `; --receiver-service where there are several) and a port-forward to a
+ready pod, sending the kubeconfig's own bearer token or --receiver-token-file's; --receiver URL
+(its metrics listener) or --receiver-metrics URL (its /metrics) reach it directly.`,
 		Example: `  hookwarden status -n shop
-  hookwarden status orders --receiver-metrics https://receiver.hookwarden-system:8443/metrics --receiver-token-file token`,
+  hookwarden status orders --receiver-figures
+  hookwarden status orders --receiver-metrics https://localhost:9090/metrics --receiver-token-file token --receiver-insecure-skip-tls-verify`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completeSubscriptions(false),
 		RunE:              func(cmd *cobra.Command, args []string) error { return g.runStatus(cmd, args, f) },
 	}
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector")
-	cmd.Flags().StringVar(&f.metricsURL, "receiver-metrics", "", "URL of the receiver's /metrics (optional)")
-	cmd.Flags().StringVar(&f.tokenFile, "receiver-token-file", "", "file with a bearer token for --receiver-metrics (a secure metrics endpoint checks it with a TokenReview)")
-	cmd.Flags().BoolVar(&f.insecureTLS, "receiver-insecure-skip-tls-verify", false, "do not check the receiver's certificate (its default one is self-signed)")
+	cmd.Flags().BoolVar(&f.figures, "receiver-figures", false, "show the receiver's figures for each subscription (the receiver found through the API server, or --receiver)")
+	cmd.Flags().StringVar(&f.metricsURL, "receiver-metrics", "", "URL of the receiver's /metrics: its figures, read there directly")
+	f.recv.bind(cmd)
 	return cmd
 }
 
@@ -69,9 +85,19 @@ type routeFigures struct {
 	Duplicates int64 `json:"duplicates"`
 	// Rejected counts the route's deliveries refused (bad signature, too old, ...).
 	Rejected int64 `json:"rejected"`
+	// Sinks are the route's sinks' backlogs, by name.
+	Sinks []sinkFigures `json:"sinks,omitempty"`
 	// Pending and DeadLetters are the receiver's, over all routes.
 	Pending     int64 `json:"receiverPending"`
 	DeadLetters int64 `json:"receiverDeadLetters"`
+}
+
+// sinkFigures are one sink's backlog: events not yet delivered or dead-lettered, and how long
+// the oldest of them has waited since the receiver acknowledged it.
+type sinkFigures struct {
+	Sink                 string  `json:"sink"`
+	Pending              int64   `json:"pending"`
+	OldestPendingSeconds float64 `json:"oldestPendingSeconds"`
 }
 
 func (g *globals) runStatus(cmd *cobra.Command, args []string, f statusFlags) error {
@@ -92,9 +118,8 @@ func (g *globals) runStatus(cmd *cobra.Command, args []string, f statusFlags) er
 		return err
 	}
 	var families map[string]*dto.MetricFamily
-	if f.metricsURL != "" {
-		g.progress(cmd.ErrOrStderr(), "reading %s", f.metricsURL)
-		if families, err = scrape(ctx, f); err != nil {
+	if f.wantsFigures() {
+		if families, err = g.scrape(ctx, cmd.ErrOrStderr(), f); err != nil {
 			return err
 		}
 	}
@@ -139,6 +164,9 @@ func writeTree(w io.Writer, subs []subscriptionStatus) error {
 		if s.Receiver != nil {
 			r := s.Receiver
 			branches = append(branches, "conditions", fmt.Sprintf("receiver  accepted %d  duplicates %d  rejected %d  (all routes: pending %d, dead letters %d)", r.Accepted, r.Duplicates, r.Rejected, r.Pending, r.DeadLetters))
+			for _, sk := range r.Sinks {
+				branches = append(branches, fmt.Sprintf("sink %s  pending %d  oldest %s", sk.Sink, sk.Pending, (time.Duration(sk.OldestPendingSeconds)*time.Second).String()))
+			}
 		} else {
 			branches = append(branches, "conditions")
 		}
@@ -163,33 +191,28 @@ func pick(cond bool, a, b string) string {
 	return b
 }
 
-// scrape reads the receiver's metrics.
-func scrape(ctx context.Context, f statusFlags) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.metricsURL, nil)
-	if err != nil {
-		return nil, usageError("--receiver-metrics: %v", err)
-	}
-	if f.tokenFile != "" {
-		tok, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return nil, usageError("--receiver-token-file: %v", err)
+// scrape reads the receiver's metrics: at --receiver-metrics, else at /metrics of the receiver
+// as connectReceiver reaches it.
+func (g *globals) scrape(ctx context.Context, errOut io.Writer, f statusFlags) (map[string]*dto.MetricFamily, error) {
+	rf, path := f.recv, "/metrics"
+	if f.metricsURL != "" {
+		if rf.url != "" || rf.service != "" {
+			return nil, usageError("--receiver-metrics names the receiver's /metrics itself: leave out --receiver and --receiver-service")
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		rf.url, path = f.metricsURL, ""
 	}
-	hc := &http.Client{} // bounded by --timeout (ctx), the one timeout of every command
-	if f.insecureTLS {
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // asked for by flag
-	}
-	resp, err := hc.Do(req)
+	conn, err := g.connectReceiver(ctx, errOut, &rf)
 	if err != nil {
-		return nil, fmt.Errorf("reading the receiver's metrics: %w", err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the receiver's metrics: %s answered %s", f.metricsURL, resp.Status)
+	defer conn.stop()
+	g.progress(errOut, "reading %s", conn.base+path)
+	body, err := conn.get(ctx, http.MethodGet, path)
+	if err != nil {
+		return nil, err
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("reading the receiver's metrics: %w", err)
 	}
@@ -217,6 +240,30 @@ func figuresFor(fams map[string]*dto.MetricFamily, namespace, name string) *rout
 			}
 		}
 	}
+	sinks := map[string]*sinkFigures{}
+	sinkOf := func(m *dto.Metric) *sinkFigures {
+		l := labelsOf(m)
+		if l["namespace"] != namespace || l["name"] != name {
+			return nil
+		}
+		if sinks[l["sink"]] == nil {
+			sinks[l["sink"]] = &sinkFigures{Sink: l["sink"]}
+		}
+		return sinks[l["sink"]]
+	}
+	for _, m := range metricsOf(fams, "hookwarden_receiver_sink_queue_depth") {
+		if s := sinkOf(m); s != nil {
+			s.Pending = int64(m.GetGauge().GetValue())
+		}
+	}
+	for _, m := range metricsOf(fams, "hookwarden_receiver_sink_oldest_pending_seconds") {
+		if s := sinkOf(m); s != nil {
+			s.OldestPendingSeconds = m.GetGauge().GetValue()
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(sinks)) {
+		out.Sinks = append(out.Sinks, *sinks[k])
+	}
 	if f := fams["hookwarden_receiver_queue_depth"]; f != nil && len(f.Metric) > 0 {
 		out.Pending = int64(f.Metric[0].GetGauge().GetValue())
 	}
@@ -224,6 +271,14 @@ func figuresFor(fams map[string]*dto.MetricFamily, namespace, name string) *rout
 		out.DeadLetters = int64(f.Metric[0].GetCounter().GetValue())
 	}
 	return out
+}
+
+// metricsOf is the family's series (none when the receiver does not export it).
+func metricsOf(fams map[string]*dto.MetricFamily, family string) []*dto.Metric {
+	if f := fams[family]; f != nil {
+		return f.Metric
+	}
+	return nil
 }
 
 func labelsOf(m *dto.Metric) map[string]string {
