@@ -89,51 +89,58 @@ var (
 )
 
 // withoutCodeSpans blanks the code spans of doc (a run of backticks up to the next run of the
-// same length, across lines but not across a blank line), keeping its line breaks; fenced code
-// is left for lines to drop.
+// same length, across lines but not across a blank line or a fence), keeping its line breaks;
+// fenced code is left for lines to drop.
 func withoutCodeSpans(doc string) string {
-	b := []byte(doc)
-	fenced := map[int]bool{}
-	for i, t := range strings.Split(doc, "\n") {
-		fenced[i] = fenceRE.MatchString(t)
+	var fenced []bool // per line
+	for _, t := range strings.Split(doc, "\n") {
+		fenced = append(fenced, fenceRE.MatchString(t))
 	}
-	lineNo := 0
+	b := []byte(doc)
+	line := 0
 	for i := 0; i < len(b); i++ {
-		if b[i] == '\n' {
-			lineNo++
-		}
-		if b[i] != '`' || fenced[lineNo] {
-			continue
-		}
-		n := runLen(b, i)
-		end := -1
-		for j := i + n; j < len(b); j++ {
-			if b[j] == '\n' && j+1 < len(b) && (b[j+1] == '\n' || fenced[lineNo+strings.Count(string(b[i:j+1]), "\n")]) {
-				break // a blank line or a fence ends the paragraph: no closing run
+		switch {
+		case b[i] == '\n':
+			line++
+		case b[i] == '`' && !fenced[line]:
+			n := runLen(b, i)
+			end := closingRun(b, i+n, n, line, fenced)
+			if end < 0 {
+				i += n - 1
+				continue
 			}
-			if b[j] == '`' {
-				m := runLen(b, j)
-				if m == n {
-					end = j + m
-					break
+			for ; i < end; i++ {
+				if b[i] == '\n' {
+					line++
+				} else {
+					b[i] = ' '
 				}
-				j += m - 1
 			}
+			i--
 		}
-		if end < 0 {
-			i += n - 1
-			continue
-		}
-		for k := i; k < end; k++ {
-			if b[k] != '\n' {
-				b[k] = ' '
-			} else {
-				lineNo++
-			}
-		}
-		i = end - 1
 	}
 	return string(b)
+}
+
+// closingRun returns the end of the first run of exactly n backticks from j (on line), or -1
+// when the paragraph ends first (a blank line, a fence line).
+func closingRun(b []byte, j, n, line int, fenced []bool) int {
+	for ; j < len(b); j++ {
+		switch b[j] {
+		case '\n':
+			line++
+			if j+1 == len(b) || b[j+1] == '\n' || fenced[line] {
+				return -1
+			}
+		case '`':
+			m := runLen(b, j)
+			if m == n {
+				return j + m
+			}
+			j += m - 1
+		}
+	}
+	return -1
 }
 
 func runLen(b []byte, i int) int {
