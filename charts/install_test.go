@@ -20,18 +20,25 @@ import (
 	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
-// readmeBlock returns the shell block that follows the README comment
-// "<!-- test: <name> -->": the commands a user types, run here exactly as written.
-func readmeBlock(t *testing.T, name string) string {
+// The documents whose commands this test runs: the install in the README, the upgrade,
+// uninstall and the ways out in the operations guide.
+const (
+	readme     = "README.md"
+	operations = "docs/operations.md"
+)
+
+// docBlock returns the shell block that follows the comment "<!-- test: <name> -->" in doc (a
+// path from the repository root): the commands a user types, run here exactly as written.
+func docBlock(t *testing.T, doc, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(doc)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	re := regexp.MustCompile("(?s)<!-- test: " + regexp.QuoteMeta(name) + " -->\\s*```sh\\n(.*?)```")
 	m := re.FindSubmatch(b)
 	if m == nil {
-		t.Fatalf("the README has no ```sh block after <!-- test: %s -->", name)
+		t.Fatalf("%s has no ```sh block after <!-- test: %s -->", doc, name)
 	}
 	return string(m[1])
 }
@@ -130,21 +137,21 @@ func (c *installCluster) must(t *testing.T, what, script string) string {
 	return out
 }
 
-// The README's install commands, as written, on a cluster of their own; then an upgrade to a
-// chart whose CRD changed (applied: the CRD is a template), an uninstall that keeps the CRD,
-// and the README's way out for subscriptions whose manager was uninstalled first. Last, the README's step
+// The README's install commands, as written, on a cluster of their own; then (docs/operations.md)
+// an upgrade to a chart whose CRD changed (applied: the CRD is a template), an uninstall that keeps
+// the CRD, and the way out for subscriptions whose manager was uninstalled first. Last, the step
 // for a cluster that has the CRD from a release that shipped it in crds/ (not owned by Helm).
 func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	c := newInstallCluster(t)
-	out := c.must(t, "README install", readmeBlock(t, "install"))
+	out := c.must(t, "README install", docBlock(t, readme, "install"))
 	for _, want := range []string{"STATUS: deployed", "orders", "refunds"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the README's install commands printed no %q:\n%s", want, out)
 		}
 	}
 	// The ClusterRole the README tells you to bind your scraper to exists under that name.
-	role := regexp.MustCompile(`--clusterrole=(\S+)`).FindStringSubmatch(readmeBlock(t, "install"))
+	role := regexp.MustCompile(`--clusterrole=(\S+)`).FindStringSubmatch(docBlock(t, readme, "install"))
 	if role == nil {
 		t.Fatal("the README's install commands bind no scraper (--clusterrole=...)")
 	}
@@ -157,8 +164,8 @@ func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	// Chart 0.2.0 whose CRD has one more printer column: helm upgrade changes the cluster's CRD.
 	next := nextChart(t)
 	before := c.must(t, "CRD printer columns before the upgrade", crdColumns)
-	upgrade := strings.Replace(readmeBlock(t, "upgrade"), "charts/hookwarden", next, 1)
-	c.must(t, "README upgrade to chart 0.2.0", upgrade)
+	upgrade := strings.Replace(docBlock(t, operations, "upgrade"), "charts/hookwarden", next, 1)
+	c.must(t, "docs/operations.md: upgrade to chart 0.2.0", upgrade)
 	after := c.must(t, "CRD printer columns after the upgrade", crdColumns)
 	if strings.Contains(before, "Generation") || !strings.Contains(after, "Generation") {
 		t.Errorf("helm upgrade to a chart with a changed CRD: columns %q before, %q after; want Generation added", before, after)
@@ -168,7 +175,7 @@ func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	}
 
 	// No manager runs here, so the subscriptions have no finalizer and go at once.
-	c.must(t, "README uninstall", readmeBlock(t, "uninstall"))
+	c.must(t, "docs/operations.md: uninstall", docBlock(t, operations, "uninstall"))
 	if _, err := c.sh(t, "kubectl get "+crd); err != nil {
 		t.Errorf("helm uninstall deleted the CRD (and with it every subscription): %v", err)
 	}
@@ -185,23 +192,23 @@ func TestREADMEInstallUpgradeUninstall(t *testing.T) {
 	if _, err := c.kube.CoreV1().Secrets("hookwarden-system").Create(context.Background(), route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.must(t, "README: releasing the finalizers", readmeBlock(t, "release-finalizers"))
+	c.must(t, "docs/operations.md: releasing the finalizers", docBlock(t, operations, "release-finalizers"))
 	if got := c.must(t, "route Secrets left", "kubectl get secret -n hookwarden-system -l hookwarden.io/route-secret=true -o name"); strings.TrimSpace(got) != "" {
-		t.Errorf("route Secrets left after the README's commands: %q", got)
+		t.Errorf("route Secrets left after the operations guide's commands: %q", got)
 	}
 	if got := c.must(t, "subscriptions left after releasing", "kubectl get whsub -A -o name"); strings.TrimSpace(got) != "" {
-		t.Errorf("subscriptions left after the README's commands: %q", got)
+		t.Errorf("subscriptions left after the operations guide's commands: %q", got)
 	}
 
 	// A CRD that Helm does not own (a release that shipped it in crds/) blocks a templated one:
-	// the README's adoption step makes it the release's.
+	// the operations guide's adoption step makes it the release's.
 	c.must(t, "CRD as a crds/ release left it", "kubectl annotate "+crd+" meta.helm.sh/release-name- meta.helm.sh/release-namespace- && kubectl label "+crd+" app.kubernetes.io/managed-by-")
-	install := readmeBlock(t, "install")
+	install := docBlock(t, readme, "install")
 	helmInstall := install[strings.Index(install, "helm install"):]
 	helmInstall = helmInstall[:strings.Index(helmInstall, "\nkubectl")]
 	if out, err := c.sh(t, helmInstall); err == nil || !strings.Contains(out, "cannot be imported") {
-		t.Fatalf("helm install over an unowned CRD: %v\n%s\nwant Helm's refusal, which the README's adoption step answers", err, out)
+		t.Fatalf("helm install over an unowned CRD: %v\n%s\nwant Helm's refusal, which the operations guide's adoption step answers", err, out)
 	}
-	c.must(t, "README: adopting the CRD", readmeBlock(t, "adopt-crd"))
+	c.must(t, "docs/operations.md: adopting the CRD", docBlock(t, operations, "adopt-crd"))
 	c.must(t, "helm install after adopting the CRD", helmInstall)
 }

@@ -10,10 +10,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"unicode"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/hookwarden/hookwarden/internal/mdlinks"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 )
 
@@ -268,35 +268,19 @@ func TestMetricNamesParser(t *testing.T) {
 	}
 }
 
-const runbookBase = "https://github.com/hookwarden/hookwarden/blob/main/README.md#"
+// runbookDoc holds the runbooks, one section per alert; runbookBase is how the alerts link it.
+const (
+	runbookDoc  = "docs/operations.md"
+	runbookBase = "https://github.com/hookwarden/hookwarden/blob/main/" + runbookDoc + "#"
+)
 
-// githubAnchor is the fragment GitHub gives a Markdown heading: lower case, punctuation other
-// than '-' and '_' dropped, spaces as '-'.
-func githubAnchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// Every alert links a runbook: a section of the README that exists, one per alert.
+// Every alert links a runbook: a section of docs/operations.md that exists, one per alert.
 func TestAlertRunbooks(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(runbookDoc)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchors := map[string]bool{}
-	for _, l := range strings.Split(string(readme), "\n") {
-		if h := strings.TrimLeft(l, "#"); len(h) < len(l) && strings.HasPrefix(h, " ") {
-			anchors[githubAnchor(h)] = true
-		}
-	}
+	anchors := mdlinks.Anchors(string(doc))
 	b, err := os.ReadFile(filepath.Join(chartDir, "files", "alerts.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -323,16 +307,16 @@ func TestAlertRunbooks(t *testing.T) {
 			anchor, ok := strings.CutPrefix(url, runbookBase)
 			switch {
 			case !ok:
-				t.Errorf("%s: runbook_url %q does not point into the README (%s...)", r.Alert, url, runbookBase)
+				t.Errorf("%s: runbook_url %q does not point into the runbooks (%s...)", r.Alert, url, runbookBase)
 			case anchor != strings.ToLower(r.Alert):
 				t.Errorf("%s: runbook_url anchor %q, want the alert's own section #%s", r.Alert, anchor, strings.ToLower(r.Alert))
 			case !anchors[anchor]:
-				t.Errorf("%s: the README has no heading for #%s", r.Alert, anchor)
+				t.Errorf("%s: %s has no heading for #%s", r.Alert, runbookDoc, anchor)
 			}
 		}
 	}
 	if n == 0 {
 		t.Fatal("no alerts")
 	}
-	t.Logf("REPORT alerts: %d alerts, each with a runbook section in the README", n)
+	t.Logf("REPORT alerts: %d alerts, each with a runbook section in %s", n, runbookDoc)
 }

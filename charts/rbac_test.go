@@ -140,8 +140,8 @@ var columns = regexp.MustCompile(`\s{2,}`)
 
 // What each ServiceAccount may do, exactly: the API server's own answer (SelfSubjectRulesReview,
 // as kubectl auth can-i --list asks it) for each account in each namespace it matters in, in
-// cluster and namespaced mode, against the README's "What each ServiceAccount can touch". A
-// grant wider than the README's fails here. Spot checks (SubjectAccessReview) follow.
+// cluster and namespaced mode, against "What each ServiceAccount can touch" (docs/install.md). A
+// grant wider than the docs' fails here. Spot checks (SubjectAccessReview) follow.
 func TestServiceAccountPermissions(t *testing.T) {
 	testtier.RequiresServers(t, "helm, the image binaries and a control plane (envtest)")
 	install(t)

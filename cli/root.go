@@ -21,7 +21,7 @@ import (
 	"github.com/hookwarden/hookwarden/providers/builtin"
 )
 
-// Exit codes, as documented in the README (Command line).
+// Exit codes, as documented in docs/cli.md.
 const (
 	ExitOK = 0
 	// ExitError: the command failed (an unreachable cluster, a provider error, a refused write).

@@ -10,10 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// The receiver logs through controller-runtime's zap with the flags serve binds. The README
+// The receiver logs through controller-runtime's zap with the flags serve binds. docs/receiver.md
 // states what that does to a burst of one error message (the store path under an outage):
-// production mode keeps the first 100 per second and every 100th after; a verbosity of 2
-// keeps every one. The requests_total counter carries the true number either way.
+// production mode keeps the first 100 per second and every 100th after; a verbosity of 2 keeps
+// every one. The requests_total counter carries the true number either way.
 func TestStoreErrorLogSampling(t *testing.T) {
 	const burst = 1000
 	for _, tc := range []struct {

@@ -79,7 +79,7 @@ func serve(args []string) error {
 	}
 	// Production mode samples repeated messages (the first 100 per second, then every 100th),
 	// which thins the store path's per-delivery errors in an outage; requests_total counts
-	// each one. --zap-devel or --zap-log-level=2 turns sampling off (README, "The receiver").
+	// each one. --zap-devel or --zap-log-level=2 turns sampling off (docs/receiver.md).
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	return run(ctrl.SetupSignalHandler(), o)
 }
@@ -111,7 +111,7 @@ func openStore(ctx context.Context, dsn, passwordFile string, opts ...store.Opti
 	var perr *store.PromiseError
 	if errors.As(err, &perr) {
 		return nil, fmt.Errorf("%w\nFix those settings on the server, or accept the weaker promise with --store-promise=%s "+
-			"(the README explains what each promise risks)", err, perr.Have)
+			"(docs/receiver.md, \"Redis\", explains what each promise risks)", err, perr.Have)
 	}
 	return st, err
 }

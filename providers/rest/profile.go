@@ -16,7 +16,7 @@ const Kind = "Profile"
 
 // Profile describes one webhook-management REST API: how to list, create, update and delete
 // registrations, and how the bundled receiver verifies deliveries. It is data, read from YAML or
-// JSON (Parse), checked before anything is sent (Validate); the README walks through one.
+// JSON (Parse), checked before anything is sent (Validate); docs/providers.md walks through one.
 //
 // Templates (baseURL, paths, query and header values, static body values) are Go text/template
 // over {{.Params.<name>}} (the subscription's parameters), {{.ID}} (the registration id, in

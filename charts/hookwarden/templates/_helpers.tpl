@@ -60,7 +60,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- /* An umbrella chart's global.imageRegistry (a mirror for every subchart) wins over ours. */ -}}
 {{- $registry := (.root.Values.global | default dict).imageRegistry | default .root.Values.image.registry -}}
 {{- if not $registry -}}
-{{- fail (printf "image.registry is empty: set it to where you pushed the images (make images-push REGISTRY=<registry>, see the README section Images), e.g. --set image.registry=ghcr.io/you; or set image.%s.repository" .c) -}}
+{{- fail (printf "image.registry is empty: set it to where you pushed the images (make images-push REGISTRY=<registry>, see docs/install.md, Images), e.g. --set image.registry=ghcr.io/you; or set image.%s.repository" .c) -}}
 {{- end -}}
 {{- $repo = printf "%s/%s" (trimSuffix "/" $registry) .c -}}
 {{- end -}}
