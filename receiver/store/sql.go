@@ -789,15 +789,23 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.query(ctx, s.db, leaseSQL(s.dialect), now.UnixMicro(), now.Add(lease).UnixMicro(), n)
-	if err != nil {
-		return nil, fmt.Errorf("store: lease: %w", err)
-	}
+	args := []any{now.UnixMicro(), now.Add(lease).UnixMicro(), n}
 	var jobs []Job
-	if s.dialect == dialectPostgres {
-		jobs, err = scanJobs(rows, true)
-	} else if jobs, err = scanJobs(rows, false); err == nil {
-		err = s.eventsOf(ctx, jobs)
+	var err error
+	if s.reports != nil {
+		// SQLite: in the transaction of the reports queued meanwhile, one commit for both.
+		err = s.reports.query(leaseSQLite, func(rows *sql.Rows) (err error) {
+			jobs, err = scanJobs(rows, false)
+			return err
+		}, args...)
+		if err == nil {
+			err = s.eventsOf(ctx, jobs)
+		}
+	} else {
+		var rows *sql.Rows
+		if rows, err = s.db.QueryContext(ctx, leasePostgresSQL, args...); err == nil {
+			jobs, err = scanJobs(rows, true)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)
