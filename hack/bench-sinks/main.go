@@ -118,20 +118,7 @@ func main() {
 		targets = append(targets, kafkaTarget)
 	}
 
-	open := func(name string) store.Store {
-		if *ledger == "sqlite" {
-			st, err := store.OpenSQLite(filepath.Join(dir, name+".db"))
-			check(err, "ledger")
-			return st
-		}
-		st, err := store.Open(context.Background(), *ledger)
-		check(err, "ledger")
-		return st
-	}
-	kind := "SQLite"
-	if *ledger != "sqlite" {
-		kind = "PostgreSQL"
-	}
+	open, kind := ledgerOpener(*ledger, dir)
 	fmt.Printf("bench-sinks: %d events per run, concurrency %d; ack→broker ack (the receiver: ledger on %s, a job per event, reported done)\n\n", *n, *conc, kind)
 	fmt.Printf("| sink | plain loop ev/s | receiver ev/s | rate ratio | plain CPU µs/ev | receiver CPU µs/ev | CPU ratio | goal (≥0.7× rate, ≤1.5× CPU) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -175,11 +162,32 @@ func main() {
 		fmt.Printf("| %s | %.0f | %.0f | %.2f× | %.0f | %.0f | %.2f× | %s |\n", t.name, plain.rate(), recv.rate(), rr, plain.cpuPerEvent(), recv.cpuPerEvent(), cr, met)
 	}
 	if want("ledger") {
-		// No plain loop: there is nothing to publish. What the receiver costs with a sink that
-		// costs nothing is the floor of every row above.
-		r := runPool(map[string]deliver.Sink{"bus": {Name: "bus", Publisher: noop{}}}, open("ledger-alone"), *n, *conc)
-		fmt.Printf("| ledger alone (a sink that answers at once: lease, report) | | %.0f | | | %.0f | | the floor |\n", r.rate(), r.cpuPerEvent())
+		ledgerAlone(open("ledger-alone"), *n, *conc)
 	}
+}
+
+// ledgerOpener opens a ledger per run: a SQLite file in dir, or the PostgreSQL database of dsn
+// (each run claims events of its own subscription); kind names it.
+func ledgerOpener(dsn, dir string) (open func(name string) store.Store, kind string) {
+	if dsn == "sqlite" {
+		return func(name string) store.Store {
+			st, err := store.OpenSQLite(filepath.Join(dir, name+".db"))
+			check(err, "ledger")
+			return st
+		}, "SQLite"
+	}
+	return func(string) store.Store {
+		st, err := store.Open(context.Background(), dsn)
+		check(err, "ledger")
+		return st
+	}, "PostgreSQL"
+}
+
+// ledgerAlone prints the row of the receiver delivering to a sink that costs nothing. There is
+// no plain loop: nothing is published. It is the floor under every row above.
+func ledgerAlone(st store.Store, n, conc int) {
+	r := runPool(map[string]deliver.Sink{"bus": {Name: "bus", Publisher: noop{}}}, st, n, conc)
+	fmt.Printf("| ledger alone (a sink that answers at once: lease, report) | | %.0f | | | %.0f | | the floor |\n", r.rate(), r.cpuPerEvent())
 }
 
 // noop is a sink that takes every event at once.
