@@ -229,14 +229,18 @@ func runReceiver(t target, st store.Store, n, conc int) result {
 }
 
 // runs numbers the pools run, so that each claims events of its own subscription (a
-// PostgreSQL ledger is shared by the runs).
-var runs atomic.Int64
+// PostgreSQL ledger is shared by the runs, also of earlier processes: started tells them
+// apart).
+var (
+	runs    atomic.Int64
+	started = time.Now().Unix()
+)
 
 // runPool is runReceiver with every event going to each of sinks (fan-out). It closes st.
 func runPool(sinks map[string]deliver.Sink, st store.Store, n, conc int) result {
 	defer st.Close()
 	ctx := context.Background()
-	sub := fmt.Sprintf("bench/orders-%d", runs.Add(1))
+	sub := fmt.Sprintf("bench/orders-%d-%d", started, runs.Add(1))
 	for from := 0; from < n; from += 500 {
 		var batch []store.Event
 		for i := from; i < min(from+500, n); i++ {
