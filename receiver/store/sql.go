@@ -26,8 +26,8 @@ type SQL struct {
 	// hold the one writing connection that every claim waits for (WAL readers do not block
 	// the writer); on PostgreSQL it is db.
 	reader *sql.DB
-	// reports group-commits job reports on SQLite (nil on PostgreSQL, whose connections commit
-	// concurrently).
+	// reports group-commits job reports, and the Leases beside them, on SQLite (nil on
+	// PostgreSQL, whose connections commit concurrently).
 	reports *reportGroup
 	dialect dialect
 	now     func() time.Time
@@ -784,7 +784,9 @@ func leaseSQL(d dialect) string {
 	return leaseSQLite
 }
 
-// Lease implements Store.
+// Lease implements Store. On SQLite the lease commits with the reports queued meanwhile (see
+// reportGroup), and it waits for that commit even when ctx ends first: jobs it leased are then
+// returned, for the caller to give back, instead of waiting out their lease.
 func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]Job, error) {
 	if n <= 0 {
 		return nil, nil
