@@ -801,7 +801,9 @@ func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Durati
 			return err
 		}, args...)
 		if err == nil {
-			err = s.eventsOf(ctx, jobs)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportCommitTimeout)
+			err = s.eventsOf(rctx, jobs)
+			cancel()
 		}
 	} else {
 		var rows *sql.Rows
