@@ -4,6 +4,11 @@
 // event. It prints a table with the ratios and whether the goal (at least 0.7× the plain loop's
 // rate, at most 1.5× its CPU per event) is met. It asserts nothing.
 //
+// The ledger is SQLite by default (-store sqlite) or the PostgreSQL database a postgres:// DSN
+// names (-store DSN; each run claims events of its own subscription). A last row, the ledger
+// alone, delivers to a sink that answers at once without any work: the receiver's own cost per
+// event, the floor under every sink's row.
+//
 // Brokers: an embedded nats-server with a JetStream file stream, the machine's RabbitMQ on
 // 127.0.0.1:5672 (a durable queue, persistent messages, confirms) and kfake (in this process).
 // CPU is this process's (getrusage): it includes the embedded nats-server and kfake in both rows
@@ -84,8 +89,9 @@ func cpuNow() time.Duration {
 func main() {
 	n := flag.Int("events", 3000, "events per run")
 	conc := flag.Int("concurrency", deliver.DefaultWorkers, "publishers at once (the receiver's --workers)")
-	only := flag.String("only", "", "comma-separated sink types to run (http,nats,amqp,kafka; empty: all)")
+	only := flag.String("only", "", "comma-separated sink types to run (http,nats,amqp,kafka,ledger; empty: all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	ledger := flag.String("store", "sqlite", `the ledger: "sqlite" (a file per run) or a postgres:// DSN`)
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -112,7 +118,8 @@ func main() {
 		targets = append(targets, kafkaTarget)
 	}
 
-	fmt.Printf("bench-sinks: %d events per run, concurrency %d; ack→broker ack (the receiver: ledger on SQLite, a job per event, reported done)\n\n", *n, *conc)
+	open, kind := ledgerOpener(*ledger, dir)
+	fmt.Printf("bench-sinks: %d events per run, concurrency %d; ack→broker ack (the receiver: ledger on %s, a job per event, reported done)\n\n", *n, *conc, kind)
 	fmt.Printf("| sink | plain loop ev/s | receiver ev/s | rate ratio | plain CPU µs/ev | receiver CPU µs/ev | CPU ratio | goal (≥0.7× rate, ≤1.5× CPU) |\n")
 	fmt.Printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var fanouts []string
@@ -133,7 +140,7 @@ func main() {
 			continue
 		}
 		plain := runPlain(t, *n, *conc)
-		recv := runReceiver(t, filepath.Join(dir, fmt.Sprintf("ledger-%d.db", i)), *n, *conc)
+		recv := runReceiver(t, open(fmt.Sprintf("ledger-%d", i)), *n, *conc)
 		if t.fanout != nil {
 			sinks := map[string]deliver.Sink{}
 			for j, p := range t.fanout() {
@@ -141,7 +148,7 @@ func main() {
 				sinks[name] = deliver.Sink{Name: name, Publisher: p}
 				defer p.Close()
 			}
-			fan := runPool(sinks, filepath.Join(dir, fmt.Sprintf("fanout-%d.db", i)), *n, *conc)
+			fan := runPool(sinks, open(fmt.Sprintf("fanout-%d", i)), *n, *conc)
 			fr := ratio(fan.cpuPerEvent(), recv.cpuPerEvent())
 			fanouts = append(fanouts, fmt.Sprintf("| %s | %d | %.0f | %.0f | %.0f | %.2f× | %s |", t.name, len(sinks), fan.rate(), recv.cpuPerEvent(), fan.cpuPerEvent(), fr,
 				map[bool]string{true: "met", false: "not met"}[fr <= float64(len(sinks))]))
@@ -154,7 +161,42 @@ func main() {
 		}
 		fmt.Printf("| %s | %.0f | %.0f | %.2f× | %.0f | %.0f | %.2f× | %s |\n", t.name, plain.rate(), recv.rate(), rr, plain.cpuPerEvent(), recv.cpuPerEvent(), cr, met)
 	}
+	if want("ledger") {
+		ledgerAlone(open("ledger-alone"), *n, *conc)
+	}
 }
+
+// ledgerOpener opens a ledger per run: a SQLite file in dir, or the PostgreSQL database of dsn
+// (each run claims events of its own subscription); kind names it.
+func ledgerOpener(dsn, dir string) (open func(name string) store.Store, kind string) {
+	if dsn == "sqlite" {
+		return func(name string) store.Store {
+			st, err := store.OpenSQLite(filepath.Join(dir, name+".db"))
+			check(err, "ledger")
+			return st
+		}, "SQLite"
+	}
+	return func(string) store.Store {
+		st, err := store.Open(context.Background(), dsn)
+		check(err, "ledger")
+		return st
+	}, "PostgreSQL"
+}
+
+// ledgerAlone prints the row of the receiver delivering to a sink that costs nothing. There is
+// no plain loop: nothing is published. It is the floor under every row above.
+func ledgerAlone(st store.Store, n, conc int) {
+	r := runPool(map[string]deliver.Sink{"bus": {Name: "bus", Publisher: noop{}}}, st, n, conc)
+	fmt.Printf("| ledger alone (a sink that answers at once: lease, report) | | %.0f | | | %.0f | | the floor |\n", r.rate(), r.cpuPerEvent())
+}
+
+// noop is a sink that takes every event at once.
+type noop struct{}
+
+func (noop) Publish(context.Context, store.Event) (deliver.Published, error) {
+	return deliver.Published{}, nil
+}
+func (noop) Close() {}
 
 // runPlain publishes n events from conc goroutines with the plain client.
 func runPlain(t target, n, conc int) result {
@@ -180,26 +222,36 @@ func runPlain(t target, n, conc int) result {
 	return result{events: n, wall: time.Since(start), cpu: cpuNow() - cpu0}
 }
 
-// runReceiver claims n events for one sink into a SQLite ledger (not timed), then times the
+// runReceiver claims n events for one sink into the ledger st (not timed), then times the
 // receiver's delivery pool with conc workers handing them to the sink until none is left.
-func runReceiver(t target, path string, n, conc int) result {
-	return runPool(map[string]deliver.Sink{"bus": {Name: "bus", Publisher: t.sink, HTTP: t.http}}, path, n, conc)
+func runReceiver(t target, st store.Store, n, conc int) result {
+	return runPool(map[string]deliver.Sink{"bus": {Name: "bus", Publisher: t.sink, HTTP: t.http}}, st, n, conc)
 }
 
-// runPool is runReceiver with every event going to each of sinks (fan-out).
-func runPool(sinks map[string]deliver.Sink, path string, n, conc int) result {
-	st, err := store.OpenSQLite(path)
-	check(err, "ledger")
+// runs numbers the pools run, so that each claims events of its own subscription (a
+// PostgreSQL ledger is shared by the runs, also of earlier processes: started tells them
+// apart).
+var (
+	runs    atomic.Int64
+	started = time.Now().Unix()
+)
+
+// runPool is runReceiver with every event going to each of sinks (fan-out). It closes st.
+func runPool(sinks map[string]deliver.Sink, st store.Store, n, conc int) result {
 	defer st.Close()
 	ctx := context.Background()
+	sub := fmt.Sprintf("bench/orders-%d-%d", started, runs.Add(1))
 	for from := 0; from < n; from += 500 {
 		var batch []store.Event
 		for i := from; i < min(from+500, n); i++ {
-			batch = append(batch, store.Event{Subscription: "bench/orders", SubscriptionUID: "bench-uid", EventID: eventID("r", i), EventType: "invoice.paid",
+			batch = append(batch, store.Event{Subscription: sub, SubscriptionUID: "bench-uid", EventID: eventID("r", i), EventType: "invoice.paid",
 				ContentType: "application/json", Payload: payload(i), ReceivedAt: time.Now(), MaxAttempts: 10, Sinks: slices.Sorted(maps.Keys(sinks))})
 		}
-		_, err := st.ClaimBatch(ctx, batch)
+		dup, err := st.ClaimBatch(ctx, batch)
 		check(err, "claiming")
+		if slices.Contains(dup, true) {
+			check(fmt.Errorf("events of %s already in the ledger", sub), "claiming")
+		}
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 10 * time.Second}),
 		func(_, name string) (deliver.Sink, bool) { s, ok := sinks[name]; return s, ok },

@@ -18,6 +18,9 @@ type memStore struct {
 	jobs      map[int64]*store.Job
 	seen      map[[2]string]int64 // (subscription, event id) -> job id
 	leaseNows []time.Time         // the now of every Lease call, in order
+	leased    []int               // how many jobs each Lease call took, in order
+	// recordGate, when set, holds every Complete, Retry, Release and Dead until it is closed.
+	recordGate chan struct{}
 }
 
 var _ store.Store = (*memStore)(nil)
@@ -75,6 +78,7 @@ func (s *memStore) Lease(_ context.Context, n int, now time.Time, lease time.Dur
 		return int(a.ID - b.ID)
 	})
 	var out []store.Job
+	s.leased = append(s.leased, min(n, len(due)))
 	for _, j := range due[:min(n, len(due))] {
 		j.State = store.StateRunning
 		j.LeaseUntil = now.Add(lease)
@@ -85,7 +89,7 @@ func (s *memStore) Lease(_ context.Context, n int, now time.Time, lease time.Dur
 }
 
 // current returns the stored job if j is its current lease, fenced like the SQL stores on
-// state, attempt and lease end.
+// state, attempt and lease end. The caller holds s.mu, taken after the record gate.
 func (s *memStore) current(j store.Job) (*store.Job, error) {
 	cur, ok := s.jobs[j.ID]
 	if !ok || cur.State != store.StateRunning || cur.Attempt != j.Attempt || !cur.LeaseUntil.Equal(j.LeaseUntil) {
@@ -95,6 +99,7 @@ func (s *memStore) current(j store.Job) (*store.Job, error) {
 }
 
 func (s *memStore) Complete(_ context.Context, j store.Job, _ time.Time) error {
+	s.waitGate()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, err := s.current(j)
@@ -106,6 +111,7 @@ func (s *memStore) Complete(_ context.Context, j store.Job, _ time.Time) error {
 }
 
 func (s *memStore) Retry(_ context.Context, j store.Job, at time.Time, lastErr string) error {
+	s.waitGate()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, err := s.current(j)
@@ -117,6 +123,7 @@ func (s *memStore) Retry(_ context.Context, j store.Job, at time.Time, lastErr s
 }
 
 func (s *memStore) Release(_ context.Context, j store.Job, at time.Time, reason string) error {
+	s.waitGate()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, err := s.current(j)
@@ -129,6 +136,7 @@ func (s *memStore) Release(_ context.Context, j store.Job, at time.Time, reason 
 }
 
 func (s *memStore) Dead(_ context.Context, j store.Job, lastErr string) error {
+	s.waitGate()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, err := s.current(j)
@@ -197,6 +205,29 @@ func (s *memStore) SinkDepths(context.Context) ([]store.SinkDepth, error) {
 }
 
 func (s *memStore) Close() error { return nil }
+
+// waitGate waits for recordGate, when set.
+func (s *memStore) waitGate() {
+	s.mu.Lock()
+	gate := s.recordGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+}
+
+// leases returns how many jobs each Lease call that found any took.
+func (s *memStore) leases() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for _, n := range s.leased {
+		if n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // job returns a snapshot of one job.
 func (s *memStore) job(id int64) store.Job {

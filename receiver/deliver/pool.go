@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -114,10 +115,10 @@ func New(st store.Store, sender *Sender, resolve Resolver, opts Options) *Pool {
 }
 
 // Run delivers jobs until ctx ends, then waits for in-flight deliveries (up to Options.Grace)
-// and returns. Store errors are logged and retried at the next poll; Run returns an error only
-// for an unusable configuration.
+// and the recording of their outcomes, and returns. Store errors are logged and retried at the
+// next poll; Run returns an error only for an unusable configuration.
 //
-//nolint:funlen // the poll loop and its shutdown share the in-flight bookkeeping
+//nolint:funlen,gocognit // the poll loop and its shutdown share the in-flight bookkeeping
 func (p *Pool) Run(ctx context.Context) error {
 	switch {
 	case p.st == nil || p.sender == nil || p.resolve == nil:
@@ -130,66 +131,77 @@ func (p *Pool) Run(ctx context.Context) error {
 	// Deliveries outlive ctx by up to the grace period.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	done := make(chan sinkKey, p.opts.Workers)
-	inflight := 0
-	perSink := map[sinkKey]int{}
+	news := make(chan workerNews, 2*p.opts.Workers)
+	w := workers{perSink: map[sinkKey]int{}}
+	// A worker is free for the next job as soon as its sink has answered; the outcome is
+	// recorded meanwhile. Concurrent records share a commit (the SQLite store groups them), so
+	// the records of a fast sink's jobs take one transaction for many jobs instead of one per
+	// worker. Up to maxRecording jobs may be waiting for their records: beyond that the
+	// workers wait, so a slow ledger slows the deliveries instead of piling up outcomes.
+	maxRecording := maxLeaseAhead * p.opts.Workers
 
 	ticker := time.NewTicker(p.opts.PollInterval)
 	defer ticker.Stop()
 
-	// Leased jobs wait in ready until a worker is free. The pool leases ahead, up to Workers
-	// jobs beyond those in flight, and leases again only once ready has fallen to half of
-	// that: each Lease is a commit, and leasing one job per freed worker made the leases, not
-	// the sink, set the pace at which a backlog drains. Jobs start in the order they were
-	// leased, which is the queue's order.
+	// Leased jobs wait in ready until a worker is free. The pool leases ahead of its workers
+	// (see ahead) and leases again only once ready has fallen to half of that: each Lease is a
+	// commit, and leasing one job per freed worker made the leases, not the sink, set the pace
+	// at which a backlog drains. Jobs start in the order they were leased, which is the
+	// queue's order.
 	var ready []store.Job
 	// want is set when the queue may hold due jobs.
 	want := true
-	finished := func(k sinkKey) {
-		inflight--
-		if perSink[k]--; perSink[k] == 0 {
-			delete(perSink, k)
-		}
-	}
 	// A job held back for its sink's share waits this long: about when one of the sink's
 	// deliveries may have ended, so a slow sink's jobs are not leased and given back on every
 	// poll.
 	capWait := max(p.opts.PollInterval, min(p.sender.Timeout()/4, time.Second))
+	// giveBack records a leased job as not started, without holding up the loop (the
+	// records of several share a commit).
+	giveBack := func(j store.Job, wait time.Duration, cause error) {
+		w.recording++
+		go func() {
+			p.release(workCtx, p.jobLog(j), j, wait, cause, nil)
+			news <- workerNews{recorded: true}
+		}()
+	}
 	for {
 		// Deliveries that ended free their workers first: a run of leases must not starve them.
 		for more := true; more; {
 			select {
-			case k := <-done:
-				finished(k)
+			case n := <-news:
+				w.heard(n)
 			default:
 				more = false
 			}
 		}
-		for len(ready) > 0 && inflight < p.opts.Workers && ctx.Err() == nil {
+		for len(ready) > 0 && w.busy < p.opts.Workers && w.recording < maxRecording && ctx.Err() == nil {
 			j := ready[0]
 			ready = ready[1:]
 			k := sinkKey{j.Event.Subscription, j.Sink}
 			switch {
 			case p.opts.Now().Add(p.sender.Timeout()).After(j.LeaseUntil):
 				// Waited so long that its lease could end mid-delivery: give it back.
-				p.release(workCtx, p.jobLog(j), j, 0, errors.New("lease too close to its end to start the delivery"))
+				giveBack(j, 0, errors.New("lease too close to its end to start the delivery"))
 				continue
-			case perSink[k] >= p.opts.SinkWorkers && othersBusy(perSink, ready, k):
+			case w.perSink[k] >= p.opts.SinkWorkers && othersBusy(w.perSink, ready, k):
 				// Its sink has its share of the workers while other sinks have work (a slow
 				// sink): back to the queue for a moment, so that the jobs behind it are leased
 				// and go first. Alone, a sink may use every worker.
-				p.release(workCtx, p.jobLog(j), j, capWait, errors.New("its sink has its share of the workers busy"))
+				giveBack(j, capWait, errors.New("its sink has its share of the workers busy"))
 				continue
 			}
-			inflight++
-			perSink[k]++
+			w.start(k)
 			go func() {
-				p.deliver(workCtx, j)
-				done <- k
+				started := p.opts.Now()
+				free := sync.OnceFunc(func() { news <- workerNews{k: k, took: p.opts.Now().Sub(started)} })
+				p.deliver(workCtx, j, free)
+				free() // in case no outcome was recorded
+				news <- workerNews{recorded: true}
 			}()
 		}
-		if want && len(ready) <= p.opts.Workers/2 && ctx.Err() == nil {
-			n := 2*p.opts.Workers - inflight - len(ready)
+		ahead := p.ahead(w.slot, w.measured)
+		if want && len(ready) <= ahead/2 && ctx.Err() == nil {
+			n := p.opts.Workers + ahead - w.busy - len(ready)
 			jobs, err := p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
 			if err != nil && ctx.Err() == nil {
 				p.log.Error(err, "Leasing jobs failed")
@@ -206,17 +218,81 @@ func (p *Pool) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			for _, j := range ready {
 				// Leased but never offered to the sink: back to the queue, not counted.
-				p.release(workCtx, p.jobLog(j), j, 0, errors.New("not started before shutdown"))
+				giveBack(j, 0, errors.New("not started before shutdown"))
 			}
-			p.drain(inflight, done, cancelWork)
+			p.drain(&w, news, cancelWork)
 			return nil
-		case k := <-done:
-			finished(k)
+		case n := <-news:
+			w.heard(n)
 		case <-p.opts.Wake:
 			want = true
 		case <-ticker.C:
 			want = true
 		}
+	}
+}
+
+// maxLeaseAhead bounds the jobs a pool leases ahead of its workers, in multiples of Workers:
+// one Lease is one write transaction (an fsync on SQLite) for the whole batch, so the more
+// jobs it takes the less each costs; but a leased job is nobody else's until its lease ends
+// (another replica sharing the store cannot take it), so a batch is not the whole backlog.
+const maxLeaseAhead = 8
+
+// ahead is how many leased jobs may wait for a worker. A job waiting in ready must start
+// before half its lease is gone: with Workers workers each busy for about slot per job, the
+// last of ahead jobs starts after ahead/Workers slots, so ahead is Workers times the slots
+// that fit into half a lease, between 1 and maxLeaseAhead. Until a delivery has been timed it
+// is Workers. Should the sink slow down more than the average follows, a job that waited
+// until its lease could end mid-delivery is given back unsent (Run), never sent twice.
+func (p *Pool) ahead(slot time.Duration, measured bool) int {
+	k := int64(1)
+	switch {
+	case measured && slot <= 0:
+		k = maxLeaseAhead
+	case measured:
+		k = min(maxLeaseAhead, max(1, int64(p.opts.Lease/2/slot)))
+	}
+	return int(k) * p.opts.Workers
+}
+
+// workerNews is a worker's news to Run: its delivery ended (k is free for the next job; took
+// is how long it was busy), or, later, the outcome of its job is recorded.
+type workerNews struct {
+	k        sinkKey
+	took     time.Duration
+	recorded bool
+}
+
+// workers is Run's bookkeeping of its deliveries.
+type workers struct {
+	busy      int // deliveries at their sinks
+	recording int // jobs started or given back whose outcome is not recorded yet
+	perSink   map[sinkKey]int
+	// slot is a moving average of how long a worker is busy with one job (measured: at least
+	// one timed).
+	slot     time.Duration
+	measured bool
+}
+
+func (w *workers) start(k sinkKey) {
+	w.busy++
+	w.recording++
+	w.perSink[k]++
+}
+
+func (w *workers) heard(n workerNews) {
+	if n.recorded {
+		w.recording--
+		return
+	}
+	w.busy--
+	if w.perSink[n.k]--; w.perSink[n.k] == 0 {
+		delete(w.perSink, n.k)
+	}
+	if !w.measured {
+		w.slot, w.measured = n.took, true
+	} else {
+		w.slot += (n.took - w.slot) / 8
 	}
 }
 
@@ -235,19 +311,22 @@ func othersBusy(perSink map[sinkKey]int, ready []store.Job, k sinkKey) bool {
 	return slices.ContainsFunc(ready, func(j store.Job) bool { return j.Event.Subscription == k.subscription && j.Sink != k.sink })
 }
 
-func (p *Pool) drain(inflight int, done <-chan sinkKey, cancelWork context.CancelFunc) {
-	if inflight == 0 {
-		return
+// drain waits for the deliveries in flight, interrupting them once the grace period is over,
+// then for the recording of every outcome (each bounded by reportTimeout).
+func (p *Pool) drain(w *workers, news <-chan workerNews, cancelWork context.CancelFunc) {
+	if w.busy > 0 {
+		p.log.Info("Waiting for in-flight deliveries", "count", w.busy, "grace", p.opts.Grace)
 	}
-	p.log.Info("Waiting for in-flight deliveries", "count", inflight, "grace", p.opts.Grace)
 	grace := time.NewTimer(p.opts.Grace)
 	defer grace.Stop()
-	for inflight > 0 {
+	for w.busy > 0 || w.recording > 0 {
 		select {
-		case <-done:
-			inflight--
+		case n := <-news:
+			w.heard(n)
 		case <-grace.C:
-			p.log.Info("Grace period over, interrupting deliveries", "count", inflight)
+			if w.busy > 0 {
+				p.log.Info("Grace period over, interrupting deliveries", "count", w.busy)
+			}
 			cancelWork()
 		}
 	}
@@ -258,8 +337,9 @@ func (p *Pool) jobLog(j store.Job) logr.Logger {
 	return p.log.WithValues("jobID", j.ID, logkeys.Subscription, j.Event.Subscription, "sink", j.Sink, logkeys.EventID, j.Event.EventID, logkeys.Attempt, j.Attempt)
 }
 
-// deliver makes one attempt at j and records its outcome.
-func (p *Pool) deliver(ctx context.Context, j store.Job) {
+// deliver makes one attempt at j and records its outcome; it calls free once the sink is done
+// with the attempt, before the outcome is recorded.
+func (p *Pool) deliver(ctx context.Context, j store.Job, free func()) {
 	ctx, span := p.startAttempt(ctx, j)
 	defer span.End()
 	ev := j.Event
@@ -270,14 +350,14 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	case !ok:
 		// Not an attempt: the event was never offered to a sink, so it must not use up the
 		// budget and be dead-lettered once the sink is back.
-		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), errNoSink)
+		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), errNoSink, free)
 		return
 	case sink.Gone:
-		p.dead(ctx, log, j, fmt.Errorf("the subscription has no sink named %q any more (spec.delivery.sinks)", j.Sink))
+		p.dead(ctx, log, j, fmt.Errorf("the subscription has no sink named %q any more (spec.delivery.sinks)", j.Sink), free)
 		return
 	case sink.Problem != "":
 		// Misconfigured: the event waits, uncounted, until the sink is fixed.
-		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), fmt.Errorf("sink %s cannot take events: %s", j.Sink, sink.Problem))
+		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), fmt.Errorf("sink %s cannot take events: %s", j.Sink, sink.Problem), free)
 		return
 	}
 	maxAttempts := cmp.Or(sink.MaxAttempts, ev.MaxAttempts, DefaultMaxAttempts)
@@ -287,12 +367,12 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 		if err != nil {
 			// The event's own failure: retried (the filter may be fixed), then dead-lettered,
 			// for this sink alone.
-			p.failed(ctx, log, j, maxAttempts, &Error{Retryable: true, Unsent: true, Err: err})
+			p.failed(ctx, log, j, maxAttempts, &Error{Retryable: true, Unsent: true, Err: err}, free)
 			return
 		}
 		if !match {
 			p.attempted(ctx, j, ResultFiltered)
-			if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, p.opts.Now()) }) {
+			if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Complete(ctx, j, p.opts.Now()) }) {
 				log.V(1).Info("Not for this sink: its filter does not select the event")
 			}
 			return
@@ -315,7 +395,7 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 	case sink.HTTP != nil:
 		status, err = p.sender.Send(ctx, sink.HTTP, ev)
 	default:
-		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), fmt.Errorf("sink %s has no kind this receiver can send to", j.Sink))
+		p.release(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, 0), fmt.Errorf("sink %s has no kind this receiver can send to", j.Sink), free)
 		return
 	}
 	if status != 0 {
@@ -325,18 +405,18 @@ func (p *Pool) deliver(ctx context.Context, j store.Job) {
 		now := p.opts.Now()
 		p.attempted(ctx, j, ResultDelivered)
 		p.opts.Metrics.delivered(now.Sub(ev.ReceivedAt))
-		if p.report(ctx, log, func(ctx context.Context) error { return p.st.Complete(ctx, j, now) }) {
+		if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Complete(ctx, j, now) }) {
 			log.V(1).Info("Delivered")
 		}
 		return
 	}
 
-	p.failed(ctx, log, j, maxAttempts, err)
+	p.failed(ctx, log, j, maxAttempts, err, free)
 }
 
 // failed records a failed attempt: retried with backoff, or dead-lettered when it cannot
 // succeed or the budget is spent; an attempt cut short by shutdown is given back uncounted.
-func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAttempts int, err error) {
+func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAttempts int, err error, free func()) {
 	spanError(ctx, err)
 	var de *Error
 	if !errors.As(err, &de) {
@@ -346,47 +426,51 @@ func (p *Pool) failed(ctx context.Context, log logr.Logger, j store.Job, maxAtte
 	case ctx.Err() != nil:
 		// Shutdown cut the attempt short; not the sink's fault, so let another worker go now
 		// without counting it.
-		p.release(ctx, log, j, 0, fmt.Errorf("delivery interrupted by shutdown: %w", err))
+		p.release(ctx, log, j, 0, fmt.Errorf("delivery interrupted by shutdown: %w", err), free)
 	case de.Misconfigured:
 		// Nothing the event can change: it waits, uncounted, until the sink is fixed.
-		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), err)
+		p.release(ctx, log, j, min(misconfiguredWait, p.opts.Backoff.ceiling()), err, free)
 	case !de.Retryable:
-		p.dead(ctx, log, j, err)
+		p.dead(ctx, log, j, err, free)
 	case j.Attempt >= maxAttempts:
-		p.dead(ctx, log, j, fmt.Errorf("gave up after %d attempts: %w", j.Attempt, err))
+		p.dead(ctx, log, j, fmt.Errorf("gave up after %d attempts: %w", j.Attempt, err), free)
 	default:
-		p.retry(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, de.RetryAfter), err)
+		p.retry(ctx, log, j, p.opts.Backoff.Delay(j.Attempt, de.RetryAfter), err, free)
 	}
 }
 
-func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
+func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error, free func()) {
 	p.attempted(ctx, j, ResultRetry)
 	at := p.opts.Now().Add(wait)
-	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Retry(ctx, j, at, cause.Error()) }) {
+	if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Retry(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery failed, will retry", "error", cause.Error(), "retryAt", at)
 	}
 }
 
-func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error) {
+func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error, free func()) {
 	p.attempted(ctx, j, ResultRetry)
 	at := p.opts.Now().Add(wait)
-	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
+	if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)
 	}
 }
 
-func (p *Pool) dead(ctx context.Context, log logr.Logger, j store.Job, cause error) {
+func (p *Pool) dead(ctx context.Context, log logr.Logger, j store.Job, cause error, free func()) {
 	p.attempted(ctx, j, ResultDead)
-	if p.report(ctx, log, func(ctx context.Context) error { return p.st.Dead(ctx, j, cause.Error()) }) {
+	if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Dead(ctx, j, cause.Error()) }) {
 		p.opts.Metrics.deadLetter()
 		log.Info("Delivery failed, dead-lettered", "error", cause.Error())
 	}
 }
 
-// report records an outcome and tells whether the store took it. A lost lease means another
-// worker owns the job now and will record its own outcome; any other failure leaves the job to
-// be leased again when its lease expires.
-func (p *Pool) report(ctx context.Context, log logr.Logger, record func(context.Context) error) bool {
+// report calls free (when not nil: the worker may take its next job), then records an outcome
+// and tells whether the store took it. A lost lease means another worker owns the job now and
+// will record its own outcome; any other failure leaves the job to be leased again when its
+// lease expires.
+func (p *Pool) report(ctx context.Context, log logr.Logger, free func(), record func(context.Context) error) bool {
+	if free != nil {
+		free()
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
 	err := record(ctx)

@@ -12,10 +12,11 @@ import (
 const reportCommitTimeout = 10 * time.Second
 
 // reportGroup group-commits the job reports (Complete, Retry, Release, Dead) of concurrent
-// delivery workers on SQLite. Every report is its own transaction otherwise, and SQLite has
-// one writer and one fsync per commit: while a sink keeps up, the commits, not the sink, set
-// the pace at which a backlog drains. Reports are single-row fenced updates, so a group is one
-// transaction of a few statements, and each report returns only after the commit holding it.
+// delivery workers on SQLite, and the Leases of the delivery loop with them. Every report and
+// Lease is its own transaction otherwise, and SQLite has one writer and one fsync per commit:
+// while a sink keeps up, the commits, not the sink, set the pace at which a backlog drains.
+// Reports are single-row fenced updates, a Lease one update of a batch, so a group is one
+// transaction of a few statements, and each returns only after the commit holding it.
 //
 // There is no committer goroutine: the first reporter to find none at work commits what is
 // queued, its own report included, then hands the turn to the first report queued meanwhile.
@@ -31,6 +32,9 @@ type reportGroup struct {
 type report struct {
 	q    string
 	args []any
+	// scan, when set, reads the rows q returns (a Lease: UPDATE ... RETURNING). It may run
+	// twice (see commitReports), so it must replace what it read before, not add to it.
+	scan func(*sql.Rows) error
 	lead chan struct{} // the reporter's turn to commit the queue
 	done chan reportResult
 }
@@ -42,7 +46,19 @@ type reportResult struct {
 
 // exec runs q with args as part of a group commit and returns its rows affected.
 func (g *reportGroup) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	r := &report{q: q, args: args, lead: make(chan struct{}, 1), done: make(chan reportResult, 1)}
+	return g.run(ctx, &report{q: q, args: args})
+}
+
+// query runs q with args as part of a group commit and hands its rows to scan. It waits for
+// the commit even when ctx ends first: what it leased is then the caller's to give back,
+// rather than left to wait for its lease to end.
+func (g *reportGroup) query(q string, scan func(*sql.Rows) error, args ...any) error {
+	_, err := g.run(context.Background(), &report{q: q, args: args, scan: scan})
+	return err
+}
+
+func (g *reportGroup) run(ctx context.Context, r *report) (int64, error) {
+	r.lead, r.done = make(chan struct{}, 1), make(chan reportResult, 1)
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
 	lead := !g.running
@@ -127,12 +143,8 @@ func commitReports(db *sql.DB, prepare func(context.Context, string) (*sql.Stmt,
 		}
 		defer func() { _ = tx.Rollback() }()
 		for i, r := range batch {
-			res, err := tx.StmtContext(ctx, stmts[r.q]).ExecContext(ctx, r.args...)
-			if err != nil {
-				return err
-			}
-			if results[i].rows, err = res.RowsAffected(); err != nil {
-				return err
+			if results[i] = execReport(ctx, tx.StmtContext(ctx, stmts[r.q]), r); results[i].err != nil {
+				return results[i].err
 			}
 		}
 		return tx.Commit()
@@ -147,6 +159,13 @@ func commitReports(db *sql.DB, prepare func(context.Context, string) (*sql.Stmt,
 }
 
 func execReport(ctx context.Context, st *sql.Stmt, r *report) reportResult {
+	if r.scan != nil {
+		rows, err := st.QueryContext(ctx, r.args...)
+		if err == nil {
+			err = r.scan(rows)
+		}
+		return reportResult{err: err}
+	}
 	res, err := st.ExecContext(ctx, r.args...)
 	if err != nil {
 		return reportResult{err: err}

@@ -50,3 +50,59 @@ func TestConcurrentReportsEachGetTheirOwnAnswer(t *testing.T) {
 		}
 	})
 }
+
+// Leases run while reports are being recorded (on SQLite they join the reports' group
+// commits): every job is leased once, and no report is lost or given to another.
+func TestLeasesBesideReports(t *testing.T) {
+	forEachSQLStore(t, func(t *testing.T, e *env) {
+		const jobs, first, leasers, each = 120, 40, 8, 10
+		mustClaim(t, e.s, numberedEvents(jobs)...)
+		leased, err := e.s.Lease(testCtx(t), first, t0, time.Hour)
+		if err != nil || len(leased) != first {
+			t.Fatalf("Lease: %d jobs, %v", len(leased), err)
+		}
+		var mu sync.Mutex
+		seen := map[int64]int{}
+		for _, j := range leased {
+			seen[j.ID]++
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, first+leasers)
+		for _, j := range leased {
+			wg.Go(func() { errs <- e.s.Complete(testCtx(t), j, t0) })
+		}
+		for range leasers {
+			wg.Go(func() {
+				got, err := e.s.Lease(testCtx(t), each, t0, time.Hour)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, j := range got {
+					seen[j.ID]++
+					if j.Event.EventID == "" {
+						err = errors.Join(err, errors.New("a leased job without its event"))
+					}
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("job %d leased %d times", id, n)
+			}
+		}
+		if len(seen) != first+leasers*each {
+			t.Errorf("%d jobs leased, want %d", len(seen), first+leasers*each)
+		}
+		// The completed ones are done; the rest are running.
+		if n, err := e.s.Depth(testCtx(t)); err != nil || n != jobs-first {
+			t.Errorf("Depth = %d, %v; want %d", n, err, jobs-first)
+		}
+	})
+}

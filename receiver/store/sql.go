@@ -26,21 +26,17 @@ type SQL struct {
 	// hold the one writing connection that every claim waits for (WAL readers do not block
 	// the writer); on PostgreSQL it is db.
 	reader *sql.DB
-	// reports group-commits job reports on SQLite (nil on PostgreSQL, whose connections commit
-	// concurrently).
+	// reports group-commits job reports, and the Leases beside them, on SQLite (nil on
+	// PostgreSQL, whose connections commit concurrently).
 	reports *reportGroup
 	dialect dialect
 	now     func() time.Time
 	// maxParams bounds the parameters of one SQLite claim statement.
 	maxParams int
 
-	// claimStmts, jobStmts and replayStmts cache the SQLite claim, job and replay key
-	// statements by row count (see claimStmt).
-	claimMu     sync.Mutex
-	claimStmts  map[int]*sql.Stmt
-	jobStmts    map[int]*sql.Stmt
-	replayStmts map[int]*sql.Stmt
-	// stmts caches the SQLite delivery loop's statements by database and text (see stmt).
+	// stmts caches the SQLite statements prepared once, by database and text (see stmt):
+	// the claims' inserts for each batch size and the delivery loop's statements. stmtMu
+	// guards the map only: nothing is prepared while it is held.
 	stmtMu sync.Mutex
 	stmts  map[stmtKey]*sql.Stmt
 }
@@ -68,18 +64,6 @@ func (s *SQL) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // Close closes the database.
 func (s *SQL) Close() error {
-	s.claimMu.Lock()
-	for _, st := range s.claimStmts {
-		_ = st.Close()
-	}
-	for _, st := range s.replayStmts {
-		_ = st.Close()
-	}
-	for _, st := range s.jobStmts {
-		_ = st.Close()
-	}
-	s.claimStmts, s.jobStmts, s.replayStmts = nil, nil, nil
-	s.claimMu.Unlock()
 	s.stmtMu.Lock()
 	for _, st := range s.stmts {
 		_ = st.Close()
@@ -334,7 +318,7 @@ func (c *sqlClaim) withReplays(ctx context.Context) error {
 		chunks := slices.Collect(slices.Chunk(uniq, c.s.maxParams/claimCols))
 		stmts := make([]*sql.Stmt, len(chunks))
 		for k, chunk := range chunks {
-			if stmts[k] = c.s.cached(&c.s.claimStmts, len(chunk)); stmts[k] == nil {
+			if stmts[k] = c.s.cached(claimSQL(len(chunk))); stmts[k] == nil {
 				warm.claims = append(warm.claims, len(chunk))
 			}
 		}
@@ -411,53 +395,41 @@ const maxCachedClaim = 256
 // connection, which the transaction holds. Parsing a multi-row INSERT costs more than running
 // it, so each batch size is parsed once.
 func (s *SQL) claimStmt(ctx context.Context, n int) (*sql.Stmt, error) {
-	return s.prepared(ctx, &s.claimStmts, n, claimSQL)
+	return s.sized(ctx, n, claimSQL)
 }
 
 // jobStmt is claimStmt for the job insert.
 func (s *SQL) jobStmt(ctx context.Context, n int) (*sql.Stmt, error) {
-	return s.prepared(ctx, &s.jobStmts, n, jobsSQL)
-}
-
-// cached is a prepared statement of cache without preparing: nil unless it is prepared
-// already.
-func (s *SQL) cached(cache *map[int]*sql.Stmt, n int) *sql.Stmt {
-	s.claimMu.Lock()
-	defer s.claimMu.Unlock()
-	return (*cache)[n]
+	return s.sized(ctx, n, jobsSQL)
 }
 
 // replayStmt is claimStmt for the replay key insert.
 func (s *SQL) replayStmt(ctx context.Context, n int) (*sql.Stmt, error) {
-	return s.prepared(ctx, &s.replayStmts, n, replaySQL)
+	return s.sized(ctx, n, replaySQL)
 }
 
-func (s *SQL) prepared(ctx context.Context, cache *map[int]*sql.Stmt, n int, text func(int) string) (*sql.Stmt, error) {
+func (s *SQL) sized(ctx context.Context, n int, text func(int) string) (*sql.Stmt, error) {
 	if n > maxCachedClaim {
 		return nil, nil
 	}
-	s.claimMu.Lock()
-	defer s.claimMu.Unlock()
-	if st := (*cache)[n]; st != nil {
-		return st, nil
-	}
-	st, err := s.db.PrepareContext(ctx, text(n))
-	if err != nil {
-		return nil, err
-	}
-	if *cache == nil {
-		*cache = map[int]*sql.Stmt{}
-	}
-	(*cache)[n] = st
-	return st, nil
+	return s.stmt(ctx, s.db, text(n))
 }
 
-// stmt is q prepared on db, once: on SQLite the statements the delivery loop runs for every
-// batch of jobs (Lease, the events of its jobs, the reports) are prepared on first use and
-// kept until Close. modernc's SQLite parses and compiles a statement each time it runs one
-// otherwise, a third of the CPU of delivering to a fast sink (make bench-sinks). On
-// PostgreSQL it returns nil: pgx keeps its own statement cache per connection. Like claimStmt
-// it must not be called while a transaction holds db's one SQLite connection.
+// cached is the writer's prepared statement for q without preparing it: nil unless it is
+// prepared already. A claim's transaction, which holds the one connection, may call it.
+func (s *SQL) cached(q string) *sql.Stmt {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	return s.stmts[stmtKey{s.db, q}]
+}
+
+// stmt is q prepared on db, once: on SQLite the claims' inserts and the statements the
+// delivery loop runs for every batch of jobs (Lease, the events of its jobs, the reports) are
+// prepared on first use and kept until Close. modernc's SQLite parses and compiles a statement
+// each time it runs one otherwise, a third of the CPU of delivering to a fast sink (make
+// bench-sinks). On PostgreSQL it returns nil: pgx keeps its own statement cache per
+// connection. It must not be called while a transaction holds db's one SQLite connection
+// (preparing waits for that connection); inside one, cached finds what is prepared.
 func (s *SQL) stmt(ctx context.Context, db *sql.DB, q string) (*sql.Stmt, error) {
 	if s.dialect != dialectSQLite {
 		return nil, nil
@@ -470,7 +442,8 @@ func (s *SQL) stmt(ctx context.Context, db *sql.DB, q string) (*sql.Stmt, error)
 		return st, nil
 	}
 	// Prepared without the lock: preparing waits for the connection, which a claim's
-	// transaction may hold while it takes claimMu or stmtMu.
+	// transaction may hold while it looks up a statement (cached). Holding the lock here
+	// deadlocked the two.
 	st, err := db.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
@@ -538,7 +511,7 @@ func (c *sqlClaim) insertSQLiteEvents(ctx context.Context, tx *sql.Tx, chunks []
 	var warm warmup
 	for chunk := range slices.Chunk(jobs, c.s.maxParams/jobCols*jobCols) {
 		n := len(chunk) / jobCols
-		st := c.s.cached(&c.s.jobStmts, n)
+		st := c.s.cached(jobsSQL(n))
 		if st == nil {
 			warm.jobs = append(warm.jobs, n)
 		}
@@ -811,20 +784,32 @@ func leaseSQL(d dialect) string {
 	return leaseSQLite
 }
 
-// Lease implements Store.
+// Lease implements Store. On SQLite the lease commits with the reports queued meanwhile (see
+// reportGroup), and it waits for that commit even when ctx ends first: jobs it leased are then
+// returned, for the caller to give back, instead of waiting out their lease.
 func (s *SQL) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]Job, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.query(ctx, s.db, leaseSQL(s.dialect), now.UnixMicro(), now.Add(lease).UnixMicro(), n)
-	if err != nil {
-		return nil, fmt.Errorf("store: lease: %w", err)
-	}
+	args := []any{now.UnixMicro(), now.Add(lease).UnixMicro(), n}
 	var jobs []Job
-	if s.dialect == dialectPostgres {
-		jobs, err = scanJobs(rows, true)
-	} else if jobs, err = scanJobs(rows, false); err == nil {
-		err = s.eventsOf(ctx, jobs)
+	var err error
+	if s.reports != nil {
+		// SQLite: in the transaction of the reports queued meanwhile, one commit for both.
+		err = s.reports.query(leaseSQLite, func(rows *sql.Rows) (err error) {
+			jobs, err = scanJobs(rows, false)
+			return err
+		}, args...)
+		if err == nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportCommitTimeout)
+			err = s.eventsOf(rctx, jobs)
+			cancel()
+		}
+	} else {
+		var rows *sql.Rows
+		if rows, err = s.db.QueryContext(ctx, leasePostgresSQL, args...); err == nil {
+			jobs, err = scanJobs(rows, true)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: lease: %w", err)

@@ -608,9 +608,12 @@ func TestSQLiteClaimStatementsArePreparedOncePerBatchSize(t *testing.T) {
 			}
 		}
 	}
-	s.claimMu.Lock()
-	sizes := slices.Sorted(maps.Keys(s.claimStmts))
-	s.claimMu.Unlock()
+	var sizes []int
+	for n := 1; n <= maxCachedClaim; n++ {
+		if s.cached(claimSQL(n)) != nil {
+			sizes = append(sizes, n)
+		}
+	}
 	if diff := cmp.Diff([]int{1, 3, 7}, sizes); diff != "" {
 		t.Errorf("prepared claim statements by row count (-want +got):\n%s", diff)
 	}
@@ -648,8 +651,8 @@ func TestSQLiteDeliveryStatementsArePreparedOnce(t *testing.T) {
 	}
 	round(0)
 	first := prepared()
-	if len(first) != 3 {
-		t.Errorf("after one round %d statements are prepared, want 3 (lease, the events of two jobs, complete)", len(first))
+	if len(first) != 5 {
+		t.Errorf("after one round %d statements are prepared, want 5 (the claim of two events and of their two jobs, lease, the events of two jobs, complete)", len(first))
 	}
 	round(1)
 	if got := prepared(); !maps.Equal(first, got) {
@@ -740,4 +743,42 @@ func TestDeadLetterPurge(t *testing.T) {
 			t.Errorf("Replay after Purge = %v, want ErrNotDead", err)
 		}
 	})
+}
+
+// Claims of new batch sizes prepare their statements outside any transaction, while a claim
+// with replay keys looks its statements up inside its own (it holds SQLite's one connection):
+// preparing under the lock those look-ups take deadlocked the two. Concurrent claims of both
+// kinds, every size new, must all finish.
+func TestSQLiteConcurrentClaimsPreparingStatementsDoNotDeadlock(t *testing.T) {
+	s, err := OpenSQLite(storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var batch []Event
+			for i := range g%16 + 1 {
+				e := event("ns/a", fmt.Sprintf("evt_%d_%d", g, i), t0)
+				if g%2 == 0 {
+					e.ReplayKey = fmt.Sprintf("sig_%d_%d", g, i)
+				}
+				batch = append(batch, e)
+			}
+			_, err := s.ClaimBatch(ctx, batch)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("ClaimBatch: %v (a deadlock ends when the test's context does)", err)
+		}
+	}
 }

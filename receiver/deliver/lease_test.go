@@ -1,0 +1,128 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/hookwarden/hookwarden/receiver/store"
+)
+
+// clockSink is a Publisher that takes took of a fake clock per event and records when each
+// event's delivery began.
+type clockSink struct {
+	clk   *clocktesting.FakeClock
+	took  time.Duration
+	mu    sync.Mutex
+	began map[string]time.Time // event id -> the clock when its publish began
+	count map[string]int       // event id -> publishes
+}
+
+func (c *clockSink) Publish(_ context.Context, ev store.Event) (Published, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.began[ev.EventID] = c.clk.Now()
+	c.count[ev.EventID]++
+	c.clk.Step(c.took)
+	return Published{}, nil
+}
+
+func (c *clockSink) Close() {}
+
+// claimMany enqueues n events of the test subscription and returns their job ids.
+func (h *harness) claimMany(t *testing.T, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := range n {
+		ev := testEvent()
+		ev.EventID = fmt.Sprintf("evt_%03d", i)
+		ids = append(ids, h.claim(t, ev))
+	}
+	return ids
+}
+
+// Leasing ahead of the workers must not make a leased job wait past half its lease: it would
+// be given back unsent (or, without that guard, delivered twice once its lease ended). A sink
+// taking 1 s per event, one worker and a 10 s lease: at most 5 jobs may wait.
+func TestPoolLeasesOnlyWhatStartsWithinHalfTheLease(t *testing.T) {
+	var sink *clockSink
+	h := newHarness(t, harnessOptions{
+		resolve: func(_, name string) (Sink, bool) { return Sink{Name: name, Publisher: sink}, true },
+		opts:    Options{Workers: 1, Lease: 10 * time.Second},
+	})
+	sink = &clockSink{clk: h.clk, took: time.Second, began: map[string]time.Time{}, count: map[string]int{}}
+	ids := h.claimMany(t, 30)
+	leasedAt := map[string]time.Time{} // event id -> its lease's start (LeaseUntil - Lease)
+	h.start(t)
+	for _, id := range ids {
+		j := h.waitState(t, id, store.StateCompleted)
+		if j.Attempt != 1 {
+			t.Errorf("job %d completed at attempt %d, want 1 (never given back)", id, j.Attempt)
+		}
+		leasedAt[j.Event.EventID] = j.LeaseUntil.Add(-10 * time.Second)
+	}
+	h.stop(t)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for id, began := range sink.began {
+		if wait := began.Sub(leasedAt[id]); wait > 5*time.Second {
+			t.Errorf("%s waited %s for a worker after its lease began, more than half the lease", id, wait)
+		}
+		if sink.count[id] != 1 {
+			t.Errorf("%s published %d times, want 1", id, sink.count[id])
+		}
+	}
+	if len(sink.began) != len(ids) {
+		t.Errorf("%d events published, want %d", len(sink.began), len(ids))
+	}
+}
+
+// A fast sink's backlog is leased in batches of up to 8× the workers, not 2× (each Lease is a
+// write transaction: an fsync on SQLite). 60 jobs, two workers, a sink the fake clock sees
+// answer at once: the first Lease takes 2× the workers (no delivery timed yet), the next ones
+// at least 8 (ready half of 16 ahead), so at most 1 + 56/8 Leases find jobs.
+func TestPoolLeasesAFastSinksBacklogInLargeBatches(t *testing.T) {
+	h := newHarness(t, harnessOptions{opts: Options{Workers: 2}}, reply{status: 200})
+	ids := h.claimMany(t, 60)
+	h.start(t)
+	for _, id := range ids {
+		h.waitState(t, id, store.StateCompleted)
+	}
+	h.stop(t)
+	leases := h.st.leases()
+	if len(leases) > 8 || leases[0] != 4 {
+		t.Errorf("jobs per Lease = %v, want 4 then batches of at least 8 (at most 8 Leases)", leases)
+	}
+}
+
+// A worker takes its next job while the outcome of its last one is still being recorded, so
+// the records of several jobs can share one commit: with one worker and every record held,
+// all three events reach the sink; released, all three are completed.
+func TestPoolDeliversWhileOutcomesAreRecorded(t *testing.T) {
+	h := newHarness(t, harnessOptions{opts: Options{Workers: 1}}, reply{status: 200})
+	gate := make(chan struct{})
+	h.st.recordGate = gate
+	ids := h.claimMany(t, 3)
+	h.start(t)
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // before the harness stops the pool, should the test fail
+	eventually(t, "all three events reached the sink while no outcome was recorded", func() bool { return len(h.sink.received()) == 3 })
+	for _, id := range ids {
+		if got := h.st.job(id).State; got != store.StateRunning {
+			t.Fatalf("job %d is %s before its record was let through, want running", id, got)
+		}
+	}
+	open()
+	for _, id := range ids {
+		h.waitState(t, id, store.StateCompleted)
+	}
+	h.stop(t)
+	if diff := cmp.Diff(3, len(h.sink.received())); diff != "" {
+		t.Errorf("sink requests (-want +got):\n%s", diff)
+	}
+}
