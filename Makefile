@@ -22,6 +22,10 @@ KUSTOMIZE_VERSION ?= v5.7.1
 HELM_VERSION ?= v3.22.0
 GEN_PATHS := ./api/...;./controllers/...
 TEST_TIMEOUT ?= 20m
+# Test binaries make test runs at once (go test -p; its default is the CPUs, 2 here). Most of
+# the envtest and end-to-end packages spend their time waiting on a control plane, a broker or a
+# Consistently, so a third overlaps those waits.
+TEST_P ?= 2
 # One version for the chart, the images and --version: the chart's appVersion, which its image
 # tags default to. VERSION=0.3.0 overrides it; a leading v is dropped (v0.3.0 tags 0.3.0, as
 # the chart expects).
@@ -126,7 +130,7 @@ unit: ## Run every test that needs no control plane, database server, broker or 
 test: lint verify-lean verify-generated verify-manifests vet control-plane stripe-mock helm promtool ## Run every test (unit, fuzz seeds, envtest, stripe-mock contract, SQLite, PostgreSQL, Redis and Redis Cluster; images, the release against a loopback registry, Helm chart, alerts; small bench-reconcile and chaos runs).
 	@echo "== go test (envtest assets: $$(hack/control-plane.sh --print-dir))"
 	HOOKWARDEN_TEST_POSTGRES="$${HOOKWARDEN_TEST_POSTGRES:-$$(hack/postgres.sh)}" \
-	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
+	HELM=$(BIN)/helm KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print-dir)" go test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) -v ./... 2>&1 | hack/test-summary.sh
 
 BACKLOG ?= 1000000
 
