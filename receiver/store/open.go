@@ -332,7 +332,7 @@ func migrateSingleJob(ctx context.Context, tx *sql.Tx, createJobs string) error 
 }
 
 // addColumns adds the columns of later versions to a database written before them:
-// hw_events.trace_context (Event.Trace; old rows get '': their attempts start traces of their
+// hw_events.trace_context (Event.Trace; old rows get ”: their attempts start traces of their
 // own) and purged_at (Ledger.Forget), hw_sink_jobs.replays and fresh_key (Ledger.Requeue). On
 // SQLite they land after the payload, where a new database has them before.
 func addColumns(ctx context.Context, tx *sql.Tx, d dialect) error {
