@@ -328,7 +328,8 @@ func httpServer(srv *http.Server, grace time.Duration, ready func(context.Contex
 	})
 }
 
-// sweep removes ledger entries older than the longest dedupe window in force.
+// sweep removes ledger entries older than the longest dedupe window or payload retention in
+// force, and drops the payloads each route keeps for a shorter time (spec.delivery.retention).
 func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o options, log logr.Logger) error {
 	t := time.NewTicker(o.sweepInterval)
 	defer t.Stop()
@@ -338,7 +339,8 @@ func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o optio
 			return nil
 		case <-t.C:
 		}
-		window := max(o.retention, routes.MaxDedupeWindow())
+		retentions, longest := routes.Retentions()
+		window := max(o.retention, routes.MaxDedupeWindow(), longest)
 		n, err := st.Sweep(ctx, time.Now().Add(-window))
 		if err != nil {
 			log.Error(err, "sweeping the ledger")
@@ -346,6 +348,9 @@ func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o optio
 		}
 		if n > 0 {
 			log.Info("swept expired ledger entries", "events", n, "window", window.String())
+		}
+		if l, ok := st.(store.Ledger); ok {
+			receiver.ForgetPayloads(ctx, l, retentions, time.Now(), log)
 		}
 	}
 }
