@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hookwarden/hookwarden/receiver/adminapi"
 )
 
 // Reaching the receiver's metrics listener (its /metrics and admin API): --receiver URL, or, by
@@ -299,7 +301,7 @@ func (r *receiverConn) call(ctx context.Context, method, path string, out any) e
 	// TokenReview refuses.
 	refused := resp.StatusCode == http.StatusInternalServerError && msg == "Authentication failed"
 	switch {
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest:
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusGone:
 		return usageError("the receiver answered %s: %s", resp.Status, msg)
 	case resp.StatusCode == http.StatusUnauthorized, refused:
 		if r.tokenFrom == "" {
@@ -307,7 +309,15 @@ func (r *receiverConn) call(ctx context.Context, method, path string, out any) e
 		}
 		return fmt.Errorf("the receiver answered %s: it refused the token from %s (its TokenReview does not accept it: expired, revoked or of another cluster)", resp.Status, r.tokenFrom)
 	case resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("the receiver answered %s: the token's user may not %s %s (the ClusterRoles deadletters-viewer and deadletters-admin grant it)", resp.Status, strings.ToLower(method), path)
+		return fmt.Errorf("the receiver answered %s: the token's user may not %s %s (the ClusterRoles %s-viewer and %[4]s-admin grant it)", resp.Status, strings.ToLower(method), path, adminRoles(path))
 	}
 	return fmt.Errorf("the receiver answered %s: %s", resp.Status, msg)
+}
+
+// adminRoles is the stem of the ClusterRoles that grant an admin path: deadletters or events.
+func adminRoles(path string) string {
+	if strings.HasPrefix(path, adminapi.EventsPath) {
+		return "events"
+	}
+	return "deadletters"
 }

@@ -186,7 +186,8 @@ func run(ctx context.Context, o options) error {
 	cacheOpts := receiver.CacheOptions(o.receiverNS, o.namespaces)
 	// The dead-letter admin API shares the metrics listener and, with --metrics-secure, its
 	// authentication and authorization (receiver.AdminPath).
-	admin := &receiver.Admin{Store: st, Now: time.Now}
+	routes := receiver.NewRoutes()
+	admin := &receiver.Admin{Store: st, Routes: routes, Now: time.Now}
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: admin.Handlers()}
 	if o.metricsSecure {
 		metricsOpts.SecureServing = true
@@ -204,7 +205,6 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	routes := receiver.NewRoutes()
 	rmetrics := receiver.NewMetrics(metrics.Registry)
 	// REST profiles describe their scheme in the signing Secret.
 	fixed, schemes := verifiers(builtin.Registry())
