@@ -152,6 +152,7 @@ func TestEvents(t *testing.T) {
 	code, stdout, stderr = events(adminTok, "replay", "--since", since, "--until", until)
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)
 	g.Expect(stdout).To(Equal("replaying 3 events: 3 deliveries back on the delivery path, each with an Idempotency-Key of its own\n"))
+	t.Logf("events replay:\n%s", stdout)
 	g.Eventually(snk.got).Should(HaveLen(6))
 	g.Eventually(idle).Should(BeZero())
 	g.Expect(snk.got()[3:]).To(ConsistOf("evt_l1 uid-orders:evt_l1:replay-1 1", "evt_l2 uid-orders:evt_l2:replay-1 1", "evt_l3 uid-orders:evt_l3:replay-1 1"))
@@ -163,6 +164,7 @@ func TestEvents(t *testing.T) {
 	g.Expect(snk.got()[6:]).To(ConsistOf("evt_l1 uid-orders:evt_l1 2", "evt_l2 uid-orders:evt_l2 2", "evt_l3 uid-orders:evt_l3 2"))
 	code, stdout, _ = events(viewer, "list", "--since", since)
 	g.Expect(code).To(Equal(cli.ExitOK))
+	t.Logf("events list after two replays:\n%s", stdout)
 	g.Expect(strings.Count(stdout, "default:completed(replayed 2)")).To(Equal(3), stdout)
 
 	// Past the retention (the sweeper's pass an hour and more later): refused, nothing sent.

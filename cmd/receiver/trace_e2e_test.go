@@ -161,7 +161,7 @@ func TestTracesOfOneDelivery(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	rcv := newReceiver(t, "traced", receiverConfig{Namespace: ns, Store: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db"),
 		Extra: []string{"--metrics-bind-address", metricsAddr},
-		Env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.srv.URL, "OTEL_SERVICE_NAME=receiver-under-test", "OTEL_BSP_SCHEDULE_DELAY=100"}})
+		Env:   []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.srv.URL, "OTEL_SERVICE_NAME=receiver-under-test", "OTEL_BSP_SCHEDULE_DELAY=100"}})
 	rcv.Start()
 	rcv.WaitRoute(sub, sub.Secret)
 	cl := newClient(rcv.URL())

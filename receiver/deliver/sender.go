@@ -14,8 +14,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 

@@ -259,13 +259,6 @@ func (s *SQL) migrate(ctx context.Context) error {
 )` + keyed,
 		`CREATE INDEX IF NOT EXISTS hw_replays_received ON hw_replays (received_at)`,
 	}
-	// The ledger's indexes (Ledger): the events by receipt, for a page of Events, and the
-	// events whose payload is kept by subscription and receipt, for Forget. Created after the
-	// columns an earlier version lacks (addColumns).
-	indexes := []string{
-		`CREATE INDEX IF NOT EXISTS hw_events_received ON hw_events (received_at, id)`,
-		`CREATE INDEX IF NOT EXISTS hw_events_kept ON hw_events (subscription, received_at) WHERE purged_at = 0`,
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -298,11 +291,6 @@ func (s *SQL) migrate(ctx context.Context) error {
 	if err := addColumns(ctx, tx, s.dialect); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, stmt := range indexes {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
 	}
@@ -331,10 +319,19 @@ func migrateSingleJob(ctx context.Context, tx *sql.Tx, createJobs string) error 
 	return nil
 }
 
+// ledgerIndexes are the ledger's (Ledger): the events by receipt, for a page of Events, and
+// the events whose payload is kept by subscription and receipt, for Forget. Created after the
+// columns an earlier version lacks (addColumns).
+var ledgerIndexes = []string{
+	`CREATE INDEX IF NOT EXISTS hw_events_received ON hw_events (received_at, id)`,
+	`CREATE INDEX IF NOT EXISTS hw_events_kept ON hw_events (subscription, received_at) WHERE purged_at = 0`,
+}
+
 // addColumns adds the columns of later versions to a database written before them:
 // hw_events.trace_context (Event.Trace; old rows get ”: their attempts start traces of their
 // own) and purged_at (Ledger.Forget), hw_sink_jobs.replays and fresh_key (Ledger.Requeue). On
-// SQLite they land after the payload, where a new database has them before.
+// SQLite they land after the payload, where a new database has them before. Then it creates
+// ledgerIndexes, which index them.
 func addColumns(ctx context.Context, tx *sql.Tx, d dialect) error {
 	for _, c := range []struct{ table, column, def string }{
 		{"hw_events", "trace_context", "TEXT NOT NULL DEFAULT ''"},
@@ -351,6 +348,11 @@ func addColumns(ctx context.Context, tx *sql.Tx, d dialect) error {
 		}
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.column+` `+c.def); err != nil {
 			return fmt.Errorf("adding %s.%s: %w", c.table, c.column, err)
+		}
+	}
+	for _, stmt := range ledgerIndexes {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
 		}
 	}
 	return nil
