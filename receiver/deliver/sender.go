@@ -149,7 +149,7 @@ func IdempotencyKey(ev store.Event) string {
 // (hookwarden events replay, hookwarden deadletters replay): its value is how many times the
 // event was replayed to the sink, "1" the first time. A first delivery and its retries do not
 // carry it. Every sink type writes it as it writes the other attributes (ce-hookwardenreplay in
-// HTTP and NATS headers, ce_hookwardenreplay in Kafka, cloudEvents:hookwardenreplay in AMQP).
+// HTTP and NATS headers, ce_hookwardenreplay in Kafka, cloudEvents_hookwardenreplay in AMQP).
 const ReplayAttribute = "hookwardenreplay"
 
 // replayValue is ev's ReplayAttribute, "" when ev is not a replay.
