@@ -236,3 +236,26 @@ func TestLedgerForget(t *testing.T) {
 		}
 	})
 }
+
+// Issue 31: a dead letter's replay (deadletters replay) is a replay by hand too: its job is
+// leased with Replays counted and the original key (FreshKey false).
+func TestDeadLetterReplayIsCounted(t *testing.T) {
+	forEachSQLStore(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		mustClaim(t, e.s, event("ns/a", "evt_dead", t0))
+		j := leaseOne(t, e.s, t0, time.Minute, "evt_dead")
+		if j.Event.Replays != 0 {
+			t.Fatalf("a first attempt with Replays %d", j.Event.Replays)
+		}
+		if err := e.s.Dead(ctx, j, "refused"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Replay(ctx, j.ID, t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		j = leaseOne(t, e.s, t0.Add(time.Minute), time.Minute, "evt_dead")
+		if j.Event.Replays != 1 || j.Event.FreshKey {
+			t.Errorf("the replayed dead letter leased with Replays %d, FreshKey %v; want 1, false", j.Event.Replays, j.Event.FreshKey)
+		}
+	})
+}
