@@ -127,6 +127,19 @@ func TestEvents(t *testing.T) {
 	g.Expect(stdout).To(ContainSubstring("state: completed"))
 	g.Expect(stdout).To(ContainSubstring("deliveredAt:"))
 
+	// -l selects subscriptions by label, in -n's namespace: the ledger's events of those only.
+	createUnreconciled(t, g, tn.stripeSub("orders", "https://hooks.example.com/orders", "invoice.paid"))
+	createUnreconciled(t, g, tn.stripeSub("audit", "https://hooks.example.com/audit", "invoice.paid"))
+	code, stdout, stderr = events(viewer, "list", "--since", since, "-n", tn.ns, "-l", "app=orders")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(strings.Count(stdout, "default:completed")).To(Equal(3), stdout)
+	code, stdout, stderr = events(viewer, "list", "--since", since, "-n", tn.ns, "-l", "app=audit")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).NotTo(ContainSubstring("evt_l"))
+	code, _, stderr = events(viewer, "list", "-n", tn.ns, "-l", "app=nope")
+	g.Expect(code).To(Equal(cli.ExitUsage), stderr)
+	g.Expect(stderr).To(ContainSubstring("no WebhookSubscription in namespace " + tn.ns + " matching app=nope"))
+
 	// A viewer may not replay.
 	code, _, stderr = events(viewer, "replay", "--since", since)
 	g.Expect(code).To(Equal(cli.ExitError))
