@@ -103,7 +103,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.deliveryTimeout, "delivery-timeout", o.deliveryTimeout, "timeout of one delivery to a sink")
 	fs.DurationVar(&o.retryBase, "retry-base", o.retryBase, "first retry delay (exponential backoff with full jitter)")
 	fs.DurationVar(&o.retryMax, "retry-max", o.retryMax, "longest retry delay")
-	fs.DurationVar(&o.retention, "retention", o.retention, "how long event ids are remembered for dedupe (a subscription's spec.delivery.dedupeWindow extends it)")
+	fs.DurationVar(&o.retention, "retention", o.retention, "how long event ids are remembered for dedupe (a subscription's spec.delivery.dedupeWindow or spec.delivery.retention extends it)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", o.sweepInterval, "how often expired ledger entries are removed")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", o.shutdownGrace, "how long shutdown waits for in-flight requests and deliveries")
 }
