@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +64,7 @@ func BenchmarkLedgerPage(b *testing.B) {
 						b.Fatalf("a page of %d events, next %q", len(page.Events), page.Next)
 					}
 					perPage := b.Elapsed() / time.Duration(b.N)
-					fmt.Printf("REPORT ledger-page store=%s events=%d filter=%s page=100: %.0f µs/page\n", kind, rows, c.name, float64(perPage.Microseconds()))
+					fmt.Printf("REPORT ledger-page store=%s events=%d filter=%s page=100: %.0f µs/page; plan: %s\n", kind, rows, c.name, float64(perPage.Microseconds()), planOf(b, s, c.q))
 				})
 			}
 		})
@@ -102,4 +104,45 @@ func fillLedger(b *testing.B, s *SQL, n int) {
 	} else if _, err := s.db.ExecContext(ctx, `ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// planOf is the database's plan for q's page, on one line.
+func planOf(b *testing.B, s *SQL, q EventQuery) string {
+	b.Helper()
+	text, args, err := eventsSQL(q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	explain, col := `EXPLAIN QUERY PLAN `, 3 // SQLite: id, parent, notused, detail
+	if s.dialect == dialectPostgres {
+		explain, col = `EXPLAIN (COSTS OFF) `, 0
+	}
+	rows, err := s.reader.QueryContext(context.Background(), explain+text, args...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lines []string
+	err = eachRow(rows, func(rows *sql.Rows) error {
+		cols, err := rows.Columns()
+		if err != nil {
+			return err
+		}
+		v := make([]any, len(cols))
+		var detail string
+		for i := range v {
+			v[i] = new(any)
+			if i == col {
+				v[i] = &detail
+			}
+		}
+		if err := rows.Scan(v...); err != nil {
+			return err
+		}
+		lines = append(lines, strings.TrimSpace(detail))
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.Join(lines, " | ")
 }

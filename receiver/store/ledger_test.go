@@ -259,3 +259,15 @@ func TestDeadLetterReplayIsCounted(t *testing.T) {
 		}
 	})
 }
+
+// Issue 31: events received in the same microsecond are paged by their row: a page boundary
+// between two of them loses neither.
+func TestLedgerPagesThroughTies(t *testing.T) {
+	forEachSQLStore(t, func(t *testing.T, e *env) {
+		mustClaim(t, e.s, numberedEvents(5)...) // all received at t0
+		got, pages := walk(t, ledgerOf(t, e), EventQuery{Since: t0, Limit: 2})
+		if len(got) != 5 || pages != 3 {
+			t.Errorf("%d pages of %v, want 3 pages of the 5 events", pages, got)
+		}
+	})
+}
