@@ -51,7 +51,7 @@ verb get (list, show) or post (replay, purge). The ClusterRoles deadletters-view
 deadletters-admin grant them.
 
 replay puts the event back on the normal delivery path (the same job, the same event id, so the
-sink receives the same Idempotency-Key); purge drops it from the dead letters without delivering
+sink receives the same Idempotency-Key, with the CloudEvents attribute hookwardenreplay); purge drops it from the dead letters without delivering
 it (the event stays in the ledger, so a redelivery by the provider is still a duplicate).`,
 	}
 	f.bind(cmd)

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hookwarden/hookwarden/receiver/adminapi"
 )
 
 // Reaching the receiver's metrics listener (its /metrics and admin API): --receiver URL, or, by
@@ -309,7 +311,7 @@ func (r *receiverConn) get(ctx context.Context, method, path string) ([]byte, er
 	// TokenReview refuses.
 	refused := resp.StatusCode == http.StatusInternalServerError && msg == "Authentication failed"
 	switch {
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest:
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusGone:
 		return nil, usageError("the receiver answered %s: %s", resp.Status, msg)
 	case resp.StatusCode == http.StatusUnauthorized, refused:
 		if r.tokenFrom == "" {
@@ -324,8 +326,11 @@ func (r *receiverConn) get(ctx context.Context, method, path string) ([]byte, er
 
 // grantedBy names the ClusterRoles of config/rbac that grant a path of the metrics listener.
 func grantedBy(path string) string {
-	if strings.HasPrefix(path, "/deadletters") {
-		return "the ClusterRoles deadletters-viewer and deadletters-admin grant it"
+	for _, admin := range []string{adminapi.DeadLettersPath, adminapi.EventsPath} {
+		if strings.HasPrefix(path, admin) {
+			stem := strings.TrimPrefix(admin, "/")
+			return "the ClusterRoles " + stem + "-viewer and " + stem + "-admin grant it"
+		}
 	}
 	return "the ClusterRole metrics-reader grants it"
 }

@@ -170,7 +170,7 @@ func NewCommand(o Options) *cobra.Command {
 		}
 		return usageError("--output %q: want table, yaml or json", g.output)
 	}
-	root.AddCommand(newPlanCommand(g), newStatusCommand(g), newImportCommand(g), newRotateCommand(g), newDeadLettersCommand(g), newRecoverCommand(g), newCompletionCommand(), newVersionCommand(g))
+	root.AddCommand(newPlanCommand(g), newStatusCommand(g), newImportCommand(g), newRotateCommand(g), newDeadLettersCommand(g), newEventsCommand(g), newRecoverCommand(g), newCompletionCommand(), newVersionCommand(g))
 	g.registerCompletions(root)
 	return root
 }

@@ -17,10 +17,12 @@ import (
 // routes and their authorization).
 const AdminPath = adminapi.DeadLettersPath
 
-// Admin serves the dead-letter admin API over the store.
+// Admin serves the dead-letter and ledger admin API over the store.
 type Admin struct {
 	Store store.Store
-	Now   func() time.Time
+	// Routes, when set, lets a replay check its sink and say where the retention ends.
+	Routes *Routes
+	Now    func() time.Time
 }
 
 // DeadLetter is one dead-lettered delivery as the admin API returns it.
@@ -28,7 +30,8 @@ type DeadLetter = adminapi.DeadLetter
 
 // Handlers are the admin API's routes, for metricsserver.Options.ExtraHandlers.
 func (a *Admin) Handlers() map[string]http.Handler {
-	return map[string]http.Handler{AdminPath: a, AdminPath + "/": a}
+	events := http.HandlerFunc(a.serveEvents)
+	return map[string]http.Handler{AdminPath: a, AdminPath + "/": a, adminapi.EventsPath: events, adminapi.EventsPath + "/": events}
 }
 
 // adminScan bounds the dead letters one list (or lookup by id) reads.
@@ -138,12 +141,7 @@ func deadLetter(j store.Job, withPayload bool) DeadLetter {
 	d := DeadLetter{ID: j.ID, Subscription: j.Event.Subscription, Sink: j.Sink, EventID: j.Event.EventID, EventType: j.Event.EventType, Attempts: j.Attempt,
 		ReceivedAt: j.Event.ReceivedAt.UTC(), LastError: j.LastError, ContentType: j.Event.ContentType}
 	if withPayload {
-		if json.Valid(j.Event.Payload) {
-			d.Payload = j.Event.Payload
-		} else {
-			b, _ := json.Marshal(string(j.Event.Payload))
-			d.Payload = b
-		}
+		d.Payload = jsonPayload(j.Event.Payload)
 	}
 	return d
 }

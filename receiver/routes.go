@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/hookwarden/hookwarden/internal/routesecret"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/receiver/deliver"
+	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
 // Route is what the receiver knows about one subscription.
@@ -46,6 +48,9 @@ type Route struct {
 	Sinks        []deliver.Sink
 	MaxAttempts  int
 	DedupeWindow time.Duration
+	// Retention is how long a delivered event's payload is kept (spec.delivery.retention;
+	// default: DedupeWindow).
+	Retention time.Duration
 	// verifierSpec is the description Verifier was built from (Refresh compares it).
 	verifierSpec []byte
 	// sinkNames are the names of Sinks, each event's jobs (set by Routes.Set).
@@ -139,6 +144,27 @@ func (t *Routes) MaxDedupeWindow() time.Duration {
 		w = max(w, r.DedupeWindow)
 	}
 	return w
+}
+
+// Retentions is each route's payload retention by its key, and the longest of them.
+func (t *Routes) Retentions() (map[string]time.Duration, time.Duration) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	m := make(map[string]time.Duration, len(t.m))
+	var longest time.Duration
+	for k, r := range t.m {
+		m[k] = r.retention()
+		longest = max(longest, m[k])
+	}
+	return m, longest
+}
+
+// retention is r.Retention, or its dedupe window when unset.
+func (r Route) retention() time.Duration {
+	if r.Retention > 0 {
+		return r.Retention
+	}
+	return r.DedupeWindow
 }
 
 // Len counts routes.
@@ -240,6 +266,9 @@ func (r *RouteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		if d.DedupeWindow != nil && d.DedupeWindow.Duration > 0 {
 			route.DedupeWindow = d.DedupeWindow.Duration
+		}
+		if d.Retention != nil && d.Retention.Duration > 0 {
+			route.Retention = d.Retention.Duration
 		}
 	}
 	var sec corev1.Secret
@@ -385,4 +414,33 @@ func signingSecrets(sec *corev1.Secret) [][]byte {
 		}
 	}
 	return out
+}
+
+// forgetBatch and forgetPasses bound the payloads one sweep forgets per route: a backlog of a
+// larger one is worked off over the next sweeps.
+const (
+	forgetBatch  = 1000
+	forgetPasses = 10
+)
+
+// ForgetPayloads drops the payloads that each route of retentions (route key → its retention)
+// has kept past its retention, a bounded number per route (see forgetBatch).
+func ForgetPayloads(ctx context.Context, l store.Ledger, retentions map[string]time.Duration, now time.Time, log logr.Logger) {
+	for sub, keep := range retentions {
+		total := 0
+		for range forgetPasses {
+			n, err := l.Forget(ctx, sub, now.Add(-keep), forgetBatch)
+			total += n
+			if err != nil {
+				log.Error(err, "forgetting delivered payloads", "subscription", sub)
+				break
+			}
+			if n < forgetBatch {
+				break
+			}
+		}
+		if total > 0 {
+			log.Info("forgot the payloads of delivered events past their retention", "subscription", sub, "events", total, "retention", keep.String())
+		}
+	}
 }

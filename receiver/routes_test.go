@@ -93,3 +93,33 @@ func TestRouteSecretsComeFromTheReceiversNamespace(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31: a route keeps delivered payloads for spec.delivery.retention, or its dedupe window
+// without one; Retentions gives each route's and the longest, which the sweeper keeps rows for.
+func TestRouteRetention(t *testing.T) {
+	sink := &hookv1.SinkSpec{URL: "http://sink.invalid/"}
+	cases := []struct {
+		reason   string
+		delivery *hookv1.DeliverySpec
+		want     time.Duration
+	}{
+		{"no delivery spec: the default dedupe window", nil, receiver.DefaultDedupeWindow},
+		{"no retention: the route's dedupe window", &hookv1.DeliverySpec{Sink: sink, DedupeWindow: &metav1.Duration{Duration: 2 * time.Hour}}, 2 * time.Hour},
+		{"a retention longer than the dedupe window", &hookv1.DeliverySpec{Sink: sink, DedupeWindow: &metav1.Duration{Duration: 2 * time.Hour}, Retention: &metav1.Duration{Duration: 720 * time.Hour}}, 720 * time.Hour},
+		{"a retention shorter than the dedupe window", &hookv1.DeliverySpec{Sink: sink, Retention: &metav1.Duration{Duration: time.Hour}}, time.Hour},
+	}
+	for _, c := range cases {
+		sub := &hookv1.WebhookSubscription{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "uid"},
+			Spec: hookv1.WebhookSubscriptionSpec{Provider: hookv1.ProviderSpec{Type: hookv1.ProviderStripe}, Delivery: c.delivery}}
+		routes := receiver.NewRoutes()
+		routes.Set(receiver.Route{Namespace: "shop", Name: "other", DedupeWindow: time.Minute})
+		r := &receiver.RouteReconciler{Reader: fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(sub).Build(), Routes: routes, Namespace: "hookwarden-system"}
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}); err != nil {
+			t.Fatal(err)
+		}
+		each, longest := routes.Retentions()
+		if each["shop/orders"] != c.want || each["shop/other"] != time.Minute || longest != c.want {
+			t.Errorf("%s: retentions %v, longest %s; want shop/orders %s", c.reason, each, longest, c.want)
+		}
+	}
+}

@@ -185,6 +185,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 		ReceivedAt:      now,
 		MaxAttempts:     route.MaxAttempts,
 		DedupeWindow:    route.DedupeWindow,
+		Retention:       route.retention(),
 		// Set when the signature does not cover the id: the same signed bytes under a fresh
 		// id are then a duplicate too.
 		ReplayKey: v.ReplayKey,

@@ -235,6 +235,15 @@ type DeliverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="spec.delivery.dedupeWindow must be at least 1m"
 	// +optional
 	DedupeWindow *metav1.Duration `json:"dedupeWindow,omitempty"`
+	// Retention is how long the bundled receiver keeps an event's payload once it was
+	// delivered to every sink, for hookwarden events show and replay; then the payload is
+	// dropped (the event id stays remembered for dedupeWindow). Default: the dedupe window.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="spec.delivery.retention must be a duration such as 720h, 30m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('8760h'))",message="spec.delivery.retention must be between 1m and 8760h (a year)"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
 // DefaultSinkName is the name of the sink that spec.delivery.sink stands for.

@@ -103,7 +103,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.deliveryTimeout, "delivery-timeout", o.deliveryTimeout, "timeout of one delivery to a sink")
 	fs.DurationVar(&o.retryBase, "retry-base", o.retryBase, "first retry delay (exponential backoff with full jitter)")
 	fs.DurationVar(&o.retryMax, "retry-max", o.retryMax, "longest retry delay")
-	fs.DurationVar(&o.retention, "retention", o.retention, "how long event ids are remembered for dedupe (a subscription's spec.delivery.dedupeWindow extends it)")
+	fs.DurationVar(&o.retention, "retention", o.retention, "how long event ids are remembered for dedupe (a subscription's spec.delivery.dedupeWindow or spec.delivery.retention extends it)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", o.sweepInterval, "how often expired ledger entries are removed")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", o.shutdownGrace, "how long shutdown waits for in-flight requests and deliveries")
 }
@@ -186,7 +186,8 @@ func run(ctx context.Context, o options) error {
 	cacheOpts := receiver.CacheOptions(o.receiverNS, o.namespaces)
 	// The dead-letter admin API shares the metrics listener and, with --metrics-secure, its
 	// authentication and authorization (receiver.AdminPath).
-	admin := &receiver.Admin{Store: st, Now: time.Now}
+	routes := receiver.NewRoutes()
+	admin := &receiver.Admin{Store: st, Routes: routes, Now: time.Now}
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, ExtraHandlers: admin.Handlers()}
 	if o.metricsSecure {
 		metricsOpts.SecureServing = true
@@ -204,7 +205,6 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	routes := receiver.NewRoutes()
 	rmetrics := receiver.NewMetrics(metrics.Registry)
 	// REST profiles describe their scheme in the signing Secret.
 	fixed, schemes := verifiers(builtin.Registry())
@@ -328,7 +328,8 @@ func httpServer(srv *http.Server, grace time.Duration, ready func(context.Contex
 	})
 }
 
-// sweep removes ledger entries older than the longest dedupe window in force.
+// sweep removes ledger entries older than the longest dedupe window or payload retention in
+// force, and drops the payloads each route keeps for a shorter time (spec.delivery.retention).
 func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o options, log logr.Logger) error {
 	t := time.NewTicker(o.sweepInterval)
 	defer t.Stop()
@@ -338,7 +339,8 @@ func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o optio
 			return nil
 		case <-t.C:
 		}
-		window := max(o.retention, routes.MaxDedupeWindow())
+		retentions, longest := routes.Retentions()
+		window := max(o.retention, routes.MaxDedupeWindow(), longest)
 		n, err := st.Sweep(ctx, time.Now().Add(-window))
 		if err != nil {
 			log.Error(err, "sweeping the ledger")
@@ -346,6 +348,9 @@ func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o optio
 		}
 		if n > 0 {
 			log.Info("swept expired ledger entries", "events", n, "window", window.String())
+		}
+		if l, ok := st.(store.Ledger); ok {
+			receiver.ForgetPayloads(ctx, l, retentions, time.Now(), log)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -157,8 +158,10 @@ func TestTracesOfOneDelivery(t *testing.T) {
 	if err := k8s.Update(context.Background(), &obj); err != nil {
 		t.Fatal(err)
 	}
+	metricsAddr := freeAddr(t)
 	rcv := newReceiver(t, "traced", receiverConfig{Namespace: ns, Store: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db"),
-		Env: []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.srv.URL, "OTEL_SERVICE_NAME=receiver-under-test", "OTEL_BSP_SCHEDULE_DELAY=100"}})
+		Extra: []string{"--metrics-bind-address", metricsAddr},
+		Env:   []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.srv.URL, "OTEL_SERVICE_NAME=receiver-under-test", "OTEL_BSP_SCHEDULE_DELAY=100"}})
 	rcv.Start()
 	rcv.WaitRoute(sub, sub.Secret)
 	cl := newClient(rcv.URL())
@@ -276,6 +279,44 @@ func TestTracesOfOneDelivery(t *testing.T) {
 	}
 	t.Logf("the trace of %s:\n%s", eventID, render(server, spans, ""))
 	t.Logf("the trace of its duplicate:\n%s", render(dupServer, spans, ""))
+	replayLinked(t, col, metricsAddr, eventID, server, steady)
+}
+
+// replayLinked replays the event to the steady sink through the admin API (hookwarden events
+// replay): the replay's attempt span starts a trace of its own, marked hookwarden.replay=1 and
+// linked to the event's delivery span (the trace context the ledger keeps), and the sink gets
+// that span's traceparent.
+func replayLinked(t *testing.T, col *collector, metricsAddr, eventID string, server *tracepb.Span, steady *traceSink) {
+	t.Helper()
+	q := url.Values{"since": {time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, "sink": {"steady"}}
+	resp, err := http.Post("http://"+metricsAddr+"/events/replay?"+q.Encode(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("replay: %s %s", resp.Status, body)
+	}
+	var replay *tracepb.Span
+	eventually(t, 30*time.Second, "the replay's attempt span", func() (bool, string) {
+		for _, s := range col.all() {
+			if s.Name == "send steady" && attr(s, "cloudevents.event_id") == eventID && attr(s, "hookwarden.replay") == "1" && attr(s, "hookwarden.outcome") != "" {
+				replay = s
+			}
+		}
+		return replay != nil && len(steady.received()) == 2, string(body)
+	})
+	if len(replay.ParentSpanId) != 0 || bytes.Equal(replay.TraceId, server.TraceId) {
+		t.Errorf("the replay's attempt span has parent %x in trace %x: want a root of a trace of its own", replay.ParentSpanId, replay.TraceId)
+	}
+	if len(replay.Links) != 1 || !bytes.Equal(replay.Links[0].TraceId, server.TraceId) || !bytes.Equal(replay.Links[0].SpanId, server.SpanId) {
+		t.Errorf("the replay's attempt span links %v, want one to the delivery span %x/%x", replay.Links, server.TraceId, server.SpanId)
+	}
+	if want := "00-" + id(replay.TraceId) + "-" + id(replay.SpanId) + "-01"; steady.received()[1] != want {
+		t.Errorf("the replay reached the sink with traceparent %q, want the replay span's %q", steady.received()[1], want)
+	}
+	t.Logf("the replay's trace:\n%s", render(replay, col.all(), ""))
 }
 
 // render draws s and its descendants as a tree with their main attributes.

@@ -68,13 +68,14 @@ func Propagator() propagation.TextMapPropagator { return propagation.TraceContex
 // noopSpan is handed out when tracing is off: a value, so returning it allocates nothing.
 var noopSpan = trace.SpanFromContext(context.Background())
 
-// Start starts a span named name of kind under ctx's span. Disabled, it returns ctx itself and
-// a no-op span, without allocating: callers guard attribute work with span.IsRecording().
-func (t *Tracing) Start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+// Start starts a span named name of kind under ctx's span (opts: links, a new root). Disabled,
+// it returns ctx itself and a no-op span, without allocating: callers guard attribute work with
+// span.IsRecording().
+func (t *Tracing) Start(ctx context.Context, name string, kind trace.SpanKind, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if !t.Enabled() {
 		return ctx, noopSpan
 	}
-	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind))
+	return t.tracer.Start(ctx, name, append(opts, trace.WithSpanKind(kind))...)
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter (a no-op when disabled).

@@ -182,6 +182,9 @@ func (s *AMQP) Publish(ctx context.Context, ev store.Event) (Published, error) {
 			"Idempotency-Key":                          key,
 		},
 	}
+	if r := replayValue(ev); r != "" {
+		msg.Headers[AMQPHeaderPrefix+ReplayAttribute] = r
+	}
 	spanMessaging(ctx, "rabbitmq", s.exchange, key)
 	telemetry.Inject(ctx, amqpTraceHeaders(msg.Headers))
 	dc, err := ss.ch.PublishWithDeferredConfirmWithContext(ctx, s.exchange, s.routingKey, true, false, msg)

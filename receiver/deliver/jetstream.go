@@ -160,6 +160,9 @@ func (s *JetStream) Publish(ctx context.Context, ev store.Event) (Published, err
 	h.Set("ce-"+IdempotencyKeyAttribute, IdempotencyKey(ev))
 	h.Set("content-type", cmp.Or(ev.ContentType, DefaultContentType))
 	h.Set("Idempotency-Key", IdempotencyKey(ev))
+	if r := replayValue(ev); r != "" {
+		h.Set("ce-"+ReplayAttribute, r)
+	}
 	// The attempt's traceparent/tracestate as NATS headers, in lower case (tracing on).
 	telemetry.Inject(ctx, telemetry.MapCarrier(h))
 	spanMessaging(ctx, "nats", s.subject, IdempotencyKey(ev))

@@ -125,6 +125,33 @@ func TestJetStreamSink(t *testing.T) {
 	if n := count(t, hooks); n != 5 {
 		t.Errorf("the stream holds %d messages after the repeat, want 5", n)
 	}
+
+	// Issue 31: a replay by hand that keeps the key is dropped by the stream like a repeat
+	// (why events replay takes a fresh key by default); one with a fresh key is taken, marked
+	// ce-hookwardenreplay, same ce-id.
+	kept := ev
+	kept.Replays = 1
+	if pub, err := bus.Publish(context.Background(), kept); err != nil || !pub.Duplicate {
+		t.Errorf("a replay keeping the key = %+v, %v; want a duplicate the stream dropped", pub, err)
+	}
+	fresh := kept
+	fresh.FreshKey = true
+	if pub, err := bus.Publish(context.Background(), fresh); err != nil || pub.Duplicate {
+		t.Fatalf("a replay with a fresh key = %+v, %v; want it taken", pub, err)
+	}
+	msgs := messages(t, hooks)
+	if len(msgs) != 6 {
+		t.Fatalf("the stream holds %d messages after the replay, want 6", len(msgs))
+	}
+	last := msgs[5]
+	if last.Header.Get("ce-id") != ids[0] || last.Header.Get("ce-"+ReplayAttribute) != "1" || last.Header.Get("Nats-Msg-Id") != "uid:"+ids[0]+":replay-1" {
+		t.Errorf("the replay's headers %v: want ce-id %s, ce-hookwardenreplay 1, Nats-Msg-Id uid:%[2]s:replay-1", last.Header, ids[0])
+	}
+	for _, m := range msgs[:5] {
+		if v := m.Header.Get("ce-" + ReplayAttribute); v != "" {
+			t.Errorf("a first delivery carries ce-hookwardenreplay %q", v)
+		}
+	}
 }
 
 // Issue 30: the NATS server down while events arrive: they are retried, and published once each

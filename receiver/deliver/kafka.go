@@ -159,6 +159,9 @@ func (s *Kafka) record(ctx context.Context, ev store.Event) *kgo.Record {
 			{Key: "Idempotency-Key", Value: []byte(ik)},
 		},
 	}
+	if r := replayValue(ev); r != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "ce_" + ReplayAttribute, Value: []byte(r)})
+	}
 	switch {
 	case s.key.None:
 	case s.key.Path != "":

@@ -237,3 +237,24 @@ func TestKafkaSinkDownThenCatchingUp(t *testing.T) {
 	}
 	fmt.Printf("REPORT kafka-down: %d events, the HTTP sink got them all while Kafka was down; after its return the topic holds %d, each once\n", len(ids), len(got))
 }
+
+// Issue 31: a replay's record carries ce_hookwardenreplay and, with a fresh key, the replay's
+// Idempotency-Key; a first delivery's record carries neither.
+func TestKafkaRecordOfAReplay(t *testing.T) {
+	k := &Kafka{topic: "t"}
+	headers := func(ev store.Event) map[string]string {
+		m := map[string]string{}
+		for _, h := range k.record(context.Background(), ev).Headers {
+			m[h.Key] = string(h.Value)
+		}
+		return m
+	}
+	ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: "evt_1", EventType: "invoice.paid", Payload: []byte("{}")}
+	if h := headers(ev); h["ce_"+ReplayAttribute] != "" || h["Idempotency-Key"] != "uid:evt_1" {
+		t.Errorf("a first delivery's headers %v", h)
+	}
+	ev.Replays, ev.FreshKey = 3, true
+	if h := headers(ev); h["ce_"+ReplayAttribute] != "3" || h["Idempotency-Key"] != "uid:evt_1:replay-3" || h["ce_id"] != "evt_1" {
+		t.Errorf("a replay's headers %v: want ce_hookwardenreplay 3, Idempotency-Key uid:evt_1:replay-3, ce_id evt_1", h)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,8 +133,31 @@ const IdempotencyKeyAttribute = "idempotencykey"
 //
 // The event id in it is percent-encoded as in ce-id (see HeaderValue), so the key carries any
 // id HTTP could not, and a sink that decodes it gets "<uid>:<event id>" back.
+//
+// A replay by hand that asked for a fresh key (hookwarden events replay, by default) has
+// ":replay-<n>" after it, n its ReplayAttribute: a sink or broker that drops repeats of a key
+// takes the replay, and a retry of the replay keeps its key.
 func IdempotencyKey(ev store.Event) string {
-	return HeaderValue(ev.SubscriptionUID + ":" + ev.EventID)
+	k := HeaderValue(ev.SubscriptionUID + ":" + ev.EventID)
+	if ev.FreshKey && ev.Replays > 0 {
+		k += ":replay-" + strconv.Itoa(ev.Replays)
+	}
+	return k
+}
+
+// ReplayAttribute is the CloudEvents extension attribute that marks a replay by hand
+// (hookwarden events replay, hookwarden deadletters replay): its value is how many times the
+// event was replayed to the sink, "1" the first time. A first delivery and its retries do not
+// carry it. Every sink type writes it as it writes the other attributes (ce-hookwardenreplay in
+// HTTP and NATS headers, ce_hookwardenreplay in Kafka, cloudEvents_hookwardenreplay in AMQP).
+const ReplayAttribute = "hookwardenreplay"
+
+// replayValue is ev's ReplayAttribute, "" when ev is not a replay.
+func replayValue(ev store.Event) string {
+	if ev.Replays == 0 {
+		return ""
+	}
+	return strconv.Itoa(ev.Replays)
 }
 
 // HeaderValue percent-encodes s for a header of the CloudEvents HTTP protocol binding (1.0.2,
@@ -208,6 +232,9 @@ func (s *Sender) Send(ctx context.Context, t *HTTPTarget, ev store.Event) (int, 
 	// The same key as a CloudEvents extension attribute: a Knative Broker passes on the ce-
 	// attributes and drops other headers.
 	h.Set("ce-"+IdempotencyKeyAttribute, IdempotencyKey(ev))
+	if r := replayValue(ev); r != "" {
+		h.Set("ce-"+ReplayAttribute, r)
+	}
 	h.Set("User-Agent", UserAgent)
 	// W3C traceparent/tracestate of the attempt (tracing on): the HTTP binding's tracing headers.
 	injectHTTP(ctx, h)

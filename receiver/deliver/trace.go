@@ -24,16 +24,30 @@ const (
 	attrReplica   = attribute.Key("hookwarden.replica")
 	attrOutcome   = attribute.Key("hookwarden.outcome")
 	attrJobID     = attribute.Key("hookwarden.job_id")
+	attrReplay    = attribute.Key("hookwarden.replay")
 )
 
 // startAttempt starts the span of one attempt at j, a child of the delivery that brought its
 // event (the trace context kept in the ledger row), whichever replica makes it and however
-// late. Tracing off, it returns ctx as it is and a no-op span.
+// late. The attempt of a replay by hand (events replay, deadletters replay) starts a trace of
+// its own instead, linked to the event's: the original trace stays the story of the first
+// delivery, and the link leads from the replay to it. Tracing off, it returns ctx as it is and
+// a no-op span.
 func (p *Pool) startAttempt(ctx context.Context, j store.Job) (context.Context, trace.Span) {
 	if !p.opts.Tracing.Enabled() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	ctx, span := p.opts.Tracing.Start(telemetry.Decode(ctx, j.Event.Trace), "send "+j.Sink, trace.SpanKindClient)
+	var span trace.Span
+	if j.Event.Replays > 0 {
+		opts := []trace.SpanStartOption{trace.WithNewRoot()}
+		if orig := trace.SpanContextFromContext(telemetry.Decode(context.Background(), j.Event.Trace)); orig.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: orig, Attributes: []attribute.KeyValue{attrReplay.Int(j.Event.Replays)}}))
+		}
+		ctx, span = p.opts.Tracing.Start(ctx, "send "+j.Sink, trace.SpanKindClient, opts...)
+		span.SetAttributes(attrReplay.Int(j.Event.Replays))
+	} else {
+		ctx, span = p.opts.Tracing.Start(telemetry.Decode(ctx, j.Event.Trace), "send "+j.Sink, trace.SpanKindClient)
+	}
 	span.SetAttributes(attrSink.String(j.Sink), attrAttempt.Int(j.Attempt), attrReplica.String(p.opts.Replica),
 		telemetry.AttrSubscription.String(j.Event.Subscription), telemetry.AttrEventID.String(j.Event.EventID), attrJobID.Int64(j.ID))
 	return ctx, span

@@ -228,3 +228,25 @@ func TestJetStreamSinkTraceContext(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31: the attempt of a replay by hand (events replay, deadletters replay: the job's
+// Replays) starts a trace of its own, linked to the delivery's span the ledger keeps.
+func TestReplayAttemptLinksTheDelivery(t *testing.T) {
+	p := &Pool{}
+	p.opts.Tracing = testTracing(t)
+	ev := tracedEvent("evt_replayed")
+	ev.Replays = 2
+	ctx, span := p.startAttempt(context.Background(), store.Job{ID: 1, Event: ev, Sink: "bus", Attempt: 1})
+	defer span.End()
+	ro, ok := span.(sdktrace.ReadOnlySpan)
+	if !ok {
+		t.Fatal("the attempt's span is not the SDK's")
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.TraceID().String() == deliveryTraceID || ro.Parent().IsValid() {
+		t.Errorf("the replay's attempt is in trace %s under %v: want a root of its own", sc.TraceID(), ro.Parent())
+	}
+	links := ro.Links()
+	if len(links) != 1 || links[0].SpanContext.TraceID().String() != deliveryTraceID || links[0].SpanContext.SpanID().String() != deliverySpanID {
+		t.Errorf("links %v, want one to the delivery span %s/%s", links, deliveryTraceID, deliverySpanID)
+	}
+}

@@ -224,6 +224,8 @@ func (s *SQL) migrate(ctx context.Context) error {
 	updated_at BIGINT NOT NULL,
 	last_error TEXT NOT NULL DEFAULT '',
 	order_key TEXT NOT NULL DEFAULT '',
+	replays INTEGER NOT NULL DEFAULT 0,
+	fresh_key INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (event, slot)
 )` + keyed
 	stmts := []string{
@@ -237,6 +239,7 @@ func (s *SQL) migrate(ctx context.Context) error {
 	event_type TEXT NOT NULL DEFAULT '',
 	content_type TEXT NOT NULL DEFAULT '',
 	trace_context TEXT NOT NULL DEFAULT '',
+	purged_at BIGINT NOT NULL DEFAULT 0,
 	payload ` + blob + ` NOT NULL,
 	UNIQUE (subscription, event_id)
 )`,
@@ -285,8 +288,8 @@ func (s *SQL) migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
-	if err := addTraceContext(ctx, tx, s.dialect); err != nil {
-		return fmt.Errorf("migrate: the events' trace context: %w", err)
+	if err := addColumns(ctx, tx, s.dialect); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: commit: %w", err)
@@ -316,16 +319,43 @@ func migrateSingleJob(ctx context.Context, tx *sql.Tx, createJobs string) error 
 	return nil
 }
 
-// addTraceContext adds hw_events.trace_context (Event.Trace) to a database written before
-// tracing: its rows get ” (their attempts start traces of their own). On SQLite the column
-// lands after the payload, where a new database has it before.
-func addTraceContext(ctx context.Context, tx *sql.Tx, d dialect) error {
-	has, err := hasColumn(ctx, tx, d, "hw_events", "trace_context")
-	if err != nil || has {
-		return err
+// ledgerIndexes are the ledger's (Ledger): the events by receipt, for a page of Events, and
+// the events whose payload is kept by subscription and receipt, for Forget. Created after the
+// columns an earlier version lacks (addColumns).
+var ledgerIndexes = []string{
+	`CREATE INDEX IF NOT EXISTS hw_events_received ON hw_events (received_at, id)`,
+	`CREATE INDEX IF NOT EXISTS hw_events_kept ON hw_events (subscription, received_at) WHERE purged_at = 0`,
+}
+
+// addColumns adds the columns of later versions to a database written before them:
+// hw_events.trace_context (Event.Trace; old rows get ”: their attempts start traces of their
+// own) and purged_at (Ledger.Forget), hw_sink_jobs.replays and fresh_key (Ledger.Requeue). On
+// SQLite they land after the payload, where a new database has them before. Then it creates
+// ledgerIndexes, which index them.
+func addColumns(ctx context.Context, tx *sql.Tx, d dialect) error {
+	for _, c := range []struct{ table, column, def string }{
+		{"hw_events", "trace_context", "TEXT NOT NULL DEFAULT ''"},
+		{"hw_events", "purged_at", "BIGINT NOT NULL DEFAULT 0"},
+		{"hw_sink_jobs", "replays", "INTEGER NOT NULL DEFAULT 0"},
+		{"hw_sink_jobs", "fresh_key", "INTEGER NOT NULL DEFAULT 0"},
+	} {
+		has, err := hasColumn(ctx, tx, d, c.table, c.column)
+		if err != nil {
+			return err
+		}
+		if has {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.column+` `+c.def); err != nil {
+			return fmt.Errorf("adding %s.%s: %w", c.table, c.column, err)
+		}
 	}
-	_, err = tx.ExecContext(ctx, `ALTER TABLE hw_events ADD COLUMN trace_context TEXT NOT NULL DEFAULT ''`)
-	return err
+	for _, stmt := range ledgerIndexes {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hasColumn reports whether table has column.

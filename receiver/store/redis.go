@@ -270,7 +270,7 @@ func (r *Redis) claimGroups(ctx context.Context, events []Event, recv []int64, n
 				payload = []byte{}
 			}
 			args = append(args, e.EventID, e.SubscriptionUID, e.EventType, e.ContentType, payload, recv[i],
-				e.MaxAttempts, window.Microseconds(), ttl, strings.Join(sinksOf(e), " "), redisOrderKeys(e), e.Trace)
+				e.MaxAttempts, max(window, e.Retention).Microseconds(), ttl, strings.Join(sinksOf(e), " "), redisOrderKeys(e), e.Trace)
 		}
 		seqs, err := redisClaim.Run(ctx, r.c, keys, args...).Int64Slice()
 		if err == nil && len(seqs) != len(chunk) {

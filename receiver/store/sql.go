@@ -744,7 +744,7 @@ var dueJobsSQLite = func() string {
 
 // jobColumns are the job columns scanJobs reads, in its order, then eventColumns.
 const (
-	jobColumns   = `event, slot, sink, state, attempts, run_at, lease_until, last_error, order_key`
+	jobColumns   = `event, slot, sink, state, attempts, run_at, lease_until, last_error, order_key, replays, fresh_key`
 	eventColumns = `id, max_attempts, subscription, event_id, subscription_uid, event_type, content_type, trace_context, payload, received_at`
 )
 
@@ -866,6 +866,7 @@ func (s *SQL) eventsOf(ctx context.Context, jobs []Job) error {
 		if !ok {
 			return fmt.Errorf("job %d: its event is gone", jobs[k].ID)
 		}
+		e.Replays, e.FreshKey = jobs[k].Event.Replays, jobs[k].Event.FreshKey // the job's own
 		jobs[k].Event = e
 	}
 	return nil
@@ -894,7 +895,8 @@ func scanJobs(rows *sql.Rows, withEvents bool) (jobs []Job, err error) {
 	for rows.Next() {
 		var j Job
 		var event, slot, runAt, leaseUntil int64
-		cols := []any{&event, &slot, &j.Sink, &j.State, &j.Attempt, &runAt, &leaseUntil, &j.LastError, &j.OrderKey}
+		var replays, fresh int64
+		cols := []any{&event, &slot, &j.Sink, &j.State, &j.Attempt, &runAt, &leaseUntil, &j.LastError, &j.OrderKey, &replays, &fresh}
 		if withEvents {
 			var id int64
 			err = scanEvent(rows, &id, &j.Event, cols...)
@@ -905,6 +907,7 @@ func scanJobs(rows *sql.Rows, withEvents bool) (jobs []Job, err error) {
 			return nil, err
 		}
 		j.ID = jobID(event, int(slot))
+		j.Event.Replays, j.Event.FreshKey = int(replays), fresh != 0
 		j.RunAt = fromMicros(runAt)
 		j.LeaseUntil = fromMicros(leaseUntil)
 		jobs = append(jobs, j)
@@ -1002,7 +1005,7 @@ func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
 	event, slot := jobKey(jobID)
 	var key string
 	err := s.db.QueryRowContext(ctx, `UPDATE hw_sink_jobs SET state = CASE WHEN order_key = '' THEN 'pending' ELSE 'blocked' END,
-	attempts = 0, run_at = $3, lease_until = 0, updated_at = $3
+	attempts = 0, run_at = $3, lease_until = 0, updated_at = $3, replays = replays + 1
 	WHERE event = $1 AND slot = $2 AND state = 'dead' RETURNING order_key`, event, slot, now.UnixMicro()).Scan(&key)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

@@ -60,6 +60,15 @@ type Event struct {
 	// telemetry.Encode writes it ("" when tracing was off): every delivery attempt, later and
 	// on any replica, starts its span from it, so the event's whole path is one trace.
 	Trace string
+	// Retention is how long the payload is kept once delivered (the route's
+	// spec.delivery.retention; zero: its dedupe window). Redis keeps a delivered event's keys
+	// for the longer of the two; the SQL stores forget payloads through Ledger.Forget.
+	Retention time.Duration
+	// Replays and FreshKey are the leased job's, not the event's: how many times the job was
+	// replayed by hand (Ledger.Requeue, Replay), and whether its replay takes an
+	// Idempotency-Key of its own. A claim ignores them.
+	Replays  int
+	FreshKey bool
 }
 
 // orderKeyOf is the stored key that orders e's job for sink, scoped to its subscription and
