@@ -46,6 +46,9 @@ type recEnv struct {
 	mgrStarts   int
 	recStarts   int
 	sink        *recSink
+	// otel, when set, is the OTLP endpoint both binaries export their spans to from their next
+	// start.
+	otel string
 
 	stripe       *stripefake.Server
 	stripeURL    string
@@ -115,7 +118,7 @@ func (e *recEnv) startReceiver() {
 	t.Helper()
 	e.recStarts++
 	name := fmt.Sprintf("receiver-%d", e.recStarts)
-	p, err := childproc.Start(name, filepath.Join(e.h.tmp, name+".log"), append(os.Environ(), "KUBECONFIG="+e.h.kubeconfig), e.receiverBin,
+	p, err := childproc.Start(name, filepath.Join(e.h.tmp, name+".log"), e.environ("receiver-under-test"), e.receiverBin,
 		"serve", "--bind-address", e.bind, "--metrics-bind-address", "0", "--health-probe-bind-address", e.probe,
 		"--store", e.store, "--namespace", chaosNamespace, "--receiver-namespace", chaosNamespace,
 		"--retry-base", "50ms", "--retry-max", "500ms", "--lease", "3s", "--delivery-timeout", "2s", "--poll-interval", "50ms", "--shutdown-grace", "5s")
@@ -141,6 +144,16 @@ func (e *recEnv) startReceiver() {
 	})
 }
 
+// environ is a binary's environment: the control plane's kubeconfig and, with e.otel, the
+// OTLP endpoint under service name service.
+func (e *recEnv) environ(service string) []string {
+	env := append(os.Environ(), "KUBECONFIG="+e.h.kubeconfig)
+	if e.otel != "" {
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+e.otel, "OTEL_SERVICE_NAME="+service, "OTEL_BSP_SCHEDULE_DELAY=100")
+	}
+	return env
+}
+
 // stopReceiver SIGKILLs the receiver: its port refuses connections from then on.
 func (e *recEnv) stopReceiver() {
 	if err := e.receiver.Kill(); err != nil {
@@ -158,7 +171,7 @@ func (e *recEnv) startManager() {
 	}
 	e.mgrStarts++
 	name := fmt.Sprintf("manager-%d", e.mgrStarts)
-	p, err := childproc.Start(name, filepath.Join(e.h.tmp, name+".log"), append(os.Environ(), "KUBECONFIG="+e.h.kubeconfig), e.managerBin,
+	p, err := childproc.Start(name, filepath.Join(e.h.tmp, name+".log"), e.environ("manager-under-test"), e.managerBin,
 		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address="+probe,
 		"--cluster-name=e2e", "--provider-timeout=5s", "--receiver-base-url="+e.receiverURL(), "--receiver-namespace="+chaosNamespace,
 		"--zap-log-level=info")
@@ -171,6 +184,11 @@ func (e *recEnv) startManager() {
 
 // subscription creates a subscription delivering through the bundled receiver to the sink.
 func (e *recEnv) subscription(name string, provider hookv1.ProviderSpec, events []string, mode hookv1.RecoveryMode, lookback time.Duration) {
+	e.subscriptionTo(name, provider, events, mode, lookback, &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: e.sink.url(name)}})
+}
+
+// subscriptionTo is subscription with the delivery given.
+func (e *recEnv) subscriptionTo(name string, provider hookv1.ProviderSpec, events []string, mode hookv1.RecoveryMode, lookback time.Duration, delivery *hookv1.DeliverySpec) {
 	t := e.h.t
 	sub := &hookv1.WebhookSubscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: chaosNamespace, Name: name},
@@ -179,7 +197,7 @@ func (e *recEnv) subscription(name string, provider hookv1.ProviderSpec, events 
 			Endpoint:       hookv1.EndpointSpec{Receiver: &hookv1.ReceiverEndpoint{}, AllowInsecureHTTP: true},
 			Events:         events,
 			SigningSecret:  hookv1.SigningSecretSpec{Name: name + "-signing"},
-			Delivery:       &hookv1.DeliverySpec{Sink: &hookv1.SinkSpec{URL: e.sink.url(name)}},
+			Delivery:       delivery,
 			ResyncInterval: &metav1.Duration{Duration: 5 * time.Second},
 			Recovery:       hookv1.RecoverySpec{Mode: mode, Lookback: &metav1.Duration{Duration: lookback}},
 		},
@@ -261,7 +279,6 @@ type recSink struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	got map[string]map[string]int
-	// recovered counts arrivals marked as recovered (any ce- extension naming recovery).
 }
 
 func newRecSink(t *testing.T) *recSink {
@@ -377,6 +394,7 @@ func TestRecoveryEndToEnd(t *testing.T) {
 	t.Run("stripe manager killed mid-page of one second", func(t *testing.T) { e.h.t = t; stripeKilledInACrowdedSecond(e) })
 	t.Run("stripe endpoint disabled by Stripe", func(t *testing.T) { e.h.t = t; stripeDisabledByStripe(e) })
 	t.Run("gitlab failures short of a disable", func(t *testing.T) { e.h.t = t; gitlabFailuresWithoutDisable(e) })
+	t.Run("stripe recovered event traced to two sinks", func(t *testing.T) { e.h.t = t; stripeRecoveredTraced(e) })
 	e.h.t = t
 	e.h.checkLogs() // a data race (under -race) or a panic in any process's log fails the test
 }

@@ -2,105 +2,24 @@ package main_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
+	"github.com/hookwarden/hookwarden/internal/otlptest"
 )
-
-// collector is an OTLP/HTTP endpoint inside the test: it decodes the export requests and keeps
-// their spans.
-type collector struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	spans []*tracepb.Span
-	names map[string]bool // service.name of the resources seen
-}
-
-func newCollector(t *testing.T) *collector {
-	c := &collector{names: map[string]bool{}}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body io.Reader = r.Body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
-		}
-		b, _ := io.ReadAll(body)
-		var req coltracepb.ExportTraceServiceRequest
-		if r.URL.Path != "/v1/traces" || proto.Unmarshal(b, &req) != nil {
-			http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, a := range rs.GetResource().GetAttributes() {
-				if a.Key == "service.name" {
-					c.names[a.GetValue().GetStringValue()] = true
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				c.spans = append(c.spans, ss.Spans...)
-			}
-		}
-		c.mu.Unlock()
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(out)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-func (c *collector) all() []*tracepb.Span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*tracepb.Span(nil), c.spans...)
-}
-
-func attr(s *tracepb.Span, key string) string {
-	for _, a := range s.Attributes {
-		if a.Key == key {
-			return anyValue(a.Value)
-		}
-	}
-	return ""
-}
-
-func anyValue(v *commonpb.AnyValue) string {
-	switch x := v.GetValue().(type) {
-	case *commonpb.AnyValue_StringValue:
-		return x.StringValue
-	case *commonpb.AnyValue_IntValue:
-		return fmt.Sprint(x.IntValue)
-	case *commonpb.AnyValue_BoolValue:
-		return fmt.Sprint(x.BoolValue)
-	}
-	return v.String()
-}
-
-func id(b []byte) string { return hex.EncodeToString(b) }
 
 // traceSink is an HTTP sink that answers from a script and keeps each request's traceparent.
 type traceSink struct {
@@ -144,7 +63,7 @@ func (s *traceSink) received() []string {
 // no attempts.
 func TestTracesOfOneDelivery(t *testing.T) {
 	ns := newNamespace(t)
-	col := newCollector(t)
+	col := otlptest.NewCollector(t)
 	flaky, steady := newTraceSink(t, http.StatusServiceUnavailable), newTraceSink(t)
 	sub := createSubscription(t, ns, "traced", flaky.srv.URL+"/events", 5)
 	var obj hookv1.WebhookSubscription
@@ -161,7 +80,7 @@ func TestTracesOfOneDelivery(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	rcv := newReceiver(t, "traced", receiverConfig{Namespace: ns, Store: "sqlite://" + filepath.Join(t.TempDir(), "ledger.db"),
 		Extra: []string{"--metrics-bind-address", metricsAddr},
-		Env:   []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.srv.URL, "OTEL_SERVICE_NAME=receiver-under-test", "OTEL_BSP_SCHEDULE_DELAY=100"}})
+		Env:   []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + col.URL, "OTEL_SERVICE_NAME=receiver-under-test", "OTEL_BSP_SCHEDULE_DELAY=100"}})
 	rcv.Start()
 	rcv.WaitRoute(sub, sub.Secret)
 	cl := newClient(rcv.URL())
@@ -185,52 +104,43 @@ func TestTracesOfOneDelivery(t *testing.T) {
 	var server, dupServer *tracepb.Span
 	var spans []*tracepb.Span
 	eventually(t, 30*time.Second, "the spans of both deliveries and three attempts", func() (bool, string) {
-		spans = col.all()
+		spans = col.All()
 		server, dupServer = nil, nil
 		attempts := 0
 		for _, s := range spans {
-			if s.Kind == tracepb.Span_SPAN_KIND_SERVER && attr(s, "cloudevents.event_id") == eventID {
-				switch attr(s, "hookwarden.result") {
+			if s.Kind == tracepb.Span_SPAN_KIND_SERVER && otlptest.Attr(s, "cloudevents.event_id") == eventID {
+				switch otlptest.Attr(s, "hookwarden.result") {
 				case "accepted":
 					server = s
 				case "duplicate":
 					dupServer = s
 				}
 			}
-			if strings.HasPrefix(s.Name, "send ") && attr(s, "cloudevents.event_id") == eventID && attr(s, "hookwarden.outcome") != "" {
+			if strings.HasPrefix(s.Name, "send ") && otlptest.Attr(s, "cloudevents.event_id") == eventID && otlptest.Attr(s, "hookwarden.outcome") != "" {
 				attempts++
 			}
 		}
 		return server != nil && dupServer != nil && attempts == 3 && len(flaky.received()) == 2 && len(steady.received()) == 1,
 			fmt.Sprintf("%d spans, %d attempts", len(spans), attempts)
 	})
-	if !col.names["receiver-under-test"] {
-		t.Errorf("service names %v, want OTEL_SERVICE_NAME's", col.names)
+	if !col.Services("receiver-under-test") {
+		t.Error("no spans from a service named by OTEL_SERVICE_NAME")
 	}
-	children := func(parent *tracepb.Span) []*tracepb.Span {
-		var out []*tracepb.Span
-		for _, s := range spans {
-			if bytes.Equal(s.ParentSpanId, parent.SpanId) && bytes.Equal(s.TraceId, parent.TraceId) {
-				out = append(out, s)
-			}
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].StartTimeUnixNano < out[j].StartTimeUnixNano })
-		return out
-	}
-	if got := attr(server, "hookwarden.subscription"); got != ns+"/traced" {
+	children := func(parent *tracepb.Span) []*tracepb.Span { return otlptest.Children(parent, spans) }
+	if got := otlptest.Attr(server, "hookwarden.subscription"); got != ns+"/traced" {
 		t.Errorf("server span subscription %q", got)
 	}
-	if got := attr(server, "http.route"); got != "/hooks/{namespace}/{name}" {
+	if got := otlptest.Attr(server, "http.route"); got != "/hooks/{namespace}/{name}" {
 		t.Errorf("server span http.route %q", got)
 	}
-	if got := attr(server, "http.response.status_code"); got != "202" {
+	if got := otlptest.Attr(server, "http.response.status_code"); got != "202" {
 		t.Errorf("server span status %q, want 202", got)
 	}
 	var names []string
 	bySink := map[string][]*tracepb.Span{}
 	for _, c := range children(server) {
 		names = append(names, c.Name)
-		if sink := attr(c, "hookwarden.sink"); sink != "" {
+		if sink := otlptest.Attr(c, "hookwarden.sink"); sink != "" {
 			bySink[sink] = append(bySink[sink], c)
 		}
 	}
@@ -239,7 +149,7 @@ func TestTracesOfOneDelivery(t *testing.T) {
 		t.Errorf("children of the server span %q, want %q (attempts in any order)", names, want)
 	}
 	for _, c := range children(server) {
-		if c.Name == "ledger commit" && attr(c, "hookwarden.ledger.batch_size") == "" {
+		if c.Name == "ledger commit" && otlptest.Attr(c, "hookwarden.ledger.batch_size") == "" {
 			t.Errorf("the ledger commit span has no batch size: %v", c.Attributes)
 		}
 	}
@@ -250,13 +160,13 @@ func TestTracesOfOneDelivery(t *testing.T) {
 			return
 		}
 		for i, s := range got {
-			if a, o := attr(s, "hookwarden.attempt"), attr(s, "hookwarden.outcome"); a != fmt.Sprint(i+1) || o != outcomes[i] {
+			if a, o := otlptest.Attr(s, "hookwarden.attempt"), otlptest.Attr(s, "hookwarden.outcome"); a != fmt.Sprint(i+1) || o != outcomes[i] {
 				t.Errorf("sink %s attempt span %d: attempt %s outcome %s, want %d %s", sink, i, a, o, i+1, outcomes[i])
 			}
-			if wantTP := "00-" + id(s.TraceId) + "-" + id(s.SpanId) + "-01"; received[i] != wantTP {
+			if wantTP := otlptest.Traceparent(s); received[i] != wantTP {
 				t.Errorf("sink %s request %d: traceparent %q, want the attempt span's %q", sink, i, received[i], wantTP)
 			}
-			if attr(s, "hookwarden.replica") == "" || attr(s, "hookwarden.sink.type") != "http" {
+			if otlptest.Attr(s, "hookwarden.replica") == "" || otlptest.Attr(s, "hookwarden.sink.type") != "http" {
 				t.Errorf("sink %s attempt span %d attributes %v", sink, i, s.Attributes)
 			}
 		}
@@ -270,15 +180,15 @@ func TestTracesOfOneDelivery(t *testing.T) {
 	var dupNames []string
 	for _, c := range children(dupServer) {
 		dupNames = append(dupNames, c.Name)
-		if c.Name == "ledger commit" && attr(c, "hookwarden.duplicate") != "true" {
-			t.Errorf("the duplicate's commit span says duplicate=%s", attr(c, "hookwarden.duplicate"))
+		if c.Name == "ledger commit" && otlptest.Attr(c, "hookwarden.duplicate") != "true" {
+			t.Errorf("the duplicate's commit span says duplicate=%s", otlptest.Attr(c, "hookwarden.duplicate"))
 		}
 	}
 	if strings.Join(dupNames, ",") != "verify,ledger commit" {
 		t.Errorf("children of the duplicate's server span %q, want verify and ledger commit only", dupNames)
 	}
-	t.Logf("the trace of %s:\n%s", eventID, render(server, spans, ""))
-	t.Logf("the trace of its duplicate:\n%s", render(dupServer, spans, ""))
+	t.Logf("the trace of %s:\n%s", eventID, otlptest.Render(server, spans, ""))
+	t.Logf("the trace of its duplicate:\n%s", otlptest.Render(dupServer, spans, ""))
 	replayLinked(t, col, metricsAddr, eventID, server, steady)
 }
 
@@ -286,7 +196,7 @@ func TestTracesOfOneDelivery(t *testing.T) {
 // replay): the replay's attempt span starts a trace of its own, marked hookwarden.replay=1 and
 // linked to the event's delivery span (the trace context the ledger keeps), and the sink gets
 // that span's traceparent.
-func replayLinked(t *testing.T, col *collector, metricsAddr, eventID string, server *tracepb.Span, steady *traceSink) {
+func replayLinked(t *testing.T, col *otlptest.Collector, metricsAddr, eventID string, server *tracepb.Span, steady *traceSink) {
 	t.Helper()
 	q := url.Values{"since": {time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, "sink": {"steady"}}
 	resp, err := http.Post("http://"+metricsAddr+"/events/replay?"+q.Encode(), "", nil)
@@ -300,8 +210,8 @@ func replayLinked(t *testing.T, col *collector, metricsAddr, eventID string, ser
 	}
 	var replay *tracepb.Span
 	eventually(t, 30*time.Second, "the replay's attempt span", func() (bool, string) {
-		for _, s := range col.all() {
-			if s.Name == "send steady" && attr(s, "cloudevents.event_id") == eventID && attr(s, "hookwarden.replay") == "1" && attr(s, "hookwarden.outcome") != "" {
+		for _, s := range col.All() {
+			if s.Name == "send steady" && otlptest.Attr(s, "cloudevents.event_id") == eventID && otlptest.Attr(s, "hookwarden.replay") == "1" && otlptest.Attr(s, "hookwarden.outcome") != "" {
 				replay = s
 			}
 		}
@@ -313,33 +223,8 @@ func replayLinked(t *testing.T, col *collector, metricsAddr, eventID string, ser
 	if len(replay.Links) != 1 || !bytes.Equal(replay.Links[0].TraceId, server.TraceId) || !bytes.Equal(replay.Links[0].SpanId, server.SpanId) {
 		t.Errorf("the replay's attempt span links %v, want one to the delivery span %x/%x", replay.Links, server.TraceId, server.SpanId)
 	}
-	if want := "00-" + id(replay.TraceId) + "-" + id(replay.SpanId) + "-01"; steady.received()[1] != want {
+	if want := otlptest.Traceparent(replay); steady.received()[1] != want {
 		t.Errorf("the replay reached the sink with traceparent %q, want the replay span's %q", steady.received()[1], want)
 	}
-	t.Logf("the replay's trace:\n%s", render(replay, col.all(), ""))
-}
-
-// render draws s and its descendants as a tree with their main attributes.
-func render(s *tracepb.Span, all []*tracepb.Span, indent string) string {
-	var keys []string
-	for _, a := range s.Attributes {
-		switch a.Key {
-		case "hookwarden.result", "hookwarden.subscription", "hookwarden.provider", "cloudevents.event_id",
-			"http.response.status_code", "hookwarden.ledger.batch_size", "hookwarden.duplicate", "hookwarden.sink",
-			"hookwarden.attempt", "hookwarden.outcome", "hookwarden.sink.type":
-			keys = append(keys, a.Key+"="+anyValue(a.Value))
-		}
-	}
-	out := fmt.Sprintf("%s%s [%s] %s\n", indent, s.Name, strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_"), strings.Join(keys, " "))
-	var kids []*tracepb.Span
-	for _, c := range all {
-		if bytes.Equal(c.ParentSpanId, s.SpanId) && bytes.Equal(c.TraceId, s.TraceId) {
-			kids = append(kids, c)
-		}
-	}
-	sort.Slice(kids, func(i, j int) bool { return kids[i].StartTimeUnixNano < kids[j].StartTimeUnixNano })
-	for _, c := range kids {
-		out += render(c, all, indent+"  ")
-	}
-	return out
+	t.Logf("the replay's trace:\n%s", otlptest.Render(replay, col.All(), ""))
 }
