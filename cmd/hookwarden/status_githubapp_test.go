@@ -25,7 +25,8 @@ import (
 // set by hand in its settings (a secret we do not know), read with a JWT signed with the key
 // under privateKey and only reads; applied, the manager adopts the webhook with one PATCH (a new
 // secret, the URL kept), and `status` shows it as the App's webhook with Delivering from the
-// App's /app/hook/deliveries.
+// App's /app/hook/deliveries. (This file sorts after import_test.go: the App's webhook takes a
+// hook id from the shared fake, which TestImport's golden names.)
 func TestImportAndStatusGitHubApp(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
