@@ -1,6 +1,7 @@
 package account
 
 import (
+	"bytes"
 	"context"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
@@ -138,7 +139,10 @@ func (o *Observer) Owners(tmpl *hookv1.WebhookSubscription, regs []providers.Reg
 	for i := range subs {
 		sub := &subs[i]
 		s, err := decide.ProviderScope(&sub.Spec.Provider, sub.Spec.Events, registry)
-		if err != nil || ScopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, s.Target) != want {
+		if err != nil || ScopeKey(string(sub.Spec.Provider.Type), sub.Spec.Provider.APIURL, s.Target) != want || !bytes.Equal(s.Settings, scope.Settings) {
+			// Another account, or another client of it (its settings differ, as the manager's
+			// account key says): a Stripe v1 subscription does not serve the URL of a v2
+			// destination, whose twin it is not.
 			continue
 		}
 		h, err := held(sub)

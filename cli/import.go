@@ -33,6 +33,8 @@ type importFlags struct {
 	owner, repo   string
 	org           string
 	app           string
+	stripeAPI     string
+	stripePayload string
 	profile       string
 	restParams    map[string]string
 	secrets       []string
@@ -64,6 +66,9 @@ What adopting means for the signing secret, per provider (also printed per regis
           with --secret ID=FILE (from the dashboard), which writes a signing Secret before the
           subscription: then nothing is created (a subscription that reaches the manager before
           its Secret waits for it up to 30s).
+          A v2 event destination (--stripe-api-version v2, with --stripe-event-payload) is adopted
+          the same way; a v1 endpoint and a v2 destination on one URL are different registrations,
+          each imported only by the import of its own kind.
   github  GitHub masks the secret: a new secret is set on the same hook (no new hook), unless you
           supply it with --secret ID=FILE.
   rest    as the profile's secret mode says (readable or fetched: read back; client-chosen: set anew).
@@ -76,6 +81,7 @@ So import lists the subscriptions of every namespace and reads the signing Secre
 the account.`,
 		Example: `  hookwarden import --provider stripe --credentials stripe-api -n shop > stripe.yaml
   hookwarden import --provider stripe --credentials stripe-api --secret we_123=whsec.txt > stripe.yaml
+  hookwarden import --provider stripe --stripe-api-version v2 --credentials stripe-api > stripe-v2.yaml
   hookwarden import --provider github --credentials github-api --owner acme --repository shop > github.yaml
   hookwarden import --provider rest --profile gitlab-project-hooks --parameter project=acme/shop --credentials gitlab-token > gitlab.yaml`,
 		Args: cobra.NoArgs,
@@ -89,6 +95,8 @@ the account.`,
 	fl.StringVar(&f.owner, "owner", "", "GitHub: repository owner")
 	fl.StringVar(&f.repo, "repository", "", "GitHub: repository name")
 	fl.StringVar(&f.org, "organization", "", "GitHub: organization (organization hooks)")
+	fl.StringVar(&f.stripeAPI, "stripe-api-version", "", "Stripe: v1 (webhook endpoints, the default) or v2 (event destinations); the manifests carry it in spec.provider.stripe")
+	fl.StringVar(&f.stripePayload, "stripe-event-payload", "", "Stripe v2: the destinations' event payload, thin (the default) or snapshot; destinations of the other payload are skipped")
 	fl.StringVar(&f.app, "app", "", "GitHub: App ID or client ID (the App's webhook; the credential is the App's private key, key privateKey)")
 	fl.StringVar(&f.profile, "profile", "", "REST: the built-in profile ("+strings.Join(profiles.Names(), ", ")+"); the manifests name it in spec.provider.rest.builtin")
 	fl.StringToStringVar(&f.restParams, "parameter", nil, "REST: profile parameters (NAME=VALUE, repeatable)")
@@ -97,6 +105,8 @@ the account.`,
 	fl.StringVar(&f.clusterName, "cluster-name", "", "the manager's --cluster-name (default: as the manager's, the UID of kube-system)")
 	_ = cmd.RegisterFlagCompletionFunc("profile", completeProfiles)
 	_ = cmd.RegisterFlagCompletionFunc("provider", fixedCompletion("stripe", "github", "rest"))
+	_ = cmd.RegisterFlagCompletionFunc("stripe-api-version", fixedCompletion("v1", "v2"))
+	_ = cmd.RegisterFlagCompletionFunc("stripe-event-payload", fixedCompletion("thin", "snapshot"))
 	return cmd
 }
 
@@ -146,7 +156,7 @@ func (g *globals) runImport(cmd *cobra.Command, f importFlags) error {
 	if err != nil {
 		return err
 	}
-	notes, importable := sortOut(regs, owned, name)
+	notes, importable := sortOut(regs, caps, owned, name)
 	prefix := f.namePrefix
 	switch {
 	case prefix != "":
@@ -211,8 +221,19 @@ func importTemplate(f importFlags, namespace string) (*hookv1.WebhookSubscriptio
 		Provider: hookv1.ProviderSpec{Type: hookv1.ProviderType(f.provider), CredentialsRef: hookv1.SecretKeySelector{Name: f.credentials, Key: f.credentialKey}, APIURL: f.apiURL},
 		Events:   []string{"*"},
 	}}
+	if tmpl.Spec.Provider.Type != hookv1.ProviderStripe && (f.stripeAPI != "" || f.stripePayload != "") {
+		return nil, usageError("--stripe-api-version and --stripe-event-payload are for --provider stripe")
+	}
 	switch tmpl.Spec.Provider.Type {
 	case hookv1.ProviderStripe:
+		switch {
+		case f.stripeAPI == string(hookv1.StripeV2):
+			tmpl.Spec.Provider.Stripe = &hookv1.StripeProvider{APIVersion: hookv1.StripeV2, EventPayload: hookv1.StripeEventPayload(f.stripePayload)}
+		case f.stripeAPI != "" && f.stripeAPI != string(hookv1.StripeV1):
+			return nil, usageError("--stripe-api-version %q: want v1 or v2", f.stripeAPI)
+		case f.stripePayload != "":
+			return nil, usageError("--stripe-event-payload is for --stripe-api-version v2 (v1 endpoints send snapshot events)")
+		}
 	case hookv1.ProviderGitHub:
 		tmpl.Spec.Provider.GitHub = &hookv1.GitHubTarget{Owner: f.owner, Repository: f.repo, Organization: f.org}
 		if f.app != "" {
@@ -230,14 +251,18 @@ func importTemplate(f importFlags, namespace string) (*hookv1.WebhookSubscriptio
 }
 
 // sortOut says, of regs, which import refuses or skips (notes) and which it may import: not a
-// registration the provider's client cannot read, another cluster's (its marker), or one a
-// subscription of this cluster (name) owns or serves.
-func sortOut(regs []providers.Registration, owned map[string]account.Owned, name string) (notes []importNote, importable []providers.Registration) {
+// registration the provider's client cannot read, one of another kind than the client manages
+// (caps.Variant: a Stripe v1 endpoint in a v2 list, a destination of the other payload),
+// another cluster's (its marker), or one a subscription of this cluster (name) owns or serves.
+func sortOut(regs []providers.Registration, caps providers.Capabilities, owned map[string]account.Owned, name string) (notes []importNote, importable []providers.Registration) {
 	for _, reg := range regs {
 		note := importNote{Registration: reg.ID, URL: reg.URL}
 		switch {
 		case reg.Unfit != "":
 			note.Outcome, note.Secret = "skipped", "the provider's object does not fit its client ("+reg.Unfit+")"
+		case reg.Variant != caps.Variant:
+			note.Outcome = "skipped"
+			note.Secret = fmt.Sprintf("a %s registration, another kind than this import's %s ones (never a twin of them, even on the same URL): import it with the flags that select %s", variantName(reg.Variant), variantName(caps.Variant), variantName(reg.Variant))
 		case !reg.Owner.IsZero() && reg.Owner.Cluster != name:
 			note.Outcome, note.Secret = "refused", fmt.Sprintf("carries the ownership marker of cluster %q (%s/%s): it is that cluster's", reg.Owner.Cluster, reg.Owner.Namespace, reg.Owner.Name)
 		case owned[reg.ID].Twin:
@@ -460,6 +485,15 @@ func twinNote(caps providers.Capabilities, twin, keep providers.Registration, su
 		note.Secret = fmt.Sprintf("%s; this provider stores no ownership marker and none of the %d registrations for this URL is provably the subscription's, so the manager adopts none and waits with Conflict: delete the twins at the provider, or pass --secret %s=FILE", what, n, keep.ID)
 	}
 	return note
+}
+
+// variantName names a registration kind (providers.Registration.Variant) for a note: the
+// provider's first kind is Stripe's v1 endpoint, the only provider with several.
+func variantName(v string) string {
+	if v == "" {
+		return "v1"
+	}
+	return v
 }
 
 func secretNote(caps providers.Capabilities, id string, supplied bool) string {

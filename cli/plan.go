@@ -69,10 +69,12 @@ alone); 1 when one could not be planned.`,
 
 // planResult is one subscription's plan (or why it has none), as -o yaml|json prints it.
 type planResult struct {
-	Subscription string          `json:"subscription"`
-	InCluster    bool            `json:"inCluster"`
-	Plan         *decide.Preview `json:"plan,omitempty"`
-	Error        string          `json:"error,omitempty"`
+	Subscription string `json:"subscription"`
+	InCluster    bool   `json:"inCluster"`
+	// Surface is the kind of registration where the provider has several (status's).
+	Surface string          `json:"surface,omitempty"`
+	Plan    *decide.Preview `json:"plan,omitempty"`
+	Error   string          `json:"error,omitempty"`
 }
 
 // readOnly hides a client's writes: plan gives the reconciler nothing it could write with.
@@ -106,7 +108,7 @@ func (g *globals) runPlan(cmd *cobra.Command, f planFlags) error {
 	pending, failed, blocked := false, 0, 0
 	for i := range subs {
 		sub := &subs[i]
-		res := planResult{Subscription: key(sub), InCluster: inCluster[i]}
+		res := planResult{Subscription: key(sub), InCluster: inCluster[i], Surface: surface(&sub.Spec.Provider)}
 		r, err := planners.forSubscription(cmd, sub)
 		if err != nil {
 			return err
@@ -332,7 +334,7 @@ func planTable(t *table, results []planResult) {
 		first := true
 		row := func(action, reg, detail string) {
 			if first {
-				t.row(res.Subscription, p.Provider, decision, action, reg, detail)
+				t.row(res.Subscription, providerColumn(p.Provider, res.Surface), decision, action, reg, detail)
 				first = false
 				return
 			}

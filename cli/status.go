@@ -67,8 +67,11 @@ ready pod, sending the kubeconfig's own bearer token or --receiver-token-file's;
 
 // subscriptionStatus is one subscription's branch of the tree, as -o yaml|json prints it.
 type subscriptionStatus struct {
-	Subscription string             `json:"subscription"`
-	Provider     string             `json:"provider"`
+	Subscription string `json:"subscription"`
+	Provider     string `json:"provider"`
+	// Surface is the kind of registration where the provider has several (a Stripe v2
+	// destination: v2/thin or v2/snapshot; a GitHub App's webhook: app).
+	Surface      string             `json:"surface,omitempty"`
 	Registration *registrationRef   `json:"registration,omitempty"`
 	Conditions   []metav1.Condition `json:"conditions,omitempty"`
 	Receiver     *routeFigures      `json:"receiver,omitempty"`
@@ -126,7 +129,7 @@ func (g *globals) runStatus(cmd *cobra.Command, args []string, f statusFlags) er
 	out := make([]subscriptionStatus, 0, len(subs))
 	for i := range subs {
 		s := &subs[i]
-		st := subscriptionStatus{Subscription: key(s), Provider: string(s.Spec.Provider.Type), Conditions: s.Status.Conditions}
+		st := subscriptionStatus{Subscription: key(s), Provider: string(s.Spec.Provider.Type), Surface: surface(&s.Spec.Provider), Conditions: s.Status.Conditions}
 		if s.Status.EndpointID != "" {
 			st.Registration = &registrationRef{ID: s.Status.EndpointID, URL: s.Status.URL}
 		}
@@ -150,7 +153,7 @@ func writeTree(w io.Writer, subs []subscriptionStatus) error {
 				ready = fmt.Sprintf("Ready=%s (%s)", c.Status, c.Reason)
 			}
 		}
-		fmt.Fprintf(&b, "%s  %s  %s\n", s.Subscription, s.Provider, ready)
+		fmt.Fprintf(&b, "%s  %s  %s\n", s.Subscription, providerColumn(s.Provider, s.Surface), ready)
 		branches := []string{}
 		if s.Registration != nil {
 			branches = append(branches, fmt.Sprintf("registration %s  %s", s.Registration.ID, s.Registration.URL))

@@ -375,6 +375,21 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 				bbDeleted(t, 2) // exactly the hooks deleted
 			})
 
+			It("l: a hook whose URL and events were edited at Bitbucket is repaired in place, same id", func() {
+				t := newT()
+				var moved string
+				expectMovedOutOfBandRepaired(t, t.creates, true, func(id string) {
+					moved = id
+					Expect(t.api.edit(id, func(r *restReg) { r.URL, r.Events = "https://elsewhere.example.com/hooks", []string{kind.otherEvent} })).To(BeTrue())
+				})
+				// One PUT of the hook puts URL and events back; nothing else is written.
+				puts := bbPuts(t, moved)
+				Expect(puts).To(HaveLen(1))
+				Expect(string(puts[0].Body)).To(ContainSubstring(`"url":"https://hooks.example.com/moved"`))
+				Expect(t.writes()).To(Equal(2), "the create and that PUT")
+				Expect(t.requests(http.MethodDelete, kind.collection(t)+"/")).To(BeEmpty())
+			})
+
 			It("i: Bitbucket's 429 without a wait holds the create back for the profile's backoff (a minute), saying RateLimited", func() {
 				t := newT()
 				f := kind.rateLimit()
@@ -389,6 +404,51 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 			})
 		})
 	}
+
+	It("a credential Bitbucket refuses (a revoked token: 401; a role without hook admin: 403) stalls Unauthorized with Bitbucket's message, and sends nothing more", func() {
+		type refused struct {
+			t       *restTenant
+			s       *hookv1.WebhookSubscription
+			message string
+		}
+		var all []refused
+		for _, kind := range bitbucketKinds {
+			revoked := newRESTTenant(kind)
+			const invalid = "Token is invalid, expired, or not supported for this endpoint."
+			body, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"message": invalid}})
+			DeferCleanup(revoked.api.fake().Inject(core.Fault{PathPrefix: kind.collection(revoked), Status: http.StatusUnauthorized, Body: string(body)}))
+			member := newRESTTenant(kind)
+			bbSrv.SetRole(member.cred, member.params["workspace"], bitbucket.Member)
+			for _, r := range []refused{{revoked, nil, invalid}, {member, nil, "Your credentials lack one or more required privilege scopes."}} {
+				r.s = slowResync(r.t.sub("refused", "https://hooks.example.com/refused"))
+				Expect(k8s.Create(suiteCtx, r.s)).To(Succeed())
+				all = append(all, r)
+			}
+		}
+		for _, r := range all {
+			Eventually(func(g Gomega) {
+				c := condition(get(g, r.s), hookv1.ConditionStalled)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Reason).To(Equal(hookv1.ReasonUnauthorized), c.Message)
+				g.Expect(c.Message).To(ContainSubstring(r.message))
+				g.Expect(c.Message).NotTo(ContainSubstring(r.t.cred), "the credential never in status")
+			}).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		start := make([]int, len(all))
+		for i, r := range all {
+			start[i] = len(r.t.requests("", "/"))
+			Expect(r.t.regs()).To(BeEmpty())
+		}
+		// No hot loop: nothing until something changes or the resync interval (ten minutes).
+		Consistently(func(g Gomega) {
+			for i, r := range all {
+				g.Expect(len(r.t.requests("", "/")) - start[i]).To(BeZero(), "%s: requests after the stall", r.t.ns)
+			}
+		}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+		for i, r := range all {
+			fmt.Printf("REPORT bitbucket refused %s: %d requests to the stall, 0 in the 10 s after it\n", r.t.ns, start[i])
+		}
+	})
 
 	It("the workspace credential may be an API token with a username (Basic)", func() {
 		t := newRESTTenant(bitbucketKinds[1])

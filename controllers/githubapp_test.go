@@ -6,9 +6,15 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -40,17 +46,22 @@ type ghApp struct {
 	hookID int64
 	key    *rsa.PrivateKey
 	ns     string
+	srv    *ghfake.Server
+	apiURL string
 }
 
-func newGHApp(events ...string) *ghApp {
+func newGHApp(events ...string) *ghApp { return newGHAppOn(ghSrv, ghURL, events...) }
+
+// newGHAppOn is newGHApp at another fake GitHub (srv, at apiURL).
+func newGHAppOn(srv *ghfake.Server, apiURL string, events ...string) *ghApp {
 	tenantMu.Lock()
 	appSeq++
 	id := appSeq
 	tenantMu.Unlock()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	Expect(err).NotTo(HaveOccurred())
-	a := &ghApp{id: id, key: key, ns: fmt.Sprintf("ghapp%d-%d", id, time.Now().UnixNano()%100000)}
-	a.hookID = ghSrv.AddApp(id, "", &key.PublicKey, events...)
+	a := &ghApp{id: id, key: key, ns: fmt.Sprintf("ghapp%d-%d", id, time.Now().UnixNano()%100000), srv: srv, apiURL: apiURL}
+	a.hookID = srv.AddApp(id, "", &key.PublicKey, events...)
 	Expect(k8s.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.ns}})).To(Succeed())
 	a.writeKey(pemKey(key))
 	return a
@@ -76,7 +87,7 @@ func (a *ghApp) sub(name, url string) *hookv1.WebhookSubscription {
 			Provider: hookv1.ProviderSpec{
 				Type:           hookv1.ProviderGitHub,
 				CredentialsRef: hookv1.SecretKeySelector{Name: "github-app"},
-				APIURL:         ghURL,
+				APIURL:         a.apiURL,
 				GitHub:         &hookv1.GitHubTarget{App: &hookv1.GitHubApp{AppID: strconv.FormatInt(a.id, 10)}},
 			},
 			Endpoint:       hookv1.EndpointSpec{URL: url},
@@ -87,12 +98,12 @@ func (a *ghApp) sub(name, url string) *hookv1.WebhookSubscription {
 	}
 }
 
-func (a *ghApp) hook() ghfake.Hook { return ghSrv.AppHook(a.id) }
+func (a *ghApp) hook() ghfake.Hook { return a.srv.AppHook(a.id) }
 
 // requests are the fake's log entries for this App (op "" for all).
 func (a *ghApp) requests(op string) []ghfake.Request {
 	var out []ghfake.Request
-	for _, r := range ghSrv.Requests() {
+	for _, r := range a.srv.Requests() {
 		if r.Target == ghfake.AppTarget(a.id) && (op == "" || r.Op == op) {
 			out = append(out, r)
 		}
@@ -301,7 +312,112 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		}).Should(Succeed())
 		Expect(a.patches()).To(Equal(1))
 	})
+
+	It("recovery: failed deliveries of the App's webhook make Delivering Failing; a requested run redelivers each through …/attempts under its guid, and Delivering follows the newest delivery", func() {
+		// An endpoint on loopback that fails while told to (a recovery run checks that the
+		// endpoint answers before it asks for redeliveries), at a fake GitHub of this
+		// scenario's own (the suite's sink always answers 200).
+		var failing atomic.Bool
+		var mu sync.Mutex
+		var got []string // X-GitHub-Delivery of each delivery received, in order
+		ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if r.Method == http.MethodPost {
+				mu.Lock()
+				got = append(got, r.Header.Get(github.DeliveryHeader))
+				mu.Unlock()
+			}
+			if failing.Load() {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		}))
+		DeferCleanup(ep.Close)
+		srv := ghfake.New(ghfake.WithDeliveries(&http.Client{Timeout: 5 * time.Second}))
+		base, stop := srv.Start()
+		DeferCleanup(stop)
+		a := newGHAppOn(srv, base, "push", "pull_request")
+		s := a.sub("orders", ep.URL+"/hooks/app/recovered")
+		s.Spec.Endpoint.AllowInsecureHTTP = true
+		s.Spec.Recovery.Mode = hookv1.RecoveryManual // the run starts when asked, not while the endpoint still fails
+		Expect(k8s.Create(suiteCtx, s)).To(Succeed())
+		expectReady(s)
+		a.expectSecret(s)
+
+		failing.Store(true)
+		var guids []string
+		for _, ref := range []string{"refs/heads/main", "refs/heads/release"} {
+			ds, err := srv.Emit(ghfake.AppTarget(a.id), "push", []byte(`{"ref":"`+ref+`","installation":{"id":42}}`))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ds).To(HaveLen(1))
+			Expect(ds[0].Code).To(Equal(http.StatusInternalServerError))
+			guids = append(guids, ds[0].GUID)
+		}
+		Eventually(func(g Gomega) {
+			cur := get(g, s)
+			d := condition(cur, hookv1.ConditionDelivering)
+			g.Expect(d).NotTo(BeNil())
+			g.Expect(d.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(d.Reason).To(Equal(hookv1.ReasonFailing))
+			g.Expect(d.Message).To(MatchRegexp(`2 of \d+ recent deliveries failed; last answered 500`))
+			g.Expect(cur.Status.Recovery).NotTo(BeNil())
+			g.Expect(cur.Status.Recovery.Available).To(BeTrue())
+			g.Expect(condition(cur, hookv1.ConditionReady).Status).To(Equal(metav1.ConditionTrue), "Ready keeps meaning the webhook matches")
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(a.requests(ghfake.OpRedeliver)).To(BeEmpty(), "Manual: nothing redelivered before the request")
+
+		failing.Store(false)
+		before := len(a.requests(""))
+		annotate(s, hookv1.AnnotationRecoverRequestedAt, "2026-12-07T12:00:00Z")
+		Eventually(func(g Gomega) {
+			cur := get(g, s)
+			st := cur.Status.Recovery
+			g.Expect(st.LastHandledRequestedAt).To(Equal("2026-12-07T12:00:00Z"))
+			g.Expect(st.LastRun).NotTo(BeNil())
+			g.Expect(st.LastRun.Result).To(Equal(hookv1.RecoverySucceeded), st.LastRun.Message)
+			g.Expect(st.Recovered).To(BeEquivalentTo(2))
+			d := condition(cur, hookv1.ConditionDelivering)
+			g.Expect(d.Status).To(Equal(metav1.ConditionTrue), d.Message)
+			g.Expect(d.Reason).To(Equal(hookv1.ReasonHealthy))
+			g.Expect(d.Message).To(ContainSubstring("last answered 200"))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		run := a.calls(before, settled(func() int { return len(a.requests("")) }))
+		reportRequests("github-app", "requested recovery of 2 failed deliveries (then resyncs)", redeliveryCalls(run))
+		redelivered := a.requests(ghfake.OpRedeliver)
+		Expect(redelivered).To(HaveLen(2), "one POST …/attempts per failed delivery")
+		for _, r := range redelivered {
+			Expect(r.Path).To(MatchRegexp(`^/app/hook/deliveries/\d+/attempts$`))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, guid := range guids {
+			n := 0
+			for _, g := range got {
+				if g == guid {
+					n++
+				}
+			}
+			Expect(n).To(Equal(2), "delivery %s: the failed attempt and its redelivery, under the same guid", guid)
+		}
+	})
 })
+
+// redeliveryCalls names the delivery ids of calls {id}.
+func redeliveryCalls(calls []call) []call {
+	out := make([]call, len(calls))
+	for i, c := range calls {
+		if head, tail, ok := strings.Cut(c.path, "/deliveries/"); ok {
+			_, rest, _ := strings.Cut(tail, "/")
+			c.path = head + "/deliveries/{id}"
+			if rest != "" {
+				c.path += "/" + rest
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
 
 var _ = It("the shipped GitHub App sample is admitted by the CRD and read as the App's webhook, its key under privateKey", func() {
 	raw, err := os.ReadFile(filepath.Join("..", "config", "samples", "github-app", "app.yaml"))

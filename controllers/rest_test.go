@@ -224,7 +224,10 @@ var restKinds = []*restKind{
 			return a, glURL + "/api/v4", map[string]string{"project": a.path}
 		},
 		mark:   func(r *restReg, o providers.Owner) { r.Name = marker(o) },
-		marked: func(r restReg, o providers.Owner) bool { return r.Name == marker(o) },
+		// The marker alone, or after a name given by hand (which an update keeps).
+		marked: func(r restReg, o providers.Owner) bool {
+			return r.Name == marker(o) || strings.HasSuffix(r.Name, " ["+marker(o)+"]")
+		},
 		deliver: func(secret, id string) providers.Delivery {
 			h := http.Header{}
 			h.Set("X-Gitlab-Event", "Push Hook")

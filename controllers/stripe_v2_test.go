@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +19,8 @@ import (
 // Stripe v2 event destinations' figures (issue 32): one subscription through its first
 // reconcile, a restart's resync and a rotation, counted in the fake Stripe's request log.
 
-// calls are the tenant's logged requests from index from on, a destination's id as {id}.
+// calls are the tenant's logged requests from index from on, a destination's or an endpoint's
+// id as {id}.
 func (t *tenant) calls(from int) []call {
 	var out []call
 	for _, r := range t.srv.Requests() {
@@ -30,6 +34,8 @@ func (t *tenant) calls(from int) []call {
 		p := r.Path
 		if head, _, ok := strings.Cut(p, "/event_destinations/"); ok {
 			p = head + "/event_destinations/{id}"
+		} else if head, _, ok := strings.Cut(p, "/webhook_endpoints/"); ok {
+			p = head + "/webhook_endpoints/{id}"
 		}
 		out = append(out, call{r.Method, p})
 	}
@@ -86,4 +92,72 @@ var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered,
 		Expect(rotation).To(ContainElement(call{http.MethodDelete, "/v2/core/event_destinations/{id}"}))
 		expectReady(s)
 	})
+
+	// The move README's "Moving a Stripe subscription from v1 endpoints to v2 event
+	// destinations" describes: a v2 subscription beside the v1 one on the same URL, then the v1
+	// one deleted. The fake lists v1 endpoints among the v2 destinations too (Stripe neither
+	// promises nor rules it out), the harder case for telling them apart.
+	It("migration: a v1 endpoint and a v2 destination on one URL coexist, neither pruned as the other's twin; deleting the v1 subscription deletes only the v1 endpoint", func() {
+		srv := fake.New(fake.WithV1InV2List(), fake.WithPageSize(3))
+		base, stop := srv.Start()
+		DeferCleanup(stop)
+		t := newTenantOn(srv, base)
+		const url = "https://hooks.example.com/stripe/orders"
+		v1 := t.sub("orders", url)
+		v1ID := createReady(v1).Status.EndpointID
+		v2 := t.sub("orders-v2", url)
+		v2.Spec.Provider.Stripe = &hookv1.StripeProvider{APIVersion: hookv1.StripeV2, EventPayload: hookv1.StripeThin}
+		v2ID := createReady(v2).Status.EndpointID
+		Expect(v2ID).NotTo(Equal(v1ID))
+		Expect(t.endpoints()).To(HaveLen(1))
+		Expect(srv.Destinations(t.apiKey)).To(HaveLen(1))
+
+		// A reconcile of each, asked for and handled, after both exist: each sees the other's
+		// registration on its URL and leaves it alone.
+		for i, s := range []*hookv1.WebhookSubscription{v1, v2} {
+			at := "2026-12-07T11:00:0" + string(rune('0'+i)) + "Z"
+			annotate(s, hookv1.AnnotationReconcileRequestedAt, at)
+			Eventually(func(g Gomega) {
+				g.Expect(get(g, s).Status.LastHandledReconcileAt).To(Equal(at))
+			}).WithTimeout(20 * time.Second).Should(Succeed())
+		}
+		coexist := t.calls(0)
+		Expect(deletesIn(coexist)).To(BeEmpty(), "neither pruned: %s", tally(coexist))
+		Expect(t.endpoints()).To(ConsistOf(HaveField("ID", v1ID)))
+		Expect(srv.Destinations(t.apiKey)).To(ConsistOf(HaveField("ID", v2ID)))
+		for _, s := range []*hookv1.WebhookSubscription{v1, v2} {
+			Expect(condition(get(Default, s), hookv1.ConditionReconciling)).To(BeNil(), "no Conflict over the shared URL")
+		}
+		reportRequests("stripe-v1+v2", "coexisting on one URL (both created, a reconcile each)", coexist)
+
+		// The move done: the v1 subscription deleted (policy Delete, the default).
+		before := len(t.calls(0))
+		Expect(k8s.Delete(suiteCtx, v1)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(apierrors.IsNotFound(k8s.Get(suiteCtx, client.ObjectKeyFromObject(v1), &hookv1.WebhookSubscription{}))).To(BeTrue())
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		deletion := t.calls(before)
+		reportRequests("stripe-v1+v2", "deleting the v1 subscription", deletion)
+		Expect(t.endpoints()).To(BeEmpty(), "the v1 endpoint deleted")
+		Expect(srv.Destinations(t.apiKey)).To(ConsistOf(HaveField("ID", v2ID)), "the v2 destination kept")
+		Expect(deletesIn(deletion)).To(Equal([]call{{http.MethodDelete, "/v1/webhook_endpoints/{id}"}}))
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodDelete {
+				Expect(r.Path).To(HaveSuffix("/" + v1ID))
+			}
+		}
+		Expect(get(Default, v2).Status.EndpointID).To(Equal(v2ID))
+		expectReady(v2)
+	})
 })
+
+// deletesIn are the DELETEs among calls.
+func deletesIn(calls []call) []call {
+	var out []call
+	for _, c := range calls {
+		if c.method == http.MethodDelete {
+			out = append(out, c)
+		}
+	}
+	return out
+}

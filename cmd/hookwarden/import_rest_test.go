@@ -76,7 +76,7 @@ func TestImportRESTBuiltinProfile(t *testing.T) {
 	}
 	g.Expect(hooks).To(HaveLen(2))
 	g.Expect(hooks[foreign].Token).NotTo(Equal("theirs"), "a new token on the same hook")
-	g.Expect(hooks[foreign].Name).To(HavePrefix("hookwarden:" + clusterName + "/" + tn.ns + "/" + name + "/"))
+	g.Expect(hooks[foreign].Name).To(Equal("CI trigger [hookwarden:"+clusterName+"/"+tn.ns+"/"+name+"/"+string(live.UID)+"]"), "the name given by hand kept, the marker after it")
 	g.Expect(hooks[other].Name).To(Equal(otherMarker))
 	g.Expect(hooks[other].Token).To(Equal("other-cluster-token"))
 

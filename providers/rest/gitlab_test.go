@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/rest"
@@ -410,6 +413,51 @@ func TestGitLabServedUnderAPath(t *testing.T) {
 	for _, bad := range []string{"https://gitlab.example.com/api/v4?x=1", "https://u:p@gitlab.example.com/api/v4", "https://gitlab.example.com/a/../api/v4", "https://gitlab.example.com/api/v4#f"} {
 		if _, err := rest.New(providers.Config{APIURL: bad, Target: rest.Target(map[string]string{"project": "1"}), Settings: sampleProfile(t, "gitlab-project-hooks"), Credential: "k"}); providers.KindOf(err) != providers.Permanent {
 			t.Errorf("apiURL %q: %v; want it refused", bad, err)
+		}
+	}
+}
+
+// TestGitLabAdoptionKeepsTheName: the marker lives in a hook's name (GitLab 17.1+), which a
+// user may have given the hook by hand. Adopting it writes the marker after that name instead
+// of over it (a GET reads the name before the PUT); updating it again keeps one marker; a hook
+// Hookwarden made, whose name is the marker alone, keeps it as it is.
+func TestGitLabAdoptionKeepsTheName(t *testing.T) {
+	ctx := context.Background()
+	srv, c := gitlabClient(t, "group/project")
+	id := strconv.Itoa(srv.Seed("42", gitlab.Hook{URL: "https://hooks.example.com/gl", Name: "CI notifications", Flags: map[string]bool{"push_events": true}}))
+	d := providers.Desired{URL: "https://hooks.example.com/gl", Events: []string{"push"}, Owner: owner, Secret: "tok-1"}
+	const want = "CI notifications [hookwarden:prod/shop/orders/0b7c-uid]"
+	for i := range 2 {
+		before := len(srv.Requests())
+		reg, err := c.Update(ctx, id, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.Hooks("42")[0].Name; got != want {
+			t.Errorf("update %d: name = %q; want %q (the hand-given name kept, one marker after it)", i+1, got, want)
+		}
+		if reg.Owner != owner {
+			t.Errorf("update %d: owner read back = %+v; want %+v", i+1, reg.Owner, owner)
+		}
+		var methods []string
+		for _, r := range srv.Requests()[before:] {
+			methods = append(methods, r.Method)
+		}
+		if diff := cmp.Diff([]string{"GET", "PUT"}, methods); diff != "" {
+			t.Errorf("update %d: requests (-want +got):\n%s", i+1, diff)
+		}
+	}
+
+	made, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/made", Events: []string{"push"}, Owner: owner, Secret: "tok-2"}, "k-made")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Update(ctx, made.ID, providers.Desired{URL: "https://hooks.example.com/made", Events: []string{"push", "pipeline"}, Owner: owner, Secret: "tok-2"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range srv.Hooks("42") {
+		if strconv.Itoa(h.ID) == made.ID && h.Name != "hookwarden:prod/shop/orders/0b7c-uid" {
+			t.Errorf("a hook Hookwarden made is named %q after an update; want the marker alone", h.Name)
 		}
 	}
 }

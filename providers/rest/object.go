@@ -82,9 +82,10 @@ const (
 )
 
 // build returns the request body for d. event is the one event of a per-registration style.
+// markerText is the text a marker field keeps beside the marker (markerText).
 //
 //nolint:funlen // one block per profile field the body may carry
-func (c *Client) build(d providers.Desired, kind bodyKind, events []string) ([]byte, error) {
+func (c *Client) build(d providers.Desired, kind bodyKind, events []string, markerText string) ([]byte, error) {
 	p := c.c.p
 	obj := []byte("{}")
 	var err error
@@ -167,7 +168,11 @@ func (c *Client) build(d providers.Desired, kind bodyKind, events []string) ([]b
 		m := p.Marker
 		switch m.Location {
 		case MarkerField:
-			set(m.Path, encodeMarker(d.Owner))
+			if markerText == "" {
+				set(m.Path, encodeMarker(d.Owner))
+			} else {
+				set(m.Path, describe(markerText, d.Owner))
+			}
 		case MarkerMetadata:
 			for k, v := range map[string]string{keyCluster: d.Owner.Cluster, keyNamespace: d.Owner.Namespace, keyName: d.Owner.Name, keyUID: d.Owner.UID} {
 				set(m.Path+"."+k, v)

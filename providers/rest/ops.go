@@ -302,7 +302,7 @@ func (c *Client) createOne(ctx context.Context, d providers.Desired, events []st
 	if c.c.p.Secret.Mode == SecretModeClientChosen && d.Secret == "" {
 		return providers.Registration{}, invalid("a client-chosen secret is required on create")
 	}
-	body, err := c.build(d, bodyCreate, events)
+	body, err := c.build(d, bodyCreate, events, "")
 	if err != nil {
 		return providers.Registration{}, err
 	}
@@ -353,7 +353,14 @@ func (c *Client) Update(ctx context.Context, id string, d providers.Desired) (pr
 
 func (c *Client) updateOne(ctx context.Context, id string, d providers.Desired, events []string) (providers.Registration, error) {
 	p := c.c.p
-	body, err := c.build(d, bodyUpdate, events)
+	var text string
+	if p.Marker.Location == MarkerField && !d.Owner.IsZero() {
+		var err error
+		if text, err = c.markerText(ctx, id); err != nil {
+			return providers.Registration{}, err
+		}
+	}
+	body, err := c.build(d, bodyUpdate, events, text)
 	if err != nil {
 		return providers.Registration{}, err
 	}
@@ -618,4 +625,25 @@ func (c *Client) deleteGroup(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// markerText is what the marker field of registration id holds besides a marker (a name given
+// by hand), read with the profile's get route: an update writes the marker after it, so that
+// adopting a hand-made registration keeps its name. "" for a profile without a get route (the
+// marker then replaces the field's text).
+func (c *Client) markerText(ctx context.Context, id string) (string, error) {
+	p := c.c.p
+	if p.Get == nil {
+		return "", nil
+	}
+	res, err := c.do(ctx, call{op: p.Get, method: http.MethodGet, id: id})
+	if err != nil {
+		return "", err
+	}
+	obj, err := c.unwrap(res.body, "get "+id)
+	if err != nil {
+		return "", err
+	}
+	_, text := decodeMarker(obj.Get(p.Marker.Path).String())
+	return text, nil
 }
