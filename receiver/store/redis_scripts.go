@@ -424,8 +424,9 @@ end
 
 // redisEvents walks one subscription's ledger index (P:{s:S}:ev, events by receipt) for a page
 // of Events. KEYS[1]: the index. ARGV: the lowest score (with '(' when exclusive), the highest
-// ('(' until, or '+inf'), a member to skip up to at the lowest score ('' none: the cursor's
-// own subscription skips its events up to the cursor), the type ('' any), the sink ('' any),
+// ('(' until, or '+inf'), a member to skip up to at the lowest score (empty: none; the
+// cursor's own subscription skips its events up to the cursor), the type and the sink (empty:
+// any),
 // how many events to return at most, how many index entries to read at most (the bound on a
 // sparse filter), the job key prefix. Returns {events (as ledgerEvent), 1 if the read stopped at
 // its bound before the range ended, the last member read, its score}.
@@ -476,7 +477,7 @@ return ledgerEvent(tonumber(head), ARGV[1], true) or {}
 // counted on its event's head again ('left') and in its sink's live set, out of the completed
 // or dead set. The keys of a replayed event lose their TTL (a delivered event's): the report
 // of its last job sets it again. KEYS[1]: the due set. ARGV: job key prefix, dedupe key prefix,
-// sink ('' every sink), fresh key ('1' or '0'), now, then the event ids. Returns {requeued,
+// sink (empty: every sink), fresh key ('1' or '0'), now, then the event ids. Returns {requeued,
 // skipped (on their way), forgotten (payload dropped, or no longer held), without the sink}.
 var redisRequeue = redis.NewScript(`#!lua
 local base = string.sub(ARGV[1], 1, -3)
