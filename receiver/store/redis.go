@@ -71,6 +71,8 @@ type Redis struct {
 	// chunkEvents and chunkBytes bound one claim script's events and payload bytes: a batch of
 	// large bodies must stay far below the server's query buffer limit (1 GiB).
 	chunkEvents, chunkBytes int
+	// ledgerScan bounds the index entries one page of Events reads per subscription.
+	ledgerScan int
 
 	tokenBase string
 	tokens    atomic.Uint64

@@ -30,8 +30,8 @@ import (
 var _ Ledger = (*Redis)(nil)
 
 const (
-	// ledgerScan bounds the index entries one page reads per subscription (the cost of a page
-	// on a filter that passes few events).
+	// ledgerScan is the default bound on the index entries one page reads per subscription
+	// (the cost of a page on a filter that passes few events).
 	ledgerScan = 10_000
 	// forgetScan bounds the kept entries one Forget call reads (dead letters and events on
 	// their way are read and left).
@@ -135,7 +135,7 @@ func (r *Redis) walkIndex(ctx context.Context, sub registered, c cursor, until s
 		skip = ledgerMember(c.id & seqMask)
 	}
 	v, err := redisEvents.RunRO(ctx, r.c, []string{r.subKey(sub.name, "ev")},
-		low, until, skip, q.Type, q.Sink, q.Limit+1, ledgerScan, r.subKey(sub.name, "j:")).Slice()
+		low, until, skip, q.Type, q.Sink, q.Limit+1, r.ledgerScan, r.subKey(sub.name, "j:")).Slice()
 	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("events answered %d values", len(v))
 	}
