@@ -40,6 +40,9 @@ func walk(t *testing.T, l Ledger, q EventQuery) ([]string, int) {
 		if page.Next == "" {
 			return got, pages
 		}
+		if pages > 1000 {
+			t.Fatalf("the walk does not end: %d pages, the last cursor %q", pages, page.Next)
+		}
 		q.After = page.Next
 	}
 }

@@ -25,6 +25,11 @@ func TestLedgerSparseFilterIsBounded(t *testing.T) {
 		if isRedis && pages < 3 {
 			t.Errorf("%d pages with a bound of 2 entries per subscription and page: the bound is not applied", pages)
 		}
+		// ns/b's walk reads past where ns/a's stopped: the page ends where ns/a's walk did.
+		got, _ = walk(t, ledgerOf(t, e), EventQuery{Type: "invoice.paid", Limit: 10})
+		if diff := cmp.Diff([]string{"ns/a/evt_0", "ns/b/evt_b0", "ns/b/evt_b1", "ns/a/evt_2", "ns/a/evt_4"}, got); diff != "" {
+			t.Errorf("invoice.paid, -want +got:\n%s", diff)
+		}
 		got, _ = walk(t, ledgerOf(t, e), EventQuery{Sink: "queue", Since: t0.Add(3 * time.Minute), Limit: 1})
 		if diff := cmp.Diff([]string{"ns/a/evt_2", "ns/a/evt_3", "ns/a/evt_4"}, got); diff != "" {
 			t.Errorf("sink queue since t0+3m, -want +got:\n%s", diff)
