@@ -32,7 +32,7 @@ var _ Ledger = (*Redis)(nil)
 const (
 	// ledgerScan is the default bound on the index entries one page reads per subscription
 	// (the cost of a page on a filter that passes few events).
-	ledgerScan = 10_000
+	ledgerScan = 2_000
 	// forgetScan bounds the kept entries one Forget call reads (dead letters and events on
 	// their way are read and left).
 	forgetScan = 10_000
