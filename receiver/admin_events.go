@@ -20,7 +20,7 @@ import (
 func (a *Admin) serveEvents(w http.ResponseWriter, r *http.Request) {
 	l, ok := a.Store.(store.Ledger)
 	if !ok {
-		adminError(w, http.StatusNotImplemented, "this receiver's store keeps no browsable ledger (use SQLite or PostgreSQL)")
+		adminError(w, http.StatusNotImplemented, "this receiver's store keeps no browsable ledger")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)

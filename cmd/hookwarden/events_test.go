@@ -45,23 +45,36 @@ func (s *replaySink) got() []string {
 	return append([]string(nil), s.seen...)
 }
 
-// TestEvents (issue 31): a real receiver (handler, SQLite ledger, delivery pool) delivers three
-// events; hookwarden events lists them page by page and shows one to a viewer, refuses the
-// viewer a replay, and replays the range for an admin: each event reaches the sink once more
-// per replay, same ce-id, marked hookwardenreplay, with a key of its own unless --keep-key. An
-// empty range, an unknown sink and a range past the retention are refused with nothing sent.
+// TestEvents (issue 31): a real receiver (handler, ledger on SQLite or on Redis, delivery pool)
+// delivers three events; hookwarden events lists them page by page and shows one to a viewer,
+// refuses the viewer a replay, and replays the range for an admin: each event reaches the sink
+// once more per replay, same ce-id, marked hookwardenreplay, with a key of its own unless
+// --keep-key. An empty range, an unknown sink and a range past the retention are refused with
+// nothing sent.
 func TestEvents(t *testing.T) {
 	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
+	for _, kind := range []string{"sqlite", "redis"} {
+		t.Run(kind, func(t *testing.T) { testEvents(t, kind) })
+	}
+}
+
+func testEvents(t *testing.T, kind string) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tn := newTenant(t, g, "ledger")
+	tn := newTenant(t, g, "ledger-"+kind)
 
 	snk := &replaySink{}
 	sinkSrv := httptest.NewServer(snk)
 	defer sinkSrv.Close()
-	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	dsn := "sqlite://" + storetest.SQLitePath(t)
+	if kind == "redis" {
+		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
+	}
+	st, err := store.Open(ctx, dsn)
 	g.Expect(err).NotTo(HaveOccurred())
+	ledger, ok := st.(store.Ledger)
+	g.Expect(ok).To(BeTrue(), "%s keeps no browsable ledger", kind)
 	batcher := store.NewBatcher(st, store.BatcherOptions{})
 	defer func() { batcher.Close(); st.Close() }()
 	routes := receiver.NewRoutes()
@@ -182,7 +195,7 @@ func TestEvents(t *testing.T) {
 
 	// Past the retention (the sweeper's pass an hour and more later): refused, nothing sent.
 	retentions, _ := routes.Retentions()
-	receiver.ForgetPayloads(ctx, st, retentions, time.Now().Add(time.Hour+time.Minute), logr.Discard())
+	receiver.ForgetPayloads(ctx, ledger, retentions, time.Now().Add(time.Hour+time.Minute), logr.Discard())
 	code, _, stderr = events(adminTok, "replay", "--since", since, "--until", until)
 	g.Expect(code).To(Equal(cli.ExitUsage), stderr)
 	g.Expect(stderr).To(ContainSubstring("3 of the 3 events received between"))

@@ -9,13 +9,16 @@ import (
 	"time"
 )
 
-// Ledger is a Store whose events can be browsed and replayed by time (hookwarden events). The
-// SQL stores implement it: an index on (received_at, id) makes a page an index walk from the
-// cursor, whatever the size of the ledger.
+// Ledger is a Store whose events can be browsed and replayed by time (hookwarden events). Every
+// store implements it: an index on (received_at, id) (Redis: a sorted set per subscription,
+// see redis_ledger.go) makes a page an index walk from the cursor, whatever the size of the
+// ledger.
 type Ledger interface {
 	// Events lists the events received in [q.Since, q.Until) that match q, oldest first, one
 	// page of at most q.Limit (1..MaxEventPage), each with its sinks' jobs and without its
-	// payload. EventPage.Next continues the walk ("" after the last page).
+	// payload. EventPage.Next continues the walk ("" after the last page). A page may hold
+	// fewer events than q.Limit, even none, and still a Next: Redis bounds the index entries
+	// a filtered page reads.
 	Events(ctx context.Context, q EventQuery) (EventPage, error)
 	// EventOf is one event of subscription with its payload and its sinks' jobs; ok is false
 	// when the ledger does not hold it.

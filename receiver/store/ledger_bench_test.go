@@ -14,8 +14,8 @@ import (
 )
 
 // BenchmarkLedgerPage prints the cost of one page of Events on a ledger of LEDGER_BENCH_ROWS
-// events (default 1,000,000; 4 subscriptions, 10 types, one delivered job each), SQLite and
-// PostgreSQL: a page from the middle of the ledger with no filter, by type (a tenth of the
+// events (default 1,000,000; 4 subscriptions, 10 types, one delivered job each), SQLite,
+// PostgreSQL and Redis (claimed through its claim script; its jobs left pending): a page from the middle of the ledger with no filter, by type (a tenth of the
 // events) and by subscription and sink. A page is a walk of the (received_at, id) index from
 // its cursor, so its cost follows the page (and how many rows a filter passes over), never the
 // ledger's size. Printed, not asserted.
@@ -26,22 +26,38 @@ func BenchmarkLedgerPage(b *testing.B) {
 	if v := os.Getenv("LEDGER_BENCH_ROWS"); v != "" {
 		rows, _ = strconv.Atoi(v)
 	}
-	for _, kind := range []string{"sqlite", "postgres"} {
+	for _, kind := range []string{"sqlite", "postgres", "redis"} {
 		b.Run(kind, func(b *testing.B) {
 			ctx := context.Background()
-			var s *SQL
+			var s Ledger
 			var err error
-			if kind == "sqlite" {
-				s, err = OpenSQLite(storetest.SQLitePath(b))
-			} else {
-				s, err = OpenPostgres(ctx, storetest.PostgresDSN(b))
+			start := time.Now()
+			switch kind {
+			case "sqlite":
+				var sq *SQL
+				if sq, err = OpenSQLite(storetest.SQLitePath(b)); err == nil {
+					defer sq.Close()
+					fillLedger(b, sq, rows)
+				}
+				s = sq
+			case "postgres":
+				var sq *SQL
+				if sq, err = OpenPostgres(ctx, storetest.PostgresDSN(b)); err == nil {
+					defer sq.Close()
+					fillLedger(b, sq, rows)
+				}
+				s = sq
+			case "redis":
+				var st Store
+				if st, err = Open(ctx, storetest.StartRedis(b).URL(), WithMinPromise(PromiseBestEffort)); err == nil { // a benchmark: no fsync
+					defer st.Close()
+					fillRedisLedger(b, st, rows)
+				}
+				s, _ = st.(Ledger)
 			}
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close()
-			start := time.Now()
-			fillLedger(b, s, rows)
 			b.Logf("%s: %d events written in %s", kind, rows, time.Since(start).Round(time.Millisecond))
 			mid := t0.Add(time.Duration(rows/2) * time.Millisecond)
 			queries := []struct {
@@ -64,10 +80,32 @@ func BenchmarkLedgerPage(b *testing.B) {
 						b.Fatalf("a page of %d events, next %q", len(page.Events), page.Next)
 					}
 					perPage := b.Elapsed() / time.Duration(b.N)
-					fmt.Printf("REPORT ledger-page store=%s events=%d filter=%s page=100: %.0f µs/page; plan: %s\n", kind, rows, c.name, float64(perPage.Microseconds()), planOf(b, s, c.q))
+					plan := "a walk of each subscription's index (P:{s:S}:ev) from the cursor, one script per subscription"
+					if sq, ok := s.(*SQL); ok {
+						plan = planOf(b, sq, c.q)
+					}
+					fmt.Printf("REPORT ledger-page store=%s events=%d filter=%s page=100: %.0f µs/page; plan: %s\n", kind, rows, c.name, float64(perPage.Microseconds()), plan)
 				})
 			}
 		})
+	}
+}
+
+// fillRedisLedger claims n events a millisecond apart from t0 as fillLedger writes them (their
+// jobs stay pending: a page reads a job hash whatever its state), through the store's own claim
+// script, in batches of 10,000.
+func fillRedisLedger(b *testing.B, s Store, n int) {
+	b.Helper()
+	payload := []byte(`{"object":"event"}`)
+	for from := 0; from < n; from += 10_000 {
+		events := make([]Event, 0, 10_000)
+		for x := from; x < min(from+10_000, n); x++ {
+			events = append(events, Event{Subscription: "ns/s" + strconv.Itoa(x%4), SubscriptionUID: "uid", EventID: "evt_" + strconv.Itoa(x),
+				EventType: "type." + strconv.Itoa(x%10), Payload: payload, ReceivedAt: t0.Add(time.Duration(x) * time.Millisecond), MaxAttempts: 5})
+		}
+		if _, err := s.ClaimBatch(context.Background(), events); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

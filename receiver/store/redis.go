@@ -42,6 +42,12 @@ import (
 //	                              event's receipt, for SinkDepths (jobs queued by a version
 //	                              before it are not in it: they are counted by Depth only)
 //	P:{s:S}:sinks         set     the names of the sinks that have had a live set
+//	P:{s:S}:ev            zset    the ledger's index: events by receipt, each its head's
+//	                              sequence number zero-padded (see redis_ledger.go)
+//	P:{s:S}:kept          zset    the events of the index whose payload is kept, for Forget
+//
+// A job hash also counts its replays by hand ('rep') and whether the next takes a fresh
+// Idempotency-Key ('fk'); a head whose event's payload was forgotten holds when ('fgt').
 //
 // The global keys share the tag {g}: P:{g}:subs and P:{g}:idx (each subscription's index, which
 // with the sequence number makes a job's int64 id), P:{g}:hint, P:{g}:ver and P:{g}:t:<S> (the
@@ -65,6 +71,8 @@ type Redis struct {
 	// chunkEvents and chunkBytes bound one claim script's events and payload bytes: a batch of
 	// large bodies must stay far below the server's query buffer limit (1 GiB).
 	chunkEvents, chunkBytes int
+	// ledgerScan bounds the index entries one page of Events reads per subscription.
+	ledgerScan int
 
 	tokenBase string
 	tokens    atomic.Uint64
@@ -508,7 +516,7 @@ func jobFromHash(sub string, id int64, h map[string]string) Job {
 		n, _ := strconv.ParseInt(h[k], 10, 64)
 		return n
 	}
-	return Job{
+	j := Job{
 		ID: id,
 		Event: Event{
 			Subscription: sub, SubscriptionUID: h["uid"], EventID: h["e"], EventType: h["type"], ContentType: h["ct"],
@@ -518,6 +526,8 @@ func jobFromHash(sub string, id int64, h map[string]string) Job {
 		State: h["st"], Attempt: int(num("att")), LastError: h["err"],
 		RunAt: fromMicros(num("run")), LeaseUntil: fromMicros(num("lease")),
 	}
+	j.Event.Replays, j.Event.FreshKey = int(num("rep")), h["fk"] == "1"
+	return j
 }
 
 // indexOf is a registered subscription's index.
@@ -689,7 +699,8 @@ func (r *Redis) Replay(ctx context.Context, jobID int64, now time.Time) error {
 
 // Sweep implements Store. Completed jobs mostly expire by their TTL before the cutoff reaches
 // them; Sweep removes the rest (and dead jobs) with the SQL stores' rule, drops set entries
-// whose keys expired, and repairs hints a crashed writer may have left too high.
+// whose keys expired (the ledger's index and kept set among them, received before the cutoff),
+// and repairs hints a crashed writer may have left too high.
 func (r *Redis) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 	subs, err := r.subscriptions(ctx)
 	if err != nil {
@@ -711,9 +722,10 @@ func (r *Redis) Sweep(ctx context.Context, cutoff time.Time) (int, error) {
 			}
 			total.Add(v[0])
 			if v[2] == 0 || v[1] == 0 {
-				return
+				break
 			}
 		}
+		errs[i] = r.trimLedger(ctx, sub, cutoff)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return int(total.Load()), fmt.Errorf("store: sweep: %w", err)

@@ -78,7 +78,7 @@ func OpenRedis(ctx context.Context, dsn string, opts ...Option) (*Redis, error) 
 	}
 	r := &Redis{
 		c: c, addr: d.addr, prefix: d.prefix, now: o.now, retention: o.retention,
-		chunkEvents: 256, chunkBytes: 8 << 20, tokenBase: newTokenBase(),
+		chunkEvents: 256, chunkBytes: 8 << 20, ledgerScan: ledgerScan, tokenBase: newTokenBase(),
 		index: map[string]int64{}, names: map[int64]string{},
 	}
 	if err := c.Ping(ctx).Err(); err != nil {

@@ -30,7 +30,10 @@ import "github.com/redis/go-redis/v9"
 // (P:{s:S}:o:<key>, oldest first) and is due only at its head ('blocked' until then). It
 // returns per event its head's sequence number, or 0 for a duplicate. Each job also joins its
 // sink's live set (P:{s:S}:live:<sink>, by the event's receipt) and its sink's name the
-// subscription's sinks (P:{s:S}:sinks), for SinkDepths.
+// subscription's sinks (P:{s:S}:sinks), for SinkDepths. Each new event joins the ledger's
+// index (P:{s:S}:ev) and the set of events whose payload is kept (P:{s:S}:kept), both by
+// receipt, its head's sequence number zero-padded to 13 digits as the member (so that events
+// received in the same microsecond are in sequence order).
 var redisClaim = redis.NewScript(`#!lua
 local V = 12
 local n = (#KEYS - 2) / 2
@@ -96,6 +99,9 @@ for i = 1, n do
       redis.call('ZADD', base .. 'live:' .. name, ARGV[b + 6], id)
       if not named[name] then named[name], allSinks[#allSinks + 1] = true, name end
     end
+    local member = string.format('%013d', fresh[i])
+    redis.call('ZADD', base .. 'ev', ARGV[b + 6], member)
+    redis.call('ZADD', base .. 'kept', ARGV[b + 6], member)
     out[i] = fresh[i]
   end
 end
@@ -220,8 +226,9 @@ end
 return 1 + promoted
 `)
 
-// redisReplay moves a dead job back to pending with a fresh attempt budget, and counts it on
-// its event's head again, and in its sink's live set. KEYS: the job, the due set, the dead set. ARGV: seq, now, dedupe key
+// redisReplay moves a dead job back to pending with a fresh attempt budget, counted as a replay
+// by hand ('rep' one more, 'fk' 0: the original key), and counts it on its event's head
+// again, and in its sink's live set. KEYS: the job, the due set, the dead set. ARGV: seq, now, dedupe key
 // prefix, job key prefix. Returns 1, 0 when the job is not dead, -1 when its event id was
 // claimed again by another event.
 var redisReplay = redis.NewScript(`#!lua
@@ -244,7 +251,8 @@ if ok and ok ~= '-' then
   end
   redis.call('RPUSH', ol, ARGV[1])
 end
-redis.call('HSET', KEYS[1], 'st', st, 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2])
+redis.call('HSET', KEYS[1], 'st', st, 'att', '0', 'run', ARGV[2], 'lease', '0', 'upd', ARGV[2], 'fk', '0')
+redis.call('HINCRBY', KEYS[1], 'rep', 1)
 redis.call('ZREM', KEYS[3], ARGV[1])
 local sink = redis.call('HGET', KEYS[1], 'sink') or 'default'
 redis.call('ZADD', string.sub(ARGV[4], 1, -3) .. 'live:' .. sink, redis.call('HGET', KEYS[1], 'recv'), ARGV[1])
@@ -393,4 +401,199 @@ for i = 2, #ARGV, 3 do
   end
 end
 return 1
+`)
+
+// redisLedgerEvent is the Lua function the ledger's read scripts share: ledgerEvent(head, job
+// key prefix, with payload) is the event whose head has sequence number head, as {head, its
+// fields (e, uid, type, ct, recv, max, tp, fgt, n, p: false unless asked), its jobs ({seq,
+// sink, st, att, err, upd, rep} each)}, or nil when its keys are gone (expired, swept).
+const redisLedgerEvent = `
+local function ledgerEvent(head, prefix, withPayload)
+  local f = redis.call('HMGET', prefix .. string.format('%d', head), 'e', 'uid', 'type', 'ct', 'recv', 'max', 'tp', 'fgt', 'n', 'p')
+  if not f[1] then return nil end
+  local jobs = {}
+  for k = 0, tonumber(f[9] or '1') - 1 do
+    local s = string.format('%d', head + k)
+    local h = redis.call('HMGET', prefix .. s, 'sink', 'st', 'att', 'err', 'upd', 'rep')
+    if h[2] then jobs[#jobs + 1] = {s, h[1] or 'default', h[2], h[3] or '0', h[4] or '', h[5] or '0', h[6] or '0'} end
+  end
+  if not withPayload then f[10] = false end
+  return {string.format('%d', head), f, jobs}
+end
+`
+
+// redisEvents walks one subscription's ledger index (P:{s:S}:ev, events by receipt) for a page
+// of Events. KEYS[1]: the index. ARGV: the lowest score (with '(' when exclusive), the highest
+// ('(' until, or '+inf'), a member to skip up to at the lowest score (empty: none; the
+// cursor's own subscription skips its events up to the cursor), the type and the sink (empty:
+// any),
+// how many events to return at most, how many index entries to read at most (the bound on a
+// sparse filter), the job key prefix. Returns {events (as ledgerEvent), 1 if the read stopped at
+// its bound before the range ended, the last member read, its score}.
+var redisEvents = redis.NewScript(`#!lua flags=no-writes
+` + redisLedgerEvent + `
+local want, budget, typ, sink = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[4], ARGV[5]
+local low = tonumber((string.gsub(ARGV[1], '^%(', '')))
+local out, read, offset, last, score = {}, 0, 0, '', ''
+while #out < want and read < budget do
+  local m = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYSCORE', 'LIMIT', offset, math.min(budget - read, 256), 'WITHSCORES')
+  if #m == 0 then break end
+  for i = 1, #m, 2 do
+    read, offset, last, score = read + 1, offset + 1, m[i], m[i + 1]
+    if not (ARGV[3] ~= '' and tonumber(m[i + 1]) == low and m[i] <= ARGV[3]) then
+      local e = ledgerEvent(tonumber(m[i]), ARGV[8], false)
+      local ok = e and (typ == '' or e[2][3] == typ)
+      if ok and sink ~= '' then
+        ok = false
+        for _, j in ipairs(e[3]) do
+          if j[2] == sink then ok = true end
+        end
+      end
+      if ok then
+        out[#out + 1] = e
+        if #out >= want then break end
+      end
+    end
+    if read >= budget then break end
+  end
+end
+local stopped = 0
+if #out < want and read >= budget then stopped = 1 end
+return {out, stopped, last, score}
+`)
+
+// redisEventOf reads one event of the ledger with its payload. KEYS[1]: its dedupe key. ARGV:
+// the job key prefix. Returns ledgerEvent's answer, or an empty array when it is not held.
+var redisEventOf = redis.NewScript(`#!lua flags=no-writes
+` + redisLedgerEvent + `
+local head = redis.call('GET', KEYS[1])
+if not head then return {} end
+return ledgerEvent(tonumber(head), ARGV[1], true) or {}
+`)
+
+// redisRequeue puts the done jobs of events of one subscription back on the delivery path as a
+// replay by hand, as the SQL stores' Requeue does: pending (or blocked behind its ordering
+// key, as a claim would queue it), attempts 0, run at now, 'rep' one more, 'fk' as asked;
+// counted on its event's head again ('left') and in its sink's live set, out of the completed
+// or dead set. The keys of a replayed event lose their TTL (a delivered event's): the report
+// of its last job sets it again. KEYS[1]: the due set. ARGV: job key prefix, dedupe key prefix,
+// sink (empty: every sink), fresh key ('1' or '0'), now, then the event ids. Returns {requeued,
+// skipped (on their way), forgotten (payload dropped, or no longer held), without the sink}.
+var redisRequeue = redis.NewScript(`#!lua
+local base = string.sub(ARGV[1], 1, -3)
+local sink, now = ARGV[3], ARGV[5]
+local requeued, skipped, forgotten, nosink = 0, 0, 0, 0
+for i = 6, #ARGV do
+  local dk = ARGV[2] .. ARGV[i]
+  local head = redis.call('GET', dk)
+  local hk = ARGV[1] .. (head or '')
+  if not head or redis.call('EXISTS', hk) == 0 or redis.call('HEXISTS', hk, 'fgt') == 1 then
+    forgotten = forgotten + 1
+  else
+    local n = tonumber(redis.call('HGET', hk, 'n') or '1')
+    local match = {}
+    for k = 0, n - 1 do
+      local s = string.format('%d', tonumber(head) + k)
+      local h = redis.call('HMGET', ARGV[1] .. s, 'st', 'sink', 'ok', 'recv')
+      if h[1] and (sink == '' or (h[2] or 'default') == sink) then
+        match[#match + 1] = {s, h[1], h[2] or 'default', h[3] or '-', h[4]}
+      end
+    end
+    if #match == 0 then nosink = nosink + 1 end
+    local persisted = false
+    for _, m in ipairs(match) do
+      local s, st, name, ok = m[1], m[2], m[3], m[4]
+      local jk = ARGV[1] .. s
+      if st ~= 'completed' and st ~= 'dead' then
+        skipped = skipped + 1
+      else
+        if not persisted then
+          persisted = true
+          redis.call('PERSIST', dk)
+          for k = 0, n - 1 do redis.call('PERSIST', ARGV[1] .. string.format('%d', tonumber(head) + k)) end
+        end
+        redis.call('ZREM', base .. (st == 'completed' and 'done' or 'dead'), s)
+        if redis.call('HEXISTS', hk, 'left') == 1 then redis.call('HINCRBY', hk, 'left', 1) end
+        local state = 'pending'
+        if ok ~= '-' then
+          local ol = base .. 'o:' .. ok
+          if redis.call('LLEN', ol) > 0 then
+            state = 'blocked'
+            redis.call('INCR', base .. 'blocked')
+          end
+          redis.call('RPUSH', ol, s)
+        end
+        redis.call('HSET', jk, 'st', state, 'att', '0', 'run', now, 'lease', '0', 'upd', now, 'err', '', 'fk', ARGV[4])
+        redis.call('HINCRBY', jk, 'rep', 1)
+        redis.call('ZADD', base .. 'live:' .. name, m[5], s)
+        redis.call('SADD', base .. 'sinks', name)
+        if state == 'pending' then redis.call('ZADD', KEYS[1], now, s) end
+        requeued = requeued + 1
+      end
+    end
+  end
+end
+return {requeued, skipped, forgotten, nosink}
+`)
+
+// redisForget drops the payloads of up to a limit of one subscription's events received before
+// the cutoff whose every job was completed before it: the 'p' field of each job, the time in
+// the head's 'fgt', and the event leaves the kept set (P:{s:S}:kept), so that a later call
+// does not read it again. Entries whose event is gone leave the set too. KEYS[1]: the kept set.
+// ARGV: cutoff, limit, job key prefix, now, how many entries to read at most. Returns how many
+// payloads it dropped.
+var redisForget = redis.NewScript(`#!lua
+local cutoff, limit, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[5])
+local forgot, offset, read = 0, 0, 0
+while forgot < limit and read < budget do
+  local m = redis.call('ZRANGE', KEYS[1], '-inf', '(' .. ARGV[1], 'BYSCORE', 'LIMIT', offset, 256)
+  if #m == 0 then break end
+  for _, member in ipairs(m) do
+    read = read + 1
+    local head = tonumber(member)
+    local hk = ARGV[3] .. string.format('%d', head)
+    if redis.call('EXISTS', hk) == 0 then
+      redis.call('ZREM', KEYS[1], member)
+    else
+      local jobs, all = {}, true
+      for k = 0, tonumber(redis.call('HGET', hk, 'n') or '1') - 1 do
+        local jk = ARGV[3] .. string.format('%d', head + k)
+        local h = redis.call('HMGET', jk, 'st', 'upd')
+        if h[1] then
+          if h[1] == 'completed' and tonumber(h[2]) < cutoff then jobs[#jobs + 1] = jk else all = false end
+        end
+      end
+      if all then
+        for _, jk in ipairs(jobs) do redis.call('HDEL', jk, 'p') end
+        redis.call('HSET', hk, 'fgt', ARGV[4])
+        redis.call('ZREM', KEYS[1], member)
+        forgot = forgot + 1
+      else
+        offset = offset + 1
+      end
+    end
+    if forgot >= limit or read >= budget then break end
+  end
+end
+return forgot
+`)
+
+// redisTrimIndex drops from a ledger set (the index or the kept set) the entries received
+// before the cutoff whose event is gone (expired by its TTL or swept). KEYS[1]: the set. ARGV:
+// cutoff, batch size, offset (the entries a previous call kept), job key prefix. Returns
+// {entries dropped, entries kept, 1 if the batch was full}.
+var redisTrimIndex = redis.NewScript(`#!lua
+local m = redis.call('ZRANGE', KEYS[1], '-inf', '(' .. ARGV[1], 'BYSCORE', 'LIMIT', tonumber(ARGV[3]), tonumber(ARGV[2]))
+local dropped, kept = 0, 0
+for _, member in ipairs(m) do
+  if redis.call('EXISTS', ARGV[4] .. string.format('%d', tonumber(member))) == 0 then
+    redis.call('ZREM', KEYS[1], member)
+    dropped = dropped + 1
+  else
+    kept = kept + 1
+  end
+end
+local full = 0
+if #m == tonumber(ARGV[2]) then full = 1 end
+return {dropped, kept, full}
 `)
