@@ -442,7 +442,7 @@ var _ = Describe("WebhookSubscription on Bitbucket Cloud", Ordered, ContinueOnFa
 		// No hot loop: nothing until something changes or the resync interval (ten minutes).
 		Consistently(func(g Gomega) {
 			for i, r := range all {
-				g.Expect(len(r.t.requests("", "/")) - start[i]).To(BeZero(), "%s: requests after the stall", r.t.ns)
+				g.Expect(len(r.t.requests("", "/"))-start[i]).To(BeZero(), "%s: requests after the stall", r.t.ns)
 			}
 		}).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
 		for i, r := range all {

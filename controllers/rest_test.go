@@ -223,7 +223,7 @@ var restKinds = []*restKind{
 			glSrv.AddProject(a.project, a.path)
 			return a, glURL + "/api/v4", map[string]string{"project": a.path}
 		},
-		mark:   func(r *restReg, o providers.Owner) { r.Name = marker(o) },
+		mark: func(r *restReg, o providers.Owner) { r.Name = marker(o) },
 		// The marker alone, or after a name given by hand (which an update keeps).
 		marked: func(r restReg, o providers.Owner) bool {
 			return r.Name == marker(o) || strings.HasSuffix(r.Name, " ["+marker(o)+"]")
