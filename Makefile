@@ -25,7 +25,7 @@ TEST_TIMEOUT ?= 20m
 # Test binaries make test runs at once (go test -p; its default is the CPUs, 2 here). Most of
 # the envtest and end-to-end packages spend their time waiting on a control plane, a broker or a
 # Consistently, so a third overlaps those waits.
-TEST_P ?= 2
+TEST_P ?= 3
 # One version for the chart, the images and --version: the chart's appVersion, which its image
 # tags default to. VERSION=0.3.0 overrides it; a leading v is dropped (v0.3.0 tags 0.3.0, as
 # the chart expects).
