@@ -149,7 +149,121 @@ var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered,
 		Expect(get(Default, v2).Status.EndpointID).To(Equal(v2ID))
 		expectReady(v2)
 	})
+
+	// An unmarked destination serving the spec is taken under Adopt, but its secret was shown
+	// once, to whoever made it, and v2 replays no create: the plan replaces it make-before-break
+	// (a new destination, its secret stored, then the adopted one deleted). Under Never it is
+	// a Conflict and nothing is written.
+	It("v2 adopt: an unmarked destination at the spec's URL is taken and replaced for its secret under Adopt, and a Conflict naming why under Never", func() {
+		t := newV2Tenant()
+		const url = "https://hooks.example.com/v2/adopt"
+		seeded := t.srv.SeedDestination(t.apiKey, fake.Destination{URL: url, EnabledEvents: []string{"checkout.session.completed", "invoice.paid"}, Description: "orders pipeline"})
+		s := createReady(t.sub("orders", url))
+		d := t.expectV2Secret(s)
+		Expect(d.ID).NotTo(Equal(seeded.ID), "replaced: the adopted destination's secret cannot be read")
+		Expect(d.Secret).NotTo(Equal(seeded.Secret))
+		Expect(d.Metadata).To(HaveKeyWithValue("hookwarden_uid", string(get(Default, s).UID)))
+		Expect(t.creates()).To(Equal(1))
+		Expect(deletesIn(t.calls(0))).To(Equal([]call{{http.MethodDelete, "/v2/core/event_destinations/{id}"}}))
+		Eventually(func(g Gomega) { g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, seeded.ID)).To(BeTrue()) }).Should(Succeed())
+		reportRequests("stripe-v2", "adopting an unmarked destination (Adopt)", t.calls(0))
+
+		n := newV2Tenant()
+		foreign := n.srv.SeedDestination(n.apiKey, fake.Destination{URL: url, EnabledEvents: []string{"checkout.session.completed", "invoice.paid"}})
+		never := n.sub("never", url)
+		never.Spec.Policies.Adoption = hookv1.AdoptionNever
+		Expect(k8s.Create(suiteCtx, never)).To(Succeed())
+		expectBlocked(never, hookv1.ReasonConflict, foreign.ID, "carries no ownership marker", "policies.adoption is Never")
+		Expect(n.writes()).To(BeEmpty())
+		Expect(n.destinations()).To(ConsistOf(HaveField("ID", foreign.ID)))
+	})
+
+	It("v2 drift: events and description edited at Stripe are repaired in place, same id and secret", func() {
+		t := newV2Tenant()
+		s := createReady(t.sub("orders", "https://hooks.example.com/v2/drift"))
+		d := t.expectV2Secret(s)
+		Expect(t.srv.EditDestination(t.apiKey, d.ID, func(x *fake.Destination) {
+			x.EnabledEvents, x.Description = []string{"charge.failed"}, "edited in Workbench"
+		})).To(BeTrue())
+		Eventually(func(g Gomega) {
+			g.Expect(t.destinations()).To(ConsistOf(And(HaveField("ID", d.ID), HaveField("Description", "orders pipeline"),
+				HaveField("EnabledEvents", ConsistOf("checkout.session.completed", "invoice.paid")))))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Eventually(func(g Gomega) { g.Expect(hasEvent(g, s, hookv1.ReasonUpdated, d.ID)).To(BeTrue()) }).Should(Succeed())
+		Expect(t.creates()).To(Equal(1), "repaired in place, never replaced (which would change the secret)")
+		Expect(t.only().Secret).To(Equal(d.Secret))
+		expectReady(s)
+	})
 })
+
+// v2Tenant is a Stripe tenant whose subscriptions are v2 event destinations (thin payload);
+// its registrations are the account's destinations.
+type v2Tenant struct{ *tenant }
+
+func newV2Tenant() v2Tenant { return v2Tenant{newTenant()} }
+
+func (t v2Tenant) sub(name, url string) *hookv1.WebhookSubscription {
+	s := t.tenant.sub(name, url)
+	s.Spec.Provider.Stripe = &hookv1.StripeProvider{APIVersion: hookv1.StripeV2}
+	return s
+}
+
+func (t v2Tenant) destinations() []fake.Destination { return t.srv.Destinations(t.apiKey) }
+
+func (t v2Tenant) registrations() map[string]string {
+	out := map[string]string{}
+	for _, d := range t.destinations() {
+		out[d.ID] = d.URL
+	}
+	return out
+}
+
+// only is the account's one destination.
+func (t v2Tenant) only() fake.Destination {
+	GinkgoHelper()
+	ds := t.destinations()
+	Expect(ds).To(HaveLen(1))
+	return ds[0]
+}
+
+// creates counts create requests (POST to the destinations collection).
+func (t v2Tenant) creates() int {
+	n := 0
+	for _, c := range t.calls(0) {
+		if c == (call{http.MethodPost, "/v2/core/event_destinations"}) {
+			n++
+		}
+	}
+	return n
+}
+
+// writes are the tenant's requests other than reads.
+func (t v2Tenant) writes() []call {
+	var out []call
+	for _, c := range t.calls(0) {
+		if c.method != http.MethodGet {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// expectV2Secret waits until s's signing Secret holds the one destination's secret as current
+// and s's status records that destination; it returns the destination.
+func (t v2Tenant) expectV2Secret(s *hookv1.WebhookSubscription) fake.Destination {
+	GinkgoHelper()
+	var d fake.Destination
+	Eventually(func(g Gomega) {
+		ds := t.destinations()
+		g.Expect(ds).To(HaveLen(1))
+		d = ds[0]
+		g.Expect(get(g, s).Status.EndpointID).To(Equal(d.ID))
+		sec := signingSecret(g, s)
+		g.Expect(string(sec.Data[hookv1.SecretKeyCurrent])).To(Equal(d.Secret))
+		g.Expect(string(sec.Data[hookv1.SecretKeyFor(d.ID)])).To(Equal(d.Secret))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return d
+}
 
 // deletesIn are the DELETEs among calls.
 func deletesIn(calls []call) []call {
