@@ -46,7 +46,7 @@ func (t *tenant) calls(from int) []call {
 	return out
 }
 
-var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered, func() {
+var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered, ContinueOnFailure, func() {
 	var mgr *runningManager
 	BeforeAll(func() { mgr = startManager(managerOptions{}) })
 	AfterAll(func() {
