@@ -248,6 +248,7 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		Expect(got.Status.EndpointID).To(Equal(github.AppHookID))
 		Expect(a.patches()).To(Equal(1))
 		Eventually(func(g Gomega) {
+			g.Expect(hasEvent(g, s, hookv1.ReasonAdopted, "adopted "+github.AppHookID+", which serves "+url)).To(BeTrue())
 			g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, "was not held; set a new one on it in place")).To(BeTrue())
 		}).Should(Succeed())
 	})

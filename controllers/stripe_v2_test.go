@@ -169,7 +169,10 @@ var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered,
 		Expect(d.Metadata).To(HaveKeyWithValue("hookwarden_uid", string(get(Default, s).UID)))
 		Expect(t.creates()).To(Equal(1))
 		Expect(deletesIn(t.calls(0))).To(Equal([]call{{http.MethodDelete, "/v2/core/event_destinations/{id}"}}))
-		Eventually(func(g Gomega) { g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, seeded.ID)).To(BeTrue()) }).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(hasEvent(g, s, hookv1.ReasonAdopted, "adopted "+seeded.ID)).To(BeTrue())
+			g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, seeded.ID)).To(BeTrue())
+		}).Should(Succeed())
 		reportRequests("stripe-v2", "adopting an unmarked destination (Adopt)", t.calls(0))
 
 		n := newV2Tenant()
