@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hookv1 "github.com/hookwarden/hookwarden/api/v1alpha1"
-	"github.com/hookwarden/hookwarden/decide"
 	"github.com/hookwarden/hookwarden/providers"
 	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/providers/stripe/fake"
@@ -248,7 +247,7 @@ var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered,
 			st := get(g, s).Status.Recovery
 			g.Expect(st).NotTo(BeNil())
 			g.Expect(st.Available).To(BeFalse())
-			g.Expect(st.Message).To(Equal(decide.RecoveryUnavailable))
+			g.Expect(st.Message).To(Equal(stripe.V2RecoveryUnavailable))
 		}).WithTimeout(20 * time.Second).Should(Succeed())
 		for _, c := range t.calls(0) {
 			Expect(c.path).NotTo(HavePrefix("/v1/events"), "no v1 event listing for a v2 destination")
