@@ -236,6 +236,43 @@ var _ = Describe("WebhookSubscription on a GitHub App's webhook", Ordered, Conti
 		Expect(b.hook().Config.URL).To(Equal("https://ci.example.com/app"))
 	})
 
+	It("c2: a webhook pointed by hand at the desired URL is adopted under Adopt with one PATCH setting our secret, and the Events say so", func() {
+		a := newGHApp("push", "pull_request")
+		const url = "https://hooks.example.com/hooks/app/adopt"
+		Expect(ghSrv.Edit(ghfake.AppTarget(a.id), a.hookID, func(h *ghfake.Hook) { h.Config.URL, h.Config.Secret = url, "set-by-hand" })).To(BeTrue())
+		s := a.sub("adopt", url) // adoption: Adopt, the default
+		got := createReady(s)
+		secret := a.expectSecret(s)
+		Expect(secret).NotTo(Equal("set-by-hand"), "the hand-set secret is not held: replaced by ours")
+		Expect(a.hook().Config.URL).To(Equal(url))
+		Expect(got.Status.EndpointID).To(Equal(github.AppHookID))
+		Expect(a.patches()).To(Equal(1))
+		Eventually(func(g Gomega) {
+			g.Expect(hasEvent(g, s, hookv1.ReasonAdopted, "adopted "+github.AppHookID+", which serves "+url)).To(BeTrue())
+			g.Expect(hasEvent(g, s, hookv1.ReasonSecretRotated, "was not held; set a new one on it in place")).To(BeTrue())
+		}).Should(Succeed())
+	})
+
+	It("c3: a crash right after GitHub accepted the PATCH leaves one webhook config, which signs with the stored secret once the manager is back", func() {
+		a := newGHApp("push", "pull_request")
+		mgr.Stop()
+		s := a.sub("crash", "https://hooks.example.com/hooks/app/crash")
+		createAndCrash(s)
+		Expect(a.patches()).To(Equal(1))
+		set := a.hook().Config.Secret
+		Expect(string(signingSecret(Default, s).Data[hookv1.SecretKeyPending])).To(Equal(set), "stored (pending) before GitHub heard of it")
+		mgr = startManager(managerOptions{})
+		expectReady(s)
+		secret := a.expectSecret(s)
+		Expect(secret).To(Equal(set))
+		Expect(a.patches()).To(Equal(2), "the pending secret confirmed by setting it again in place")
+		Expect(a.hook().Config.URL).To(Equal("https://hooks.example.com/hooks/app/crash"))
+		_, err := ghSrv.Deliver(ghfake.AppTarget(a.id), a.hookID, "push", []byte(`{"ref":"refs/heads/main"}`))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool { return ghDeliveries.signedWith(strconv.FormatInt(a.hookID, 10), "push", secret) }).Should(BeTrue())
+		reportRequests("github-app", "crash after the PATCH, then a restart", a.calls(0, len(a.requests(""))))
+	})
+
 	It("d: events that differ from the App's settings are reported in ReadOnlyDrift, never written, and the condition goes once they agree", func() {
 		a := newGHApp("issues", "push")
 		s := a.sub("orders", "https://hooks.example.com/hooks/app/events")

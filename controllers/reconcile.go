@@ -430,9 +430,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if p.Rotates() {
-			rs.Rotated = true
-		}
+		s.carriedOut(in, p, &rs)
 		if !out.replan {
 			s.r.reportSettled(sub, in, p, out.kept)
 			kept = out.kept
@@ -500,4 +498,15 @@ const cachedList = time.Duration(1<<63 - 1)
 // planInput is what this session plans from, for one round.
 func (s *session) planInput(observed []providers.Registration, ownReceiverURL string, rs decide.Rounds) decide.PlanInput {
 	return account.Planned{Sub: s.sub, Desired: s.desired, Signing: s.signing, OwnReceiverURL: ownReceiverURL, Rotate: s.rotate}.Input(s.ops, observed, rs)
+}
+
+// carriedOut records what a round's plan, carried out, did: an adoption (an Event, so the
+// user can read that a registration not proven ours was taken) and a rotation (in rs).
+func (s *session) carriedOut(in decide.PlanInput, p decide.Plan, rs *decide.Rounds) {
+	if p.Adopts(in) {
+		s.r.event(s.sub, corev1.EventTypeNormal, hookv1.ReasonAdopted, "Adopt", "adopted %s, which serves %s without this subscription's ownership marker (policies.adoption is Adopt)", p.Keep.ID, p.Keep.URL)
+	}
+	if p.Rotates() {
+		rs.Rotated = true
+	}
 }

@@ -103,8 +103,8 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 	st.LookbackClamped = d.Clamped
 	switch {
 	case !st.Available:
-		st.Message = decide.RecoveryUnavailable
-	case st.Message == decide.RecoveryUnavailable:
+		st.Message = decide.UnavailableWhy(ro.Caps())
+	case st.Message == decide.UnavailableWhy(ro.Caps()):
 		st.Message = ""
 	}
 	if d.Reenable && d.Action != decide.RecoverRun {

@@ -169,7 +169,7 @@ func startable(in RecoveryInput, d *RecoveryDecision) bool {
 	requested := in.requested()
 	switch {
 	case !d.Available:
-		d.Why = RecoveryUnavailable
+		d.Why = UnavailableWhy(in.Caps)
 		if requested {
 			d.Action = RecoverRefuse
 		}
@@ -306,6 +306,15 @@ func LogGap(from, covers, now time.Time, window time.Duration) (start, end time.
 
 // RecoveryUnavailable is the status message of a provider without a way to recover.
 const RecoveryUnavailable = "recovery is not available on this provider profile (no recover section)"
+
+// UnavailableWhy is the status message of a provider without a way to recover: its own reason
+// when it gives one, else RecoveryUnavailable.
+func UnavailableWhy(caps providers.RecoveryCapabilities) string {
+	if caps.Unavailable != "" {
+		return caps.Unavailable
+	}
+	return RecoveryUnavailable
+}
 
 // FormatDuration prints whole hours as "72h" and anything else as time.Duration does.
 func FormatDuration(d time.Duration) string {

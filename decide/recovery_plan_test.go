@@ -226,3 +226,26 @@ func disabledSince(at time.Time) func(*decide.RecoveryInput) {
 	return func(in *decide.RecoveryInput) { in.DisabledAt = at }
 }
 func listsEvents(in *decide.RecoveryInput) { in.CanListEvents = true }
+
+// A provider without recovery that says why in its own terms (Stripe v2 destinations) has that
+// reason as the refusal's and the status's message; one that does not has the generic one.
+func TestRecoveryUnavailableSaysTheProvidersReason(t *testing.T) {
+	own := decidetest.NoneCaps
+	own.Unavailable = "recovery is not available for these registrations: the provider keeps no list of missed events"
+	for _, c := range []struct {
+		reason string
+		caps   providers.RecoveryCapabilities
+		want   string
+	}{
+		{"a REST profile without a recover section: the generic message", decidetest.NoneCaps, decide.RecoveryUnavailable},
+		{"a provider's own reason", own, own.Unavailable},
+	} {
+		d := decide.Recovery(recIn(caps(c.caps), requestedAt("x", "")))
+		if diff := cmp.Diff(c.want, d.Why); diff != "" || d.Action != decide.RecoverRefuse {
+			t.Errorf("%s: action %v, Why (-want +got):\n%s", c.reason, d.Action, diff)
+		}
+		if got := decide.UnavailableWhy(c.caps); got != c.want {
+			t.Errorf("%s: UnavailableWhy = %q, want %q", c.reason, got, c.want)
+		}
+	}
+}

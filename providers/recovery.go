@@ -63,6 +63,9 @@ type RecoveryCapabilities struct {
 	// (Stripe's /v1/events?delivery_success=false names no endpoint), so one listing of every
 	// type ("*") answers for all the account's subscriptions in a resync wave.
 	AccountWide bool
+	// Unavailable, with Mode RecoveryNone, says why in the provider's own terms, for
+	// status.recovery's message; empty: the message of a REST profile without a recover section.
+	Unavailable string
 }
 
 // Missed is one delivery the provider reports as not delivered to a registration.

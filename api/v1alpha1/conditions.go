@@ -81,11 +81,14 @@ const (
 	ReasonSecretRecovered      Reason = "SecretRecovered"
 	ReasonSecretRotated        Reason = "SecretRotated"
 	ReasonCreated              Reason = "Created"
-	ReasonUpdated              Reason = "Updated"
-	ReasonDeleted              Reason = "Deleted"
-	ReasonOrphaned             Reason = "Orphaned"
-	ReasonDeletionBlocked      Reason = "DeletionBlocked"
-	ReasonSuspended            Reason = "Suspended"
+	// ReasonAdopted: an Event when a registration not proven this subscription's (no marker of
+	// it, not recorded, its secret not held) is taken under policies.adoption Adopt.
+	ReasonAdopted         Reason = "Adopted"
+	ReasonUpdated         Reason = "Updated"
+	ReasonDeleted         Reason = "Deleted"
+	ReasonOrphaned        Reason = "Orphaned"
+	ReasonDeletionBlocked Reason = "DeletionBlocked"
+	ReasonSuspended       Reason = "Suspended"
 	// ReasonTargetNotFound: the provider says the list target (a GitHub repository or
 	// organization) does not exist, or the credential may not administer its hooks.
 	ReasonTargetNotFound Reason = "TargetNotFound"

@@ -136,6 +136,9 @@ func NewDestinations(cfg providers.Config) (*Destinations, error) {
 	return &Destinations{http: h, base: base, key: cfg.Credential, payload: s.EventPayload, now: cfg.Clock()}, nil
 }
 
+// V2RecoveryUnavailable is status.recovery's message on a v2 destination.
+const V2RecoveryUnavailable = "recovery is not available for Stripe v2 event destinations: Stripe lists undelivered events (delivery_success=false) for v1 webhook endpoints only, and v2 lists events without a delivery filter"
+
 // Capabilities: as v1 (metadata marker, a secret shown only in the create answer, the same
 // per-account rate), except that a replayed create is not relied on to show the secret again
 // (not documented for v2: a lost secret is rotated make-before-break) and missed events are
@@ -148,6 +151,7 @@ func (c *Destinations) Capabilities() providers.Capabilities {
 		Rate:             RateFor(c.key),
 		RateLimitBackoff: rateLimitBackoff,
 		Variant:          "v2/" + c.payload,
+		Recovery:         providers.RecoveryCapabilities{Unavailable: V2RecoveryUnavailable},
 	}
 }
 
