@@ -126,8 +126,9 @@ type harness struct {
 }
 
 type harnessOptions struct {
-	resolve Resolver // default: the fake sink, no MaxAttempts
-	opts    Options  // store, clock, metrics and logger are filled in
+	resolve Resolver      // default: the fake sink, no MaxAttempts
+	opts    Options       // store, clock, metrics and logger are filled in
+	timeout time.Duration // the sender's timeout (default 5 s)
 }
 
 func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
@@ -163,7 +164,11 @@ func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
 		// Retries are due at once unless the sink asks for more, so tests need no clock moves.
 		o.Backoff.Rand = func(int64) int64 { return 0 }
 	}
-	sender := NewSender(SenderOptions{Timeout: 5 * time.Second, Now: h.clk.Now})
+	timeout := ho.timeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	sender := NewSender(SenderOptions{Timeout: timeout, Now: h.clk.Now})
 	h.pool = New(h.st, sender, resolve, o)
 	return h
 }
