@@ -145,3 +145,33 @@ func TestPoolDeliversWhileOutcomesAreRecorded(t *testing.T) {
 		t.Errorf("sink requests (-want +got):\n%s", diff)
 	}
 }
+
+// The pool must not lease again a job whose outcome it is still recording: once that job's
+// lease has ended, a Lease would take it back and deliver it a second time. One worker, every
+// record held, the clock moved past the delivered job's lease: the pool either delivers the job
+// again (the defect) or says it holds its leases back; released, the job is completed once.
+func TestPoolDoesNotLeaseAgainAJobItIsRecording(t *testing.T) {
+	const lease = 10 * time.Second
+	h := newHarness(t, harnessOptions{opts: Options{Workers: 1, Lease: lease}}, reply{status: 200})
+	gate := make(chan struct{})
+	h.st.recordGate = gate
+	id := h.claim(t, testEvent())
+	h.start(t)
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	eventually(t, "the event reached the sink", func() bool { return len(h.sink.received()) == 1 })
+	h.clk.Step(lease + time.Second)
+	h.wakePool()
+	eventually(t, "the pool delivered the job again or paused its leases", func() bool {
+		return len(h.sink.received()) > 1 || h.logs.contains("Leasing paused")
+	})
+	open()
+	got := h.waitState(t, id, store.StateCompleted)
+	h.stop(t)
+	if n := len(h.sink.received()); n != 1 {
+		t.Errorf("the sink received the event %d times, want 1", n)
+	}
+	if got.Attempt != 1 {
+		t.Errorf("job completed at attempt %d, want 1", got.Attempt)
+	}
+}

@@ -132,7 +132,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	news := make(chan workerNews, 2*p.opts.Workers)
-	w := workers{perSink: map[sinkKey]int{}}
+	w := workers{perSink: map[sinkKey]int{}, pending: map[int64]time.Time{}}
 	// A worker is free for the next job as soon as its sink has answered; the outcome is
 	// recorded meanwhile. Concurrent records share a commit (the SQLite store groups them), so
 	// the records of a fast sink's jobs take one transaction for many jobs instead of one per
@@ -158,12 +158,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	// giveBack records a leased job as not started, without holding up the loop (the
 	// records of several share a commit).
 	giveBack := func(j store.Job, wait time.Duration, cause error) {
-		w.recording++
+		w.record(j)
 		go func() {
 			p.release(workCtx, p.jobLog(j), j, wait, cause, nil)
-			news <- workerNews{recorded: true}
+			news <- workerNews{recorded: true, id: j.ID}
 		}()
 	}
+	// paused is set while leasing waits for the record of a job whose lease has ended.
+	paused := false
 	for {
 		// Deliveries that ended free their workers first: a run of leases must not starve them.
 		for more := true; more; {
@@ -190,17 +192,30 @@ func (p *Pool) Run(ctx context.Context) error {
 				giveBack(j, capWait, errors.New("its sink has its share of the workers busy"))
 				continue
 			}
-			w.start(k)
+			w.start(k, j)
 			go func() {
 				started := p.opts.Now()
 				free := sync.OnceFunc(func() { news <- workerNews{k: k, took: p.opts.Now().Sub(started)} })
 				p.deliver(workCtx, j, free)
 				free() // in case no outcome was recorded
-				news <- workerNews{recorded: true}
+				news <- workerNews{recorded: true, id: j.ID}
 			}()
 		}
 		ahead := p.ahead(w.slot, w.measured)
-		if want && len(ready) <= ahead/2 && ctx.Err() == nil {
+		leasing := want && len(ready) <= ahead/2 && ctx.Err() == nil
+		// A job whose outcome or give-back this pool is still writing stays its own only while
+		// its lease lasts: once that has ended, a Lease would take it back and deliver it again
+		// (its record then finds the lease lost). Lease once the record is written.
+		switch {
+		case leasing && w.leaseEnded(p.opts.Now()):
+			if !paused {
+				p.log.V(1).Info("Leasing paused: recording the outcome of a job whose lease has ended", "recording", w.recording)
+			}
+			paused, leasing = true, false
+		case leasing:
+			paused = false
+		}
+		if leasing {
 			n := p.opts.Workers + ahead - w.busy - len(ready)
 			jobs, err := p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
 			if err != nil && ctx.Err() == nil {
@@ -256,33 +271,54 @@ func (p *Pool) ahead(slot time.Duration, measured bool) int {
 }
 
 // workerNews is a worker's news to Run: its delivery ended (k is free for the next job; took
-// is how long it was busy), or, later, the outcome of its job is recorded.
+// is how long it was busy), or, later, the outcome of job id is recorded.
 type workerNews struct {
 	k        sinkKey
 	took     time.Duration
 	recorded bool
+	id       int64
 }
 
 // workers is Run's bookkeeping of its deliveries.
 type workers struct {
 	busy      int // deliveries at their sinks
 	recording int // jobs started or given back whose outcome is not recorded yet
-	perSink   map[sinkKey]int
+	// pending holds the lease end of each of those jobs, by id.
+	pending map[int64]time.Time
+	perSink map[sinkKey]int
 	// slot is a moving average of how long a worker is busy with one job (measured: at least
 	// one timed).
 	slot     time.Duration
 	measured bool
 }
 
-func (w *workers) start(k sinkKey) {
+func (w *workers) start(k sinkKey, j store.Job) {
 	w.busy++
-	w.recording++
+	w.record(j)
 	w.perSink[k]++
+}
+
+// record notes that j's outcome or give-back is on its way to the store.
+func (w *workers) record(j store.Job) {
+	w.recording++
+	w.pending[j.ID] = j.LeaseUntil
+}
+
+// leaseEnded reports whether a job whose record is on its way has a lease a Lease at now would
+// take back.
+func (w *workers) leaseEnded(now time.Time) bool {
+	for _, until := range w.pending {
+		if !until.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *workers) heard(n workerNews) {
 	if n.recorded {
 		w.recording--
+		delete(w.pending, n.id)
 		return
 	}
 	w.busy--
