@@ -175,3 +175,25 @@ func TestPoolDoesNotLeaseAgainAJobItIsRecording(t *testing.T) {
 		t.Errorf("job completed at attempt %d, want 1", got.Attempt)
 	}
 }
+
+// A job may wait for a worker only until its lease could end mid-delivery (Lease - the sender's
+// timeout), which is less than half the lease when the timeout is more than half of it (a legal
+// configuration): the pool leases no more ahead than starts within that, so it gives none back.
+// Lease 6 s, timeout 5 s, a sink taking 1 s per event, one worker: one job may wait.
+func TestPoolLeasesAheadOnlyWhatStartsBeforeTheSenderTimeoutWouldOutlastTheLease(t *testing.T) {
+	var sink *clockSink
+	h := newHarness(t, harnessOptions{
+		resolve: func(_, name string) (Sink, bool) { return Sink{Name: name, Publisher: sink}, true },
+		opts:    Options{Workers: 1, Lease: 6 * time.Second},
+	})
+	sink = newClockSink(h, time.Second)
+	ids := h.claimMany(t, 20)
+	h.start(t)
+	for _, id := range ids {
+		h.waitState(t, id, store.StateCompleted)
+	}
+	h.stop(t)
+	if n := h.st.releases(); n != 0 {
+		t.Errorf("%d leased jobs were given back unsent (they waited past Lease - Timeout), want 0; jobs per Lease: %v", n, h.st.leases())
+	}
+}

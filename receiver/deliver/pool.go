@@ -254,9 +254,10 @@ func (p *Pool) Run(ctx context.Context) error {
 const maxLeaseAhead = 8
 
 // ahead is how many leased jobs may wait for a worker. A job waiting in ready must start
-// before half its lease is gone: with Workers workers each busy for about slot per job, the
-// last of ahead jobs starts after ahead/Workers slots, so ahead is Workers times the slots
-// that fit into half a lease, between 1 and maxLeaseAhead. Until a delivery has been timed it
+// before half its lease is gone, and before its lease could end mid-delivery (Run gives back
+// a job that waited past Lease minus the sender's timeout): with Workers workers each busy for
+// about slot per job, the last of ahead jobs starts after ahead/Workers slots, so ahead is
+// Workers times the slots that fit into the shorter of the two, between 1 and maxLeaseAhead. Until a delivery has been timed it
 // is Workers. Should the sink slow down more than the average follows, a job that waited
 // until its lease could end mid-delivery is given back unsent (Run), never sent twice.
 func (p *Pool) ahead(slot time.Duration, measured bool) int {
@@ -265,7 +266,7 @@ func (p *Pool) ahead(slot time.Duration, measured bool) int {
 	case measured && slot <= 0:
 		k = maxLeaseAhead
 	case measured:
-		k = min(maxLeaseAhead, max(1, int64(p.opts.Lease/2/slot)))
+		k = min(maxLeaseAhead, max(1, int64(min(p.opts.Lease/2, p.opts.Lease-p.sender.Timeout())/slot)))
 	}
 	return int(k) * p.opts.Workers
 }
