@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,3 +198,84 @@ func TestPoolLeasesAheadOnlyWhatStartsBeforeTheSenderTimeoutWouldOutlastTheLease
 		t.Errorf("%d leased jobs were given back unsent (they waited past Lease - Timeout), want 0; jobs per Lease: %v", n, h.st.leases())
 	}
 }
+
+// countingPublisher takes every event at once and counts them.
+type countingPublisher struct{ n atomic.Int64 }
+
+func (c *countingPublisher) Publish(context.Context, store.Event) (Published, error) {
+	c.n.Add(1)
+	return Published{}, nil
+}
+func (*countingPublisher) Close() {}
+
+// Two replicas on one store. Replica 1 has timed a fast sink, so it leases up to 8x its
+// workers ahead; then the sink of subscription A hangs, holding both its workers, with 16 of
+// subscription B's jobs leased behind A's. Those jobs must not wait for A's deliveries to time
+// out while replica 2 is idle: replica 1 gives back what its held-up workers cannot start in
+// time, and replica 2 delivers B's jobs while A's deliveries still hang.
+func TestPoolGivesBackWhatAHungSinkHoldsUpForAnotherReplica(t *testing.T) {
+	st := newMemStore()
+	var hung atomic.Int64 // A's deliveries at the sink
+	sinks := map[string]*countingPublisher{"r1": {}, "r2": {}}
+	start := func(replica string) chan struct{} {
+		resolve := func(sub, name string) (Sink, bool) {
+			if sub == "ns/a" {
+				return Sink{Name: name, Publisher: countHung{&hung}}, true
+			}
+			return Sink{Name: name, Publisher: sinks[replica]}, true
+		}
+		wake := make(chan struct{}, 1)
+		// A's deliveries hang for 9 s: B's jobs, which may wait 1 s (Lease - Timeout), have
+		// most of that to reach replica 2 on a loaded machine. Grace cuts them at the end.
+		pool := New(st, NewSender(SenderOptions{Timeout: 9 * time.Second}), resolve,
+			Options{Workers: 2, Lease: 10 * time.Second, PollInterval: 20 * time.Millisecond, Wake: wake, Replica: replica, Grace: 50 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- pool.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return wake
+	}
+	at := time.Now().Add(-time.Hour)
+	ev := func(sub string, i int) store.Event {
+		at = at.Add(time.Millisecond)
+		return store.Event{Subscription: sub, SubscriptionUID: "uid", EventID: fmt.Sprintf("e%03d", i), EventType: "t",
+			ContentType: "application/json", Payload: []byte(`{}`), ReceivedAt: at, MaxAttempts: 5}
+	}
+	var warm []store.Event
+	for i := range 20 {
+		warm = append(warm, ev("ns/b", i))
+	}
+	if _, err := st.ClaimBatch(context.Background(), warm); err != nil {
+		t.Fatal(err)
+	}
+	start("r1")
+	eventually(t, "replica 1 delivered the warm-up", func() bool { return sinks["r1"].n.Load() == 20 })
+
+	batch := []store.Event{ev("ns/a", 0), ev("ns/a", 1)}
+	for i := range 16 {
+		batch = append(batch, ev("ns/b", 100+i))
+	}
+	if _, err := st.ClaimBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica 1 is delivering A's two jobs (both its workers hang)", func() bool { return hung.Load() == 2 })
+	wake2 := start("r2")
+	wake2 <- struct{}{}
+	// Replica 1 may keep as many as its two hung workers can start in time.
+	pollFor(t, 30*time.Second, 10*time.Millisecond, "replica 2 delivered at least 14 of B's 16 jobs", func() bool { return sinks["r2"].n.Load() >= 14 })
+	if n := hung.Load(); n != 2 {
+		t.Errorf("%d of A's deliveries hang once replica 2 has delivered B's jobs, want 2 (B's jobs waited for A's to time out)", n)
+	}
+}
+
+// countHung holds every publish until its context ends (a sink that stopped answering) and
+// counts the publishes it holds.
+type countHung struct{ n *atomic.Int64 }
+
+func (c countHung) Publish(ctx context.Context, _ store.Event) (Published, error) {
+	c.n.Add(1)
+	defer c.n.Add(-1)
+	<-ctx.Done()
+	return Published{}, ctx.Err()
+}
+func (countHung) Close() {}

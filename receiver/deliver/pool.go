@@ -132,7 +132,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	news := make(chan workerNews, 2*p.opts.Workers)
-	w := workers{perSink: map[sinkKey]int{}, pending: map[int64]time.Time{}}
+	w := workers{perSink: map[sinkKey]int{}, pending: map[int64]time.Time{}, since: map[int64]time.Time{}}
 	// A worker is free for the next job as soon as its sink has answered; the outcome is
 	// recorded meanwhile. Concurrent records share a commit (the SQLite store groups them), so
 	// the records of a fast sink's jobs take one transaction for many jobs instead of one per
@@ -192,16 +192,32 @@ func (p *Pool) Run(ctx context.Context) error {
 				giveBack(j, capWait, errors.New("its sink has its share of the workers busy"))
 				continue
 			}
-			w.start(k, j)
+			started := p.opts.Now()
+			w.start(k, j, started)
 			go func() {
-				started := p.opts.Now()
-				free := sync.OnceFunc(func() { news <- workerNews{k: k, took: p.opts.Now().Sub(started)} })
+				free := sync.OnceFunc(func() { news <- workerNews{k: k, id: j.ID, took: p.opts.Now().Sub(started)} })
 				p.deliver(workCtx, j, free)
 				free() // in case no outcome was recorded
 				news <- workerNews{recorded: true, id: j.ID}
 			}()
 		}
-		ahead := p.ahead(w.slot, w.measured)
+		// A delivery running longer than the average (a sink that stopped answering) slows
+		// the workers as much as the average would: leases follow it before it ends.
+		slot, stuck := w.slot, false
+		if age := w.oldest(p.opts.Now()); w.measured && age > slot {
+			slot, stuck = age, age > 2*w.slot
+		}
+		ahead := p.ahead(slot, w.measured)
+		if stuck && len(ready) > ahead && ctx.Err() == nil {
+			// More jobs wait than will start in time: the tail goes back to the queue at once,
+			// so another replica can deliver it instead of it waiting here for its lease to
+			// run out. Only when a delivery is well over the average, so that the average's
+			// wobble does not give jobs back and lease them again.
+			for _, j := range ready[ahead:] {
+				giveBack(j, 0, errors.New("the workers are held up by a slow delivery"))
+			}
+			ready = ready[:ahead:ahead]
+		}
 		leasing := want && len(ready) <= ahead/2 && ctx.Err() == nil
 		// A job whose outcome or give-back this pool is still writing stays its own only while
 		// its lease lasts: once that has ended, a Lease would take it back and deliver it again
@@ -257,7 +273,9 @@ const maxLeaseAhead = 8
 // before half its lease is gone, and before its lease could end mid-delivery (Run gives back
 // a job that waited past Lease minus the sender's timeout): with Workers workers each busy for
 // about slot per job, the last of ahead jobs starts after ahead/Workers slots, so ahead is
-// Workers times the slots that fit into the shorter of the two, between 1 and maxLeaseAhead. Until a delivery has been timed it
+// Workers times the slots that fit into the shorter of the two, between 1 and maxLeaseAhead.
+// Run passes as slot the age of the longest-running delivery when that is longer than the
+// average, so a sink that stops answering shrinks the budget before its deliveries end. Until a delivery has been timed it
 // is Workers. Should the sink slow down more than the average follows, a job that waited
 // until its lease could end mid-delivery is given back unsent (Run), never sent twice.
 func (p *Pool) ahead(slot time.Duration, measured bool) int {
@@ -272,7 +290,7 @@ func (p *Pool) ahead(slot time.Duration, measured bool) int {
 }
 
 // workerNews is a worker's news to Run: its delivery ended (k is free for the next job; took
-// is how long it was busy), or, later, the outcome of job id is recorded.
+// is how long it was busy with job id), or, later, the outcome of job id is recorded.
 type workerNews struct {
 	k        sinkKey
 	took     time.Duration
@@ -286,6 +304,8 @@ type workers struct {
 	recording int // jobs started or given back whose outcome is not recorded yet
 	// pending holds the lease end of each of those jobs, by id.
 	pending map[int64]time.Time
+	// since holds when each delivery at its sink began, by job id.
+	since   map[int64]time.Time
 	perSink map[sinkKey]int
 	// slot is a moving average of how long a worker is busy with one job (measured: at least
 	// one timed).
@@ -293,10 +313,20 @@ type workers struct {
 	measured bool
 }
 
-func (w *workers) start(k sinkKey, j store.Job) {
+func (w *workers) start(k sinkKey, j store.Job, at time.Time) {
 	w.busy++
 	w.record(j)
 	w.perSink[k]++
+	w.since[j.ID] = at
+}
+
+// oldest is how long the longest-running delivery has been at its sink (0: none is).
+func (w *workers) oldest(now time.Time) time.Duration {
+	var age time.Duration
+	for _, at := range w.since {
+		age = max(age, now.Sub(at))
+	}
+	return age
 }
 
 // record notes that j's outcome or give-back is on its way to the store.
@@ -323,6 +353,7 @@ func (w *workers) heard(n workerNews) {
 		return
 	}
 	w.busy--
+	delete(w.since, n.id)
 	if w.perSink[n.k]--; w.perSink[n.k] == 0 {
 		delete(w.perSink, n.k)
 	}
