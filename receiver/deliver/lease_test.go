@@ -279,3 +279,46 @@ func (c countHung) Publish(ctx context.Context, _ store.Event) (Published, error
 	return Published{}, ctx.Err()
 }
 func (countHung) Close() {}
+
+// cutShortStore commits every Lease, then, like a PostgreSQL or Redis Lease whose context ends
+// before its answer arrives, returns an error instead of the jobs if that context has ended by
+// the time the test lets the first Lease answer.
+type cutShortStore struct {
+	*memStore
+	entered, answer chan struct{}
+	once            sync.Once
+}
+
+func (s *cutShortStore) Lease(ctx context.Context, n int, now time.Time, lease time.Duration) ([]store.Job, error) {
+	jobs, err := s.memStore.Lease(ctx, n, now, lease)
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.answer
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return jobs, err
+}
+
+// A Lease under way when the pool shuts down is not cut short: its jobs come back to the pool,
+// which gives them back, instead of staying leased to nobody until their leases end.
+func TestPoolShutdownDuringALeaseStrandsNoJob(t *testing.T) {
+	h := newHarness(t, harnessOptions{}, reply{status: 200})
+	ids := h.claimMany(t, 4)
+	st := &cutShortStore{memStore: h.st, entered: make(chan struct{}), answer: make(chan struct{})}
+	h.pool.st = st
+	h.start(t)
+	<-st.entered
+	h.cancel()
+	h.cancel = nil
+	close(st.answer)
+	if err := <-h.done; err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	for _, id := range ids {
+		if j := h.st.job(id); j.State == store.StateRunning {
+			t.Errorf("job %d is still leased after shutdown, until %s; want it given back", id, j.LeaseUntil)
+		}
+	}
+}

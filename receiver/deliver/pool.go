@@ -25,9 +25,10 @@ const (
 	DefaultMaxAttempts  = 10
 )
 
-// reportTimeout bounds one Complete, Retry or Dead call. It does not follow Run's context, so
-// the outcome of a delivery that finished during shutdown is still recorded.
-const reportTimeout = 10 * time.Second
+// ReportTimeout bounds one Lease, Complete, Retry, Release or Dead call. It does not follow
+// Run's context, so the outcome of a delivery that finished during shutdown is still recorded;
+// a store must stay open this long after Grace.
+const ReportTimeout = 10 * time.Second
 
 // errNoSink retries a job whose subscription, or its delivery spec, is gone: the user may be
 // recreating it, and a dead letter would need a manual replay.
@@ -233,8 +234,8 @@ func (p *Pool) Run(ctx context.Context) error {
 		}
 		if leasing {
 			n := p.opts.Workers + ahead - w.busy - len(ready)
-			jobs, err := p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
-			if err != nil && ctx.Err() == nil {
+			jobs, err := p.lease(ctx, n)
+			if err != nil {
 				p.log.Error(err, "Leasing jobs failed")
 			}
 			ready = append(ready, jobs...)
@@ -261,6 +262,15 @@ func (p *Pool) Run(ctx context.Context) error {
 			want = true
 		}
 	}
+}
+
+// lease leases up to n due jobs. The Lease does not follow ctx: cut short, a PostgreSQL or
+// Redis Lease may commit and still return an error, leaving its jobs leased to nobody until
+// their leases end; finished, its jobs are given back at once when ctx has ended (Run).
+func (p *Pool) lease(ctx context.Context, n int) ([]store.Job, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReportTimeout)
+	defer cancel()
+	return p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
 }
 
 // maxLeaseAhead bounds the jobs a pool leases ahead of its workers, in multiples of Workers:
@@ -380,7 +390,7 @@ func othersBusy(perSink map[sinkKey]int, ready []store.Job, k sinkKey) bool {
 }
 
 // drain waits for the deliveries in flight, interrupting them once the grace period is over,
-// then for the recording of every outcome (each bounded by reportTimeout).
+// then for the recording of every outcome (each bounded by ReportTimeout).
 func (p *Pool) drain(w *workers, news <-chan workerNews, cancelWork context.CancelFunc) {
 	if w.busy > 0 {
 		p.log.Info("Waiting for in-flight deliveries", "count", w.busy, "grace", p.opts.Grace)
@@ -539,7 +549,7 @@ func (p *Pool) report(ctx context.Context, log logr.Logger, free func(), record 
 	if free != nil {
 		free()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReportTimeout)
 	defer cancel()
 	err := record(ctx)
 	switch {
