@@ -322,3 +322,21 @@ func TestPoolShutdownDuringALeaseStrandsNoJob(t *testing.T) {
 		}
 	}
 }
+
+// The pool's grace leaves a whole ReportTimeout of the shutdown to the outcomes' records, or a
+// quarter of a shorter shutdown to the deliveries.
+func TestGraceWithin(t *testing.T) {
+	for _, tc := range []struct {
+		shutdown, want time.Duration
+		reason         string
+	}{
+		{15 * time.Second, 5 * time.Second, "the default: ReportTimeout left for the records"},
+		{60 * time.Second, 50 * time.Second, "a long shutdown"},
+		{12 * time.Second, 3 * time.Second, "a quarter beats the 2 s left after ReportTimeout"},
+		{4 * time.Second, time.Second, "shorter than ReportTimeout: a quarter"},
+	} {
+		if got := GraceWithin(tc.shutdown); got != tc.want {
+			t.Errorf("GraceWithin(%s) = %s, want %s (%s)", tc.shutdown, got, tc.want, tc.reason)
+		}
+	}
+}

@@ -30,6 +30,14 @@ const (
 // a store must stay open this long after Grace.
 const ReportTimeout = 10 * time.Second
 
+// GraceWithin is the Grace that lets Run return within shutdown: the deliveries' grace plus
+// the recording of their outcomes (each up to ReportTimeout), so that a store closed after
+// shutdown is still open for them. A shutdown shorter than that leaves the deliveries a
+// quarter of it (most records take far less than ReportTimeout).
+func GraceWithin(shutdown time.Duration) time.Duration {
+	return max(shutdown-ReportTimeout, shutdown/4)
+}
+
 // errNoSink retries a job whose subscription, or its delivery spec, is gone: the user may be
 // recreating it, and a dead letter would need a manual replay.
 var errNoSink = errors.New("no sink configured")
