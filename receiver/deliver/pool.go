@@ -534,7 +534,7 @@ func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait tim
 }
 
 func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error, free func()) {
-	p.attempted(ctx, j, ResultRetry)
+	p.attempted(ctx, j, ResultReturned)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)

@@ -256,6 +256,7 @@ func wantMetrics(delivered, retry, dead, deadLetters float64, e2eCount, e2eSum f
 		"hookwarden_receiver_delivery_attempts_total{result=retry}":     retry,
 		"hookwarden_receiver_delivery_attempts_total{result=dead}":      dead,
 		"hookwarden_receiver_delivery_attempts_total{result=filtered}":  0,
+		"hookwarden_receiver_delivery_attempts_total{result=returned}":  0,
 		"hookwarden_receiver_dead_letters_total":                        deadLetters,
 		"hookwarden_receiver_end_to_end_seconds_count":                  e2eCount,
 		"hookwarden_receiver_end_to_end_seconds_sum":                    e2eSum,
