@@ -237,7 +237,9 @@ func run(ctx context.Context, o options) error {
 		Metrics: rmetrics, Log: log, Now: time.Now, Refresher: reconciler, Tracing: tracing,
 	}
 	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: o.deliveryTimeout}), routes.Resolve, deliver.Options{
-		Workers: o.workers, SinkWorkers: o.sinkWorkers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(), Grace: o.shutdownGrace,
+		Workers: o.workers, SinkWorkers: o.sinkWorkers, Lease: o.lease, PollInterval: o.pollInterval, Wake: batcher.Committed(),
+		// The store closes when the manager stops: the pool's outcome records must be done by then.
+		Grace:   deliver.GraceWithin(o.shutdownGrace),
 		Backoff: deliver.Backoff{Base: o.retryBase, Max: o.retryMax}, Logger: log.WithName("deliver"), Metrics: dmetrics,
 		Tracing: tracing, Replica: replica,
 	})

@@ -19,6 +19,7 @@ type memStore struct {
 	seen      map[[2]string]int64 // (subscription, event id) -> job id
 	leaseNows []time.Time         // the now of every Lease call, in order
 	leased    []int               // how many jobs each Lease call took, in order
+	released  int                 // Release calls that gave a job back
 	// recordGate, when set, holds every Complete, Retry, Release and Dead until it is closed.
 	recordGate chan struct{}
 }
@@ -132,6 +133,7 @@ func (s *memStore) Release(_ context.Context, j store.Job, at time.Time, reason 
 	}
 	cur.State, cur.RunAt, cur.LastError = store.StateRetryable, at, reason
 	cur.Attempt--
+	s.released++
 	return nil
 }
 
@@ -227,6 +229,21 @@ func (s *memStore) leases() []int {
 		}
 	}
 	return out
+}
+
+// releases returns how many jobs were given back.
+func (s *memStore) releases() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
+}
+
+// running tells whether the job of the test subscription's event id is leased.
+func (s *memStore) running(eventID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[s.seen[[2]string{testEvent().Subscription, eventID}]]
+	return ok && j.State == store.StateRunning
 }
 
 // job returns a snapshot of one job.

@@ -14,6 +14,10 @@ const (
 	ResultDelivered = "delivered"
 	ResultRetry     = "retry"
 	ResultDead      = "dead"
+	// ResultReturned counts a leased job given back unsent and uncounted (not started in time,
+	// held back for its sink's share, shutdown, a sink that is misconfigured or gone): not an
+	// attempt, so not a retry.
+	ResultReturned = "returned"
 )
 
 // Metrics are the delivery metrics. A nil *Metrics records nothing.
@@ -59,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	// Expose every result from the start so rate() sees the first increment.
-	for _, r := range []string{ResultDelivered, ResultRetry, ResultDead, ResultFiltered} {
+	for _, r := range []string{ResultDelivered, ResultRetry, ResultDead, ResultFiltered, ResultReturned} {
 		m.attempts.WithLabelValues(r)
 	}
 	return m, nil

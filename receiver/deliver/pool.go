@@ -25,9 +25,18 @@ const (
 	DefaultMaxAttempts  = 10
 )
 
-// reportTimeout bounds one Complete, Retry or Dead call. It does not follow Run's context, so
-// the outcome of a delivery that finished during shutdown is still recorded.
-const reportTimeout = 10 * time.Second
+// ReportTimeout bounds one Lease, Complete, Retry, Release or Dead call. It does not follow
+// Run's context, so the outcome of a delivery that finished during shutdown is still recorded;
+// a store must stay open this long after Grace.
+const ReportTimeout = 10 * time.Second
+
+// GraceWithin is the Grace that lets Run return within shutdown: the deliveries' grace plus
+// the recording of their outcomes (each up to ReportTimeout), so that a store closed after
+// shutdown is still open for them. A shutdown shorter than that leaves the deliveries a
+// quarter of it (most records take far less than ReportTimeout).
+func GraceWithin(shutdown time.Duration) time.Duration {
+	return max(shutdown-ReportTimeout, shutdown/4)
+}
 
 // errNoSink retries a job whose subscription, or its delivery spec, is gone: the user may be
 // recreating it, and a dead letter would need a manual replay.
@@ -132,7 +141,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	news := make(chan workerNews, 2*p.opts.Workers)
-	w := workers{perSink: map[sinkKey]int{}}
+	w := workers{perSink: map[sinkKey]int{}, pending: map[int64]time.Time{}, since: map[int64]time.Time{}}
 	// A worker is free for the next job as soon as its sink has answered; the outcome is
 	// recorded meanwhile. Concurrent records share a commit (the SQLite store groups them), so
 	// the records of a fast sink's jobs take one transaction for many jobs instead of one per
@@ -158,12 +167,14 @@ func (p *Pool) Run(ctx context.Context) error {
 	// giveBack records a leased job as not started, without holding up the loop (the
 	// records of several share a commit).
 	giveBack := func(j store.Job, wait time.Duration, cause error) {
-		w.recording++
+		w.record(j)
 		go func() {
 			p.release(workCtx, p.jobLog(j), j, wait, cause, nil)
-			news <- workerNews{recorded: true}
+			news <- workerNews{recorded: true, id: j.ID}
 		}()
 	}
+	// paused is set while leasing waits for the record of a job whose lease has ended.
+	paused := false
 	for {
 		// Deliveries that ended free their workers first: a run of leases must not starve them.
 		for more := true; more; {
@@ -190,20 +201,49 @@ func (p *Pool) Run(ctx context.Context) error {
 				giveBack(j, capWait, errors.New("its sink has its share of the workers busy"))
 				continue
 			}
-			w.start(k)
+			started := p.opts.Now()
+			w.start(k, j, started)
 			go func() {
-				started := p.opts.Now()
-				free := sync.OnceFunc(func() { news <- workerNews{k: k, took: p.opts.Now().Sub(started)} })
+				free := sync.OnceFunc(func() { news <- workerNews{k: k, id: j.ID, took: p.opts.Now().Sub(started)} })
 				p.deliver(workCtx, j, free)
 				free() // in case no outcome was recorded
-				news <- workerNews{recorded: true}
+				news <- workerNews{recorded: true, id: j.ID}
 			}()
 		}
-		ahead := p.ahead(w.slot, w.measured)
-		if want && len(ready) <= ahead/2 && ctx.Err() == nil {
+		// A delivery running longer than the average (a sink that stopped answering) slows
+		// the workers as much as the average would: leases follow it before it ends.
+		slot, stuck := w.slot, false
+		if age := w.oldest(p.opts.Now()); w.measured && age > slot {
+			slot, stuck = age, age > 2*w.slot
+		}
+		ahead := p.ahead(slot, w.measured)
+		if stuck && len(ready) > ahead && ctx.Err() == nil {
+			// More jobs wait than will start in time: the tail goes back to the queue at once,
+			// so another replica can deliver it instead of it waiting here for its lease to
+			// run out. Only when a delivery is well over the average, so that the average's
+			// wobble does not give jobs back and lease them again.
+			for _, j := range ready[ahead:] {
+				giveBack(j, 0, errors.New("the workers are held up by a slow delivery"))
+			}
+			ready = ready[:ahead:ahead]
+		}
+		leasing := want && len(ready) <= ahead/2 && ctx.Err() == nil
+		// A job whose outcome or give-back this pool is still writing stays its own only while
+		// its lease lasts: once that has ended, a Lease would take it back and deliver it again
+		// (its record then finds the lease lost). Lease once the record is written.
+		switch {
+		case leasing && w.leaseEnded(p.opts.Now()):
+			if !paused {
+				p.log.V(1).Info("Leasing paused: recording the outcome of a job whose lease has ended", "recording", w.recording)
+			}
+			paused, leasing = true, false
+		case leasing:
+			paused = false
+		}
+		if leasing {
 			n := p.opts.Workers + ahead - w.busy - len(ready)
-			jobs, err := p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
-			if err != nil && ctx.Err() == nil {
+			jobs, err := p.lease(ctx, n)
+			if err != nil {
 				p.log.Error(err, "Leasing jobs failed")
 			}
 			ready = append(ready, jobs...)
@@ -232,6 +272,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 }
 
+// lease leases up to n due jobs. The Lease does not follow ctx: cut short, a PostgreSQL or
+// Redis Lease may commit and still return an error, leaving its jobs leased to nobody until
+// their leases end; finished, its jobs are given back at once when ctx has ended (Run).
+func (p *Pool) lease(ctx context.Context, n int) ([]store.Job, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReportTimeout)
+	defer cancel()
+	return p.st.Lease(ctx, n, p.opts.Now(), p.opts.Lease)
+}
+
 // maxLeaseAhead bounds the jobs a pool leases ahead of its workers, in multiples of Workers:
 // one Lease is one write transaction (an fsync on SQLite) for the whole batch, so the more
 // jobs it takes the less each costs; but a leased job is nobody else's until its lease ends
@@ -239,9 +288,12 @@ func (p *Pool) Run(ctx context.Context) error {
 const maxLeaseAhead = 8
 
 // ahead is how many leased jobs may wait for a worker. A job waiting in ready must start
-// before half its lease is gone: with Workers workers each busy for about slot per job, the
-// last of ahead jobs starts after ahead/Workers slots, so ahead is Workers times the slots
-// that fit into half a lease, between 1 and maxLeaseAhead. Until a delivery has been timed it
+// before half its lease is gone, and before its lease could end mid-delivery (Run gives back
+// a job that waited past Lease minus the sender's timeout): with Workers workers each busy for
+// about slot per job, the last of ahead jobs starts after ahead/Workers slots, so ahead is
+// Workers times the slots that fit into the shorter of the two, between 1 and maxLeaseAhead.
+// Run passes as slot the age of the longest-running delivery when that is longer than the
+// average, so a sink that stops answering shrinks the budget before its deliveries end. Until a delivery has been timed it
 // is Workers. Should the sink slow down more than the average follows, a job that waited
 // until its lease could end mid-delivery is given back unsent (Run), never sent twice.
 func (p *Pool) ahead(slot time.Duration, measured bool) int {
@@ -250,42 +302,76 @@ func (p *Pool) ahead(slot time.Duration, measured bool) int {
 	case measured && slot <= 0:
 		k = maxLeaseAhead
 	case measured:
-		k = min(maxLeaseAhead, max(1, int64(p.opts.Lease/2/slot)))
+		k = min(maxLeaseAhead, max(1, int64(min(p.opts.Lease/2, p.opts.Lease-p.sender.Timeout())/slot)))
 	}
 	return int(k) * p.opts.Workers
 }
 
 // workerNews is a worker's news to Run: its delivery ended (k is free for the next job; took
-// is how long it was busy), or, later, the outcome of its job is recorded.
+// is how long it was busy with job id), or, later, the outcome of job id is recorded.
 type workerNews struct {
 	k        sinkKey
 	took     time.Duration
 	recorded bool
+	id       int64
 }
 
 // workers is Run's bookkeeping of its deliveries.
 type workers struct {
 	busy      int // deliveries at their sinks
 	recording int // jobs started or given back whose outcome is not recorded yet
-	perSink   map[sinkKey]int
+	// pending holds the lease end of each of those jobs, by id.
+	pending map[int64]time.Time
+	// since holds when each delivery at its sink began, by job id.
+	since   map[int64]time.Time
+	perSink map[sinkKey]int
 	// slot is a moving average of how long a worker is busy with one job (measured: at least
 	// one timed).
 	slot     time.Duration
 	measured bool
 }
 
-func (w *workers) start(k sinkKey) {
+func (w *workers) start(k sinkKey, j store.Job, at time.Time) {
 	w.busy++
-	w.recording++
+	w.record(j)
 	w.perSink[k]++
+	w.since[j.ID] = at
+}
+
+// oldest is how long the longest-running delivery has been at its sink (0: none is).
+func (w *workers) oldest(now time.Time) time.Duration {
+	var age time.Duration
+	for _, at := range w.since {
+		age = max(age, now.Sub(at))
+	}
+	return age
+}
+
+// record notes that j's outcome or give-back is on its way to the store.
+func (w *workers) record(j store.Job) {
+	w.recording++
+	w.pending[j.ID] = j.LeaseUntil
+}
+
+// leaseEnded reports whether a job whose record is on its way has a lease a Lease at now would
+// take back.
+func (w *workers) leaseEnded(now time.Time) bool {
+	for _, until := range w.pending {
+		if !until.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *workers) heard(n workerNews) {
 	if n.recorded {
 		w.recording--
+		delete(w.pending, n.id)
 		return
 	}
 	w.busy--
+	delete(w.since, n.id)
 	if w.perSink[n.k]--; w.perSink[n.k] == 0 {
 		delete(w.perSink, n.k)
 	}
@@ -312,7 +398,7 @@ func othersBusy(perSink map[sinkKey]int, ready []store.Job, k sinkKey) bool {
 }
 
 // drain waits for the deliveries in flight, interrupting them once the grace period is over,
-// then for the recording of every outcome (each bounded by reportTimeout).
+// then for the recording of every outcome (each bounded by ReportTimeout).
 func (p *Pool) drain(w *workers, news <-chan workerNews, cancelWork context.CancelFunc) {
 	if w.busy > 0 {
 		p.log.Info("Waiting for in-flight deliveries", "count", w.busy, "grace", p.opts.Grace)
@@ -448,7 +534,7 @@ func (p *Pool) retry(ctx context.Context, log logr.Logger, j store.Job, wait tim
 }
 
 func (p *Pool) release(ctx context.Context, log logr.Logger, j store.Job, wait time.Duration, cause error, free func()) {
-	p.attempted(ctx, j, ResultRetry)
+	p.attempted(ctx, j, ResultReturned)
 	at := p.opts.Now().Add(wait)
 	if p.report(ctx, log, free, func(ctx context.Context) error { return p.st.Release(ctx, j, at, cause.Error()) }) {
 		log.Info("Delivery postponed, not counted as an attempt", logkeys.Reason, cause.Error(), "retryAt", at)
@@ -471,7 +557,7 @@ func (p *Pool) report(ctx context.Context, log logr.Logger, free func(), record 
 	if free != nil {
 		free()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReportTimeout)
 	defer cancel()
 	err := record(ctx)
 	switch {

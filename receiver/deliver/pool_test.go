@@ -126,8 +126,9 @@ type harness struct {
 }
 
 type harnessOptions struct {
-	resolve Resolver // default: the fake sink, no MaxAttempts
-	opts    Options  // store, clock, metrics and logger are filled in
+	resolve Resolver      // default: the fake sink, no MaxAttempts
+	opts    Options       // store, clock, metrics and logger are filled in
+	timeout time.Duration // the sender's timeout (default 5 s)
 }
 
 func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
@@ -163,7 +164,11 @@ func newHarness(t *testing.T, ho harnessOptions, script ...reply) *harness {
 		// Retries are due at once unless the sink asks for more, so tests need no clock moves.
 		o.Backoff.Rand = func(int64) int64 { return 0 }
 	}
-	sender := NewSender(SenderOptions{Timeout: 5 * time.Second, Now: h.clk.Now})
+	timeout := ho.timeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	sender := NewSender(SenderOptions{Timeout: timeout, Now: h.clk.Now})
 	h.pool = New(h.st, sender, resolve, o)
 	return h
 }
@@ -251,6 +256,7 @@ func wantMetrics(delivered, retry, dead, deadLetters float64, e2eCount, e2eSum f
 		"hookwarden_receiver_delivery_attempts_total{result=retry}":     retry,
 		"hookwarden_receiver_delivery_attempts_total{result=dead}":      dead,
 		"hookwarden_receiver_delivery_attempts_total{result=filtered}":  0,
+		"hookwarden_receiver_delivery_attempts_total{result=returned}":  0,
 		"hookwarden_receiver_dead_letters_total":                        deadLetters,
 		"hookwarden_receiver_end_to_end_seconds_count":                  e2eCount,
 		"hookwarden_receiver_end_to_end_seconds_sum":                    e2eSum,

@@ -438,7 +438,7 @@ func scenarioMisconfigured(t *testing.T, kind string) {
 			if letters := k.deadLetters(t); len(letters) != 0 {
 				t.Fatalf("%s's job of %s dead-lettered while the sink was misconfigured (%s), want it waiting", letters[0].Sink, letters[0].Event.EventID, letters[0].LastError)
 			}
-			return sinkCounter(t, k.reg, name, ResultRetry) >= float64(4*len(ids)) && k.logs.contains(reason)
+			return sinkCounter(t, k.reg, name, ResultReturned) >= float64(4*len(ids)) && k.logs.contains(reason)
 		})
 	}
 	if letters := k.deadLetters(t); len(letters) != 0 {

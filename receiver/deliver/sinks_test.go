@@ -283,7 +283,7 @@ func TestMisconfiguredSinkWaits(t *testing.T) {
 	ids := r.claim(t, []string{"ok", "broken"}, "invoice.paid", "invoice.paid", "invoice.paid")
 	stop := r.start(t)
 	eventually(t, "the other sink has every event and the misconfigured sink's jobs were given back", func() bool {
-		return len(ok.received2xx()) == 3 && counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultRetry) >= 3
+		return len(ok.received2xx()) == 3 && counter(t, r.reg, "hookwarden_receiver_delivery_attempts_total", ResultReturned) >= 3
 	})
 	stop()
 	jobs, err := r.st.Lease(context.Background(), 10, time.Now().Add(time.Hour), time.Minute)
