@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,15 +24,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testtier"
-	"github.com/hookwarden/hookwarden/providers"
-	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/receiver"
-	"github.com/hookwarden/hookwarden/receiver/deliver"
 	"github.com/hookwarden/hookwarden/receiver/store"
 	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
@@ -89,44 +82,13 @@ func TestDeadLetters(t *testing.T) {
 	defer sinkSrv.Close()
 	st, err := store.OpenSQLite(storetest.SQLitePath(t))
 	g.Expect(err).NotTo(HaveOccurred())
-	batcher := store.NewBatcher(st, store.BatcherOptions{})
-	defer func() { batcher.Close(); st.Close() }()
-	routes := receiver.NewRoutes()
-	const secret = "whsec_deadletters"
-	routes.Set(receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe", Secrets: [][]byte{[]byte(secret)}, Sinks: receiver.OneHTTPSink(sinkSrv.URL), MaxAttempts: 1})
-	h := &receiver.Handler{Routes: routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
-		MaxBody: 1 << 16, ClaimTimeout: 5 * time.Second, Log: logr.Discard(), Now: time.Now}
-	hooks := httptest.NewServer(h.Mux())
-	defer hooks.Close()
-	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), routes.Resolve,
-		deliver.Options{Workers: 2, PollInterval: 20 * time.Millisecond, Wake: batcher.Committed(), Logger: logr.Discard()})
-	go func() { _ = pool.Run(ctx) }()
-
-	// The admin API as cmd/receiver serves it with --metrics-secure.
-	admin := &receiver.Admin{Store: st, Now: time.Now}
-	addr := freeAddr(t)
-	httpClient, err := rest.HTTPClientFor(env.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization,
-		ExtraHandlers: admin.Handlers()}, env.Config, httpClient)
-	g.Expect(err).NotTo(HaveOccurred())
-	go func() { _ = srv.Start(ctx) }()
-	base := "https://" + addr
-
+	rig := newReceiverRig(ctx, t, g, st, receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe",
+		Secrets: [][]byte{[]byte("whsec_deadletters")}, Sinks: receiver.OneHTTPSink(sinkSrv.URL), MaxAttempts: 1})
 	viewer, adminTok := tokenFor(t, g, tn.ns, "dl-viewer", "deadletters-viewer"), tokenFor(t, g, tn.ns, "dl-admin", "deadletters-admin")
 	dl := func(token string, args ...string) (int, string, string) {
-		return run(t, nil, append(append([]string{"deadletters"}, args...), "--receiver", base, "--receiver-token-file", token, "--receiver-insecure-skip-tls-verify")...)
+		return rig.command(t, "deadletters", token, args...)
 	}
-	post := func(id string) int {
-		body := []byte(`{"id":"` + id + `","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{}}}`)
-		req, _ := http.NewRequest(http.MethodPost, hooks.URL+"/hooks/"+tn.ns+"/orders", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(stripe.SignatureHeader, stripe.SignHeader(secret, time.Now(), body))
-		resp, err := http.DefaultClient.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := func(id string) int { return rig.post(g, id) }
 	g.Expect(post("evt_dead_1")).To(BeNumerically("<", 300))
 	g.Eventually(func(g Gomega) {
 		jobs, err := st.DeadLetters(ctx, 10)
@@ -190,7 +152,7 @@ func TestDeadLetters(t *testing.T) {
 	g.Expect(snk.requests()).To(HaveLen(requestsBefore))
 	g.Expect(snk.delivered()).To(HaveLen(1))
 
-	reachThroughTheAPIServer(t, g, tn.ns, addr, viewer)
+	reachThroughTheAPIServer(t, g, tn.ns, rig.addr, viewer)
 }
 
 // reachThroughTheAPIServer: without --receiver, deadletters finds the receiver's Service by its

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -13,14 +12,9 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testtier"
-	"github.com/hookwarden/hookwarden/providers"
-	"github.com/hookwarden/hookwarden/providers/stripe"
 	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/receiver/deliver"
 	"github.com/hookwarden/hookwarden/receiver/store"
@@ -75,44 +69,17 @@ func testEvents(t *testing.T, kind string) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ledger, ok := st.(store.Ledger)
 	g.Expect(ok).To(BeTrue(), "%s keeps no browsable ledger", kind)
-	batcher := store.NewBatcher(st, store.BatcherOptions{})
-	defer func() { batcher.Close(); st.Close() }()
-	routes := receiver.NewRoutes()
 	const secret = "whsec_ledger"
-	routes.Set(receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe", Secrets: [][]byte{[]byte(secret)},
+	rig := newReceiverRig(ctx, t, g, st, receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe", Secrets: [][]byte{[]byte(secret)},
 		Sinks: receiver.OneHTTPSink(sinkSrv.URL), MaxAttempts: 3, DedupeWindow: time.Hour, Retention: time.Hour})
-	h := &receiver.Handler{Routes: routes, Verifiers: map[string]providers.Verifier{"stripe": stripe.NewVerifier()}, Claims: batcher,
-		MaxBody: 1 << 16, ClaimTimeout: 5 * time.Second, Log: logr.Discard(), Now: time.Now}
-	hooks := httptest.NewServer(h.Mux())
-	defer hooks.Close()
-	pool := deliver.New(st, deliver.NewSender(deliver.SenderOptions{Timeout: 5 * time.Second}), routes.Resolve,
-		deliver.Options{Workers: 2, PollInterval: 20 * time.Millisecond, Wake: batcher.Committed(), Logger: logr.Discard()})
-	go func() { _ = pool.Run(ctx) }()
-
-	admin := &receiver.Admin{Store: st, Routes: routes, Now: time.Now}
-	addr := freeAddr(t)
-	httpClient, err := rest.HTTPClientFor(env.Config)
-	g.Expect(err).NotTo(HaveOccurred())
-	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization,
-		ExtraHandlers: admin.Handlers()}, env.Config, httpClient)
-	g.Expect(err).NotTo(HaveOccurred())
-	go func() { _ = srv.Start(ctx) }()
-	base := "https://" + addr
 	viewer, adminTok := tokenFor(t, g, tn.ns, "ev-viewer", "events-viewer"), tokenFor(t, g, tn.ns, "ev-admin", "events-admin")
 	events := func(token string, args ...string) (int, string, string) {
-		return run(t, nil, append(append([]string{"events"}, args...), "--receiver", base, "--receiver-token-file", token, "--receiver-insecure-skip-tls-verify")...)
+		return rig.command(t, "events", token, args...)
 	}
 
 	start := time.Now().Add(-time.Second)
 	for _, id := range []string{"evt_l1", "evt_l2", "evt_l3"} {
-		body := []byte(`{"id":"` + id + `","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{}}}`)
-		req, _ := http.NewRequest(http.MethodPost, hooks.URL+"/hooks/"+tn.ns+"/orders", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(stripe.SignatureHeader, stripe.SignHeader(secret, time.Now(), body))
-		resp, err := http.DefaultClient.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
-		g.Expect(resp.StatusCode).To(BeNumerically("<", 300))
+		g.Expect(rig.post(g, id)).To(BeNumerically("<", 300))
 	}
 	idle := func() int { n, _ := st.Depth(ctx); return n }
 	g.Eventually(snk.got).Should(HaveLen(3))
@@ -194,7 +161,7 @@ func testEvents(t *testing.T, kind string) {
 	g.Expect(strings.Count(stdout, "default:completed(replayed 2)")).To(Equal(3), stdout)
 
 	// Past the retention (the sweeper's pass an hour and more later): refused, nothing sent.
-	retentions, _ := routes.Retentions()
+	retentions, _ := rig.routes.Retentions()
 	receiver.ForgetPayloads(ctx, ledger, retentions, time.Now().Add(time.Hour+time.Minute), logr.Discard())
 	code, _, stderr = events(adminTok, "replay", "--since", since, "--until", until)
 	g.Expect(code).To(Equal(cli.ExitUsage), stderr)
