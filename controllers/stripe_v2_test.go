@@ -284,6 +284,15 @@ var _ = Describe("WebhookSubscription on Stripe v2 event destinations", Ordered,
 		Expect(t.creates()).To(Equal(1), "repaired in place, never replaced (which would change the secret)")
 		Expect(t.only().Secret).To(Equal(d.Secret))
 		expectReady(s)
+
+		// Disabled in Workbench (status_details.disabled.reason user, the one reason Stripe
+		// gives a webhook destination): a drift, enabled again in place.
+		Expect(t.srv.EditDestination(t.apiKey, d.ID, func(x *fake.Destination) { x.Status = "disabled" })).To(BeTrue())
+		Eventually(func(g Gomega) {
+			g.Expect(t.destinations()).To(ConsistOf(And(HaveField("ID", d.ID), HaveField("Status", "enabled"))))
+		}).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(t.creates()).To(Equal(1))
+		expectReady(s)
 	})
 })
 

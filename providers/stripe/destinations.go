@@ -294,6 +294,11 @@ func decodeDestination(raw json.RawMessage) (providers.Registration, bool) {
 			URL           string `json:"url"`
 			SigningSecret string `json:"signing_secret"`
 		}
+		StatusDetails struct {
+			Disabled struct {
+				Reason string `json:"reason"`
+			} `json:"disabled"`
+		}
 	}
 	read("id", "a string", &d.ID, true)
 	read("type", "a string", &d.Type, true)
@@ -307,6 +312,7 @@ func decodeDestination(raw json.RawMessage) (providers.Registration, bool) {
 	read("event_payload", "a string", &d.EventPayload, true)
 	read("description", "a string", &d.Description, false)
 	read("status", "a string", &d.Status, false)
+	read("status_details", "an object", &d.StatusDetails, false)
 	read("metadata", "an object of strings", &d.Metadata, false)
 	read("created", "a string", &d.Created, false)
 	read("webhook_endpoint", "an object", &d.Endpoint, true)
@@ -320,7 +326,7 @@ func decodeDestination(raw json.RawMessage) (providers.Registration, bool) {
 		Events:      d.Events,
 		Description: d.Description,
 		Disabled:    d.Status == "disabled",
-		Health:      health(d.Status),
+		Health:      destinationHealth(d.Status, d.StatusDetails.Disabled.Reason),
 		Owner:       owner,
 		CreateKey:   createKey,
 		Secret:      d.Endpoint.SigningSecret,
@@ -389,6 +395,19 @@ func (c *Destinations) Create(ctx context.Context, d providers.Desired, idempote
 		return reg, err
 	}
 	return c.setStatus(ctx, reg, true)
+}
+
+// destinationHealth is what a destination's status says about deliveries to it. Stripe's
+// description of v2 event destinations gives two reasons for a disabled one,
+// status_details.disabled.reason: user (disabled in Workbench or by the API: a drift the plan
+// repairs by enabling it when the spec says enabled) and no_aws_event_source_exists (an Amazon
+// EventBridge destination's); none for failing deliveries. Any reason but user, or none, is read
+// as the provider's pause, as a v1 endpoint's disabled status is.
+func destinationHealth(status, reason string) *providers.DeliveryHealth {
+	if status == "disabled" && reason == "user" {
+		return nil
+	}
+	return health(status)
 }
 
 // setStatus enables or disables a destination and returns reg with the status Stripe answers;

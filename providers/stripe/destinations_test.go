@@ -337,3 +337,49 @@ func TestDestinationDeliversThinEvents(t *testing.T) {
 		t.Errorf("Verify = %+v, %v; want the thin event's id %s", v, err, id)
 	}
 }
+
+// A destination disabled with status_details.disabled.reason user (in Workbench or by the API:
+// the one reason Stripe's description gives a webhook destination) is a drift the plan may
+// repair, not the provider's pause; any other reason, or none, is read as the provider's pause.
+func TestDisabledDestinationsHealth(t *testing.T) {
+	ctx := context.Background()
+	e := newV2Env(t)
+	c := e.client(t, thinSettings)
+	reg, err := c.Create(ctx, providers.Desired{URL: "https://hooks.example.com/v2/disabled", Events: []string{"v1.billing.meter.error_report_triggered"}, Owner: v2Owner}, "k-disabled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.srv.EditDestination(testKey, reg.ID, func(d *fake.Destination) { d.Status = "disabled" }) {
+		t.Fatal("no destination to disable")
+	}
+	regs, err := c.List(ctx)
+	if err != nil || len(regs) != 1 {
+		t.Fatalf("List = %v, %v", regs, err)
+	}
+	if !regs[0].Disabled || regs[0].Health != nil {
+		t.Errorf("disabled by a user: Disabled %v, Health %+v; want disabled with no provider health (a drift)", regs[0].Disabled, regs[0].Health)
+	}
+
+	for _, reason := range []string{"", "no_aws_event_source_exists"} {
+		details := `null`
+		if reason != "" {
+			details = `{"disabled":{"reason":"` + reason + `"}}`
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"data":[{"id":"ed_1","object":"v2.core.event_destination","type":"webhook_endpoint","event_payload":"thin","enabled_events":["v1.billing.meter.error_report_triggered"],"status":"disabled","status_details":%s,"metadata":{},"webhook_endpoint":{"url":"https://hooks.example.com/v2/disabled"}}],"next_page_url":null}`, details)
+		}))
+		c, err := stripe.Factory().New(providers.Config{APIURL: srv.URL, Credential: testKey, Settings: []byte(thinSettings), Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, err := c.List(ctx)
+		srv.Close()
+		if err != nil || len(regs) != 1 {
+			t.Fatalf("reason %q: List = %v, %v", reason, regs, err)
+		}
+		if h := regs[0].Health; !regs[0].Disabled || h == nil || h.State != providers.HealthDisabled {
+			t.Errorf("reason %q: Disabled %v, Health %+v; want the provider's pause", reason, regs[0].Disabled, h)
+		}
+	}
+}
