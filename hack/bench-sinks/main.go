@@ -91,7 +91,7 @@ func main() {
 	conc := flag.Int("concurrency", deliver.DefaultWorkers, "publishers at once (the receiver's --workers)")
 	only := flag.String("only", "", "comma-separated sink types to run (http,nats,amqp,kafka,ledger; empty: all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	ledger := flag.String("store", "sqlite", `the ledger: "sqlite" (a file per run) or a postgres:// DSN`)
+	ledger := flag.String("store", "sqlite", `the ledger: "sqlite" (a file per run) or a postgres:// DSN of a database of its own (a run waits for the whole queue to drain and delivers whatever jobs it holds)`)
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
