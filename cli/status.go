@@ -225,22 +225,20 @@ func (g *globals) scrape(ctx context.Context, errOut io.Writer, f statusFlags) (
 // figuresFor sums the route's series of the receiver's metrics.
 func figuresFor(fams map[string]*dto.MetricFamily, namespace, name string) *routeFigures {
 	out := &routeFigures{}
-	if f := fams["hookwarden_receiver_requests_total"]; f != nil {
-		for _, m := range f.Metric {
-			l := labelsOf(m)
-			if l["namespace"] != namespace || l["name"] != name {
-				continue
-			}
-			v := int64(m.GetCounter().GetValue())
-			switch l["result"] {
-			case "accepted":
-				out.Accepted += v
-			case "duplicate":
-				out.Duplicates += v
-			case "ping":
-			default:
-				out.Rejected += v
-			}
+	for _, m := range metricsOf(fams, "hookwarden_receiver_requests_total") {
+		l := labelsOf(m)
+		if l["namespace"] != namespace || l["name"] != name {
+			continue
+		}
+		v := int64(m.GetCounter().GetValue())
+		switch l["result"] {
+		case "accepted":
+			out.Accepted += v
+		case "duplicate":
+			out.Duplicates += v
+		case "ping":
+		default:
+			out.Rejected += v
 		}
 	}
 	sinks := map[string]*sinkFigures{}
@@ -267,11 +265,11 @@ func figuresFor(fams map[string]*dto.MetricFamily, namespace, name string) *rout
 	for _, k := range slices.Sorted(maps.Keys(sinks)) {
 		out.Sinks = append(out.Sinks, *sinks[k])
 	}
-	if f := fams["hookwarden_receiver_queue_depth"]; f != nil && len(f.Metric) > 0 {
-		out.Pending = int64(f.Metric[0].GetGauge().GetValue())
+	if ms := metricsOf(fams, "hookwarden_receiver_queue_depth"); len(ms) > 0 {
+		out.Pending = int64(ms[0].GetGauge().GetValue())
 	}
-	if f := fams["hookwarden_receiver_dead_letters_total"]; f != nil && len(f.Metric) > 0 {
-		out.DeadLetters = int64(f.Metric[0].GetCounter().GetValue())
+	if ms := metricsOf(fams, "hookwarden_receiver_dead_letters_total"); len(ms) > 0 {
+		out.DeadLetters = int64(ms[0].GetCounter().GetValue())
 	}
 	return out
 }
