@@ -272,7 +272,9 @@ type Account struct {
 	mu        sync.Mutex
 	regs      []providers.Registration
 	fetchedAt time.Time
-	valid     bool
+	// reads counts the lists read from the provider.
+	reads uint64
+	valid bool
 	// epoch is the time of the account's first list: the origin of its resync grid.
 	epoch time.Time
 	keys  decide.URLKeys
@@ -307,6 +309,10 @@ func (o Ops) Scope() string { return o.a.scope }
 
 // FetchedAt is when the cached list was read from the provider (zero when there is none).
 func (o Ops) FetchedAt() time.Time { return o.a.fetchedAt }
+
+// Reads counts the lists read from the provider so far: a reconcile that sees it change has read
+// the account itself instead of reusing the shared list.
+func (o Ops) Reads() uint64 { return o.a.reads }
 
 // Epoch is the time of the account's first list (zero before it): the origin of the resync
 // grid that keeps all its subscriptions in one wave.
@@ -358,6 +364,7 @@ func (o Ops) List(ctx context.Context, maxAge time.Duration) ([]providers.Regist
 		regs[i].Secret = "" // the cache never holds secrets (readable ones are read on demand)
 	}
 	a.regs, a.fetchedAt, a.valid = regs, a.now(), true
+	a.reads++
 	a.keys.Retain(regs)
 	a.retainUnfit(regs)
 	if a.epoch.IsZero() {

@@ -392,7 +392,7 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 		return ctrl.Result{}, err
 	}
 	maxAge := r.listAge(sub, o.Epoch(), fresh)
-	accepted := maxAge // maxAge changes between rounds; the recovery look may be as old as this
+	accepted, readsBefore := maxAge, o.Reads() // maxAge changes between rounds; the recovery look may be as old as this
 	var rs decide.Rounds
 	var kept providers.Registration
 	providerDisabled := false
@@ -446,7 +446,8 @@ func (r *Reconciler) sync(ctx context.Context, sub *hookv1.WebhookSubscription, 
 	sub.Status.URL = desiredURL
 	sub.Status.LastDelivery = deliveryStatus(kept.LastDelivery)
 	*target = recoveryTarget{acct: acct, listAge: accepted, kept: kept, secret: string(s.signing.Secrets[s.signing.Current]),
-		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID)}
+		providerDisabled: providerDisabled || disabledByProvider([]providers.Registration{kept}, kept.ID),
+		listedNow:        o.Reads() != readsBefore}
 	fetched := metav1.NewTime(o.FetchedAt())
 	sub.Status.LastSyncTime = &fetched
 	return ctrl.Result{RequeueAfter: r.nextResync(sub, o.Epoch())}, nil

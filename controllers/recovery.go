@@ -48,6 +48,9 @@ type recoveryTarget struct {
 	// listAge is how old a list of the account this reconcile accepted (listAge): a shared
 	// look at missed events may be as old.
 	listAge time.Duration
+	// listedNow: this reconcile read the account's list from the provider (not the shared
+	// list another reconcile read).
+	listedNow bool
 }
 
 // disabledByProvider reports whether the registration id is listed as disabled by the provider.
@@ -90,9 +93,13 @@ func quiet(page providers.MissedPage, d decide.RecoveryDecision, now time.Time) 
 // recoverMissed reports delivery health and recovers what the decision says; it returns the wait
 // before the next reconcile the run asks for (0: the resync's).
 func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubscription, t recoveryTarget) time.Duration {
+	return r.recoverFrom(ctx, sub, t, sub.Status.Recovery.DeepCopy())
+}
+
+// recoverFrom is recoverMissed with persisted, status.recovery as the API server holds it.
+func (r *Reconciler) recoverFrom(ctx context.Context, sub *hookv1.WebhookSubscription, t recoveryTarget, persisted *hookv1.RecoveryStatus) time.Duration {
 	ro := t.acct.Recovery()
 	now := r.Now()
-	persisted := sub.Status.Recovery.DeepCopy()
 	st := r.startRecoveryStatus(sub, ro, t, now)
 	health := r.reportHealth(ctx, sub, ro, t, now)
 	provider := string(sub.Spec.Provider.Type)
@@ -142,12 +149,40 @@ func (r *Reconciler) recoverMissed(ctx context.Context, sub *hookv1.WebhookSubsc
 			x.listed = &page
 		}
 	}
+	if !t.listedNow && !ro.CanListEvents() {
+		if fresh, ok := r.relisted(ctx, sub, t); ok {
+			return r.recoverFrom(ctx, sub, fresh, persisted)
+		}
+	}
 	ctx, span := x.startSpan(ctx)
 	x.start(ctx, now)
 	x.carryOut(ctx)
 	x.finish(ctx, in.Requested)
 	x.endSpan(span)
 	return x.requeue
+}
+
+// relisted reads the account's list from the provider for a run about to send on a provider
+// that cannot list what it never sent, when the reconcile planned from the shared list: the
+// run's first successful resend ends a disable that the provider reports only until then
+// (GitLab clears disabled_until on a success), so a disable that began after the shared list
+// was read would go unseen, and the events it kept from being sent unreported. It costs one list
+// request per run, none per resync. ok is false when the list cannot be read (the run goes on
+// from what the reconcile saw).
+func (r *Reconciler) relisted(ctx context.Context, sub *hookv1.WebhookSubscription, t recoveryTarget) (recoveryTarget, bool) {
+	ops, unlock := t.acct.Lock()
+	regs, err := ops.List(ctx, 0)
+	unlock()
+	if err != nil {
+		log.FromContext(ctx).Info("reading the registration afresh before a recovery run failed; the run goes on from the shared list", logSubscription, account.SubscriptionKey(sub), "error", err.Error())
+		return t, false
+	}
+	t.listedNow = true
+	if i := slices.IndexFunc(regs, func(reg providers.Registration) bool { return reg.ID == t.kept.ID }); i >= 0 {
+		t.kept.Health = regs[i].Health
+		t.providerDisabled = t.providerDisabled || disabledByProvider(regs, t.kept.ID)
+	}
+	return t, true
 }
 
 // startRecoveryStatus makes sure status.recovery exists and records what the provider offers

@@ -265,7 +265,7 @@ func newRecHarnessWith(t *testing.T, f *fakeRecoverer, client providers.Client) 
 // recover runs the recovery step as a reconcile that found the registration in step does.
 func (h *recHarness) recover() time.Duration {
 	h.t.Helper()
-	return h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret})
+	return h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret, listedNow: true})
 }
 
 // stored is status.recovery as the API server holds it.
@@ -833,6 +833,53 @@ type logOnly struct {
 
 func (h *recHarness) gapCounter(reason string) float64 {
 	return metricValue(h.t, h.r.Metrics.recoveryGaps.WithLabelValues("shop", "orders", "stripe", reason))
+}
+
+// gitlabLike keeps a log of deliveries, reports health only through its list, and ends a
+// temporary disable on the first successful resend (GitLab clears disabled_until then).
+type gitlabLike struct {
+	*fakeRecoverer
+}
+
+func (g gitlabLike) Redeliver(ctx context.Context, reg providers.Registration, m providers.Missed) error {
+	if err := g.fakeRecoverer.Redeliver(ctx, reg, m); err != nil {
+		return err
+	}
+	for i := range g.Regs {
+		g.Regs[i].Health = &providers.DeliveryHealth{State: providers.HealthHealthy}
+	}
+	return nil
+}
+
+// A run that resends on a provider that cannot list what it never sent starts from a list of
+// its own: the reconcile planned from a shared list read before GitLab disabled the hook, the
+// disable has ended (disabled_until in the past), and the run's first resend would erase that
+// record. The span is reported though no reconcile saw the hook disabled (CI, stop 37: the
+// GitLab scenario's disabled span went unreported when the run came right after a shared list).
+func TestRecoveryRunListsAfreshOnAProviderThatCannotListEverything(t *testing.T) {
+	f := newFakeRecoverer(decidetest.PollCaps)
+	g := gitlabLike{f}
+	h := newRecHarnessWith(t, f, struct {
+		providers.Client
+		providers.Recoverer
+	}{f.FakeClient, g})
+	until := h.clock.Now().Add(-2 * time.Minute).Truncate(time.Second)
+	f.log = []providers.Missed{missedAt("push-1", -30, "invoice.paid")}
+	stale := h.reg
+	stale.Health = &providers.DeliveryHealth{State: providers.HealthHealthy}
+	listed := h.reg
+	listed.Health = &providers.DeliveryHealth{State: providers.HealthFailing, DisabledUntil: until}
+	f.Regs = []providers.Registration{listed}
+
+	h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: stale, secret: recSecret})
+
+	if !slices.Equal(f.redelivered, []string{"push-1"}) {
+		t.Fatalf("redelivered %v, want push-1", f.redelivered)
+	}
+	gaps := h.sub.Status.Recovery.Gaps
+	if len(gaps) != 1 || gaps[0].Reason != hookv1.GapProviderDisabled || !gaps[0].End.Time.Equal(until) {
+		t.Errorf("gaps %+v; want one ProviderDisabled gap ending %s (the disable the list reported before the resend ended it)", gaps, until)
+	}
 }
 
 // Issue 27: GitHub deliveries older than the redelivery window, on a first run (no watermark):

@@ -155,9 +155,16 @@ func (e *recEnv) environ(service string) []string {
 }
 
 // stopReceiver SIGKILLs the receiver: its port refuses connections from then on.
+// stopReceiver takes the receiver down as an outage does (scaled to zero, a rollout gone
+// wrong): SIGTERM, and it records what its sinks acknowledged before it exits. A crash, where
+// a sink may get an event again (at least once), is the receiver chaos tests' subject.
 func (e *recEnv) stopReceiver() {
-	if err := e.receiver.Kill(); err != nil {
+	how, err := e.receiver.Stop(10 * time.Second)
+	if err != nil {
 		e.h.t.Fatal(err)
+	}
+	if e.receiver.Killed() {
+		e.h.t.Fatalf("the receiver %s", how)
 	}
 }
 
@@ -327,6 +334,18 @@ func (s *recSink) tally(sub string, want []string) (arrived, twice int, missing 
 		}
 	}
 	return arrived, twice, missing
+}
+
+// doubled returns the ids that arrived at sub more than once, sorted.
+func (s *recSink) doubled(sub string) []string {
+	var out []string
+	for id, n := range s.counts(sub) {
+		if n > 1 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // --- Stripe
@@ -800,7 +819,7 @@ func gitlabFourDaysDown(e *recEnv) {
 	fmt.Printf("REPORT recovery gitlab four days down: sent %d (never sent, hook auto-disabled: %d), failed at the provider %d, recovered %d, beyond the window %d, delivered twice %d, resends answered 429 %d, spans reported as never sent %v\n",
 		35, never, sent, st.Recovered, st.BeyondWindow, twice, limited, disabledGaps)
 	if arrived != len(ids) || twice != 0 || st.Recovered != int64(len(ids)) || st.BeyondWindow != 0 {
-		t.Errorf("arrived %d of %d, twice %d, status %+v", arrived, len(ids), twice, st)
+		t.Errorf("arrived %d of %d, twice %d %v, status %+v", arrived, len(ids), twice, e.sink.doubled(name), st)
 	}
 	// The events GitLab never sent while the hook was disabled are reported, not only known.
 	if len(disabledGaps) == 0 || !e.hasEvent(name, hookv1.ReasonProviderDisabledGap) {
