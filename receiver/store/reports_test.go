@@ -1,10 +1,14 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // TestConcurrentReportsEachGetTheirOwnAnswer drives many workers' reports at once, as a pool
@@ -105,4 +109,69 @@ func TestLeasesBesideReports(t *testing.T) {
 			t.Errorf("Depth = %d, %v; want %d", n, err, jobs-first)
 		}
 	})
+}
+
+// A group whose transaction fails on one report is rolled back and each report runs alone: the
+// others are recorded, the failing one gets its own error, and a Lease's scan, run in the
+// rolled-back transaction first, ends with what its second run read.
+func TestGroupCommitRollbackRunsEachReportAlone(t *testing.T) {
+	db, err := sql.Open("sqlite", storetest.SQLitePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // as the store's writer: the transaction holds the one connection
+	ctx := testCtx(t)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const insert = `INSERT INTO t (id, v) VALUES ($1, $2)`
+	var counted []int64
+	count := &report{q: `SELECT count(*) FROM t`, scan: func(rows *sql.Rows) error {
+		defer func() { _ = rows.Close() }()
+		counted = nil // replaces what a run before read, as a Lease's scan does
+		for rows.Next() {
+			var n int64
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			counted = append(counted, n)
+		}
+		return rows.Err()
+	}}
+	batch := []*report{
+		{q: insert, args: []any{1, "a"}},
+		count,
+		{q: insert, args: []any{1, "twin"}}, // the primary key refuses it
+		{q: insert, args: []any{2, "b"}},
+	}
+	for _, r := range batch {
+		r.done = make(chan reportResult, 1)
+	}
+	commitReports(db, func(ctx context.Context, q string) (*sql.Stmt, error) { return db.PrepareContext(ctx, q) }, batch)
+
+	for i, want := range []bool{true, true, false, true} {
+		if res := <-batch[i].done; (res.err == nil) != want {
+			t.Errorf("report %d: %+v, want ok %v", i, res, want)
+		}
+	}
+	if len(counted) != 1 || counted[0] != 1 {
+		t.Errorf("the scan read %v, want [1] (its run alone, after the first insert)", counted)
+	}
+	var got []string
+	rows, err := db.QueryContext(ctx, `SELECT v FROM t ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Errorf("rows %v, want [a b]: the reports beside the failing one are recorded", got)
+	}
 }
