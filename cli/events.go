@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -104,8 +105,11 @@ func newEventsCommand(g *globals) *cobra.Command {
 --help: how it finds the receiver, the token it sends), on the routes /events and /events/*,
 which the ClusterRoles events-viewer (list, show) and events-admin (replay) grant. The ledger
 keeps every event for its subscription's dedupe window, and its payload for
-spec.delivery.retention after delivery (default: the dedupe window). The SQLite and
-PostgreSQL stores keep a browsable ledger; Redis does not.
+spec.delivery.retention after delivery (default: the dedupe window).
+
+list prints up to --limit events. The receiver may answer a filtered request with fewer (on
+Redis a request reads a bounded part of the ledger); list then reads on from where it stopped,
+up to 25 requests, and says where to go on (--after) when more may match.
 
 replay puts the events received in [--since, --until) that match the filters back on the
 delivery path, to the sink named --sink or to every sink: one more delivery per event and sink.
@@ -122,29 +126,7 @@ An empty range, a range past the retention or an unknown sink is refused and not
 		Use: "list", Short: "List the events received in a time range, oldest first, a page at a time", Args: cobra.NoArgs,
 		Example: "  hookwarden events list --since 2h --type invoice.paid\n  hookwarden events list --since 2026-12-07T10:00:00Z --until 2026-12-07T11:00:00Z -l team=billing --sink queue",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var page adminapi.EventPage
-			if err := g.withReceiver(cmd, &rf, func(ctx context.Context, r *receiverConn) error {
-				v, err := g.eventQuery(ctx, &lf)
-				if err != nil {
-					return err
-				}
-				v.Set("limit", strconv.Itoa(limit))
-				if after != "" {
-					v.Set("after", after)
-				}
-				return r.call(ctx, http.MethodGet, adminapi.EventsPath+"?"+v.Encode(), &page)
-			}); err != nil {
-				return err
-			}
-			if page.Next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more events: the next page is --after %s\n", page.Next)
-			}
-			return g.print(cmd.OutOrStdout(), page, func(t *table) {
-				t.header("RECEIVED", "SUBSCRIPTION", "EVENT", "TYPE", "SINKS")
-				for _, e := range page.Events {
-					t.row(e.ReceivedAt.Format(time.RFC3339), e.Subscription, e.EventID, dash(e.EventType), sinksColumn(e))
-				}
-			})
+			return g.listEvents(cmd, &rf, &lf, limit, after)
 		},
 	}
 	lf.bind(list)
@@ -206,6 +188,83 @@ An empty range, a range past the retention or an unknown sink is refused and not
 	replay.Flags().BoolVar(&keepKey, "keep-key", false, "keep the events' Idempotency-Key (default: a key of the replay's own, so that a consumer that drops repeats takes it)")
 	cmd.AddCommand(list, show, replay)
 	return cmd
+}
+
+// listRequests bounds the requests one events list makes to fill its page: the receiver may
+// answer a page short of its limit, even empty, with a cursor to go on from (on Redis a
+// filtered page reads at most 2,000 index entries per subscription), and past the bound the
+// list says where to go on rather than walk a whole ledger for a filter nothing passes.
+const listRequests = 25
+
+// listProgressEvery is how many requests go by between two progress lines of a list that
+// follows short pages.
+const listProgressEvery = 5
+
+// listEvents prints the events of lf, up to limit, from the cursor after: as many pages of the
+// receiver as fill it (fillPage), then the cursor to go on from, on stderr.
+func (g *globals) listEvents(cmd *cobra.Command, rf *receiverFlags, lf *eventFlags, limit int, after string) error {
+	var page adminapi.EventPage
+	requests := 0
+	if err := g.withReceiver(cmd, rf, func(ctx context.Context, r *receiverConn) error {
+		v, err := g.eventQuery(ctx, lf)
+		if err != nil {
+			return err
+		}
+		fetch := func(cursor string, n int) (adminapi.EventPage, error) {
+			v.Set("limit", strconv.Itoa(n))
+			v.Del("after")
+			if cursor != "" {
+				v.Set("after", cursor)
+			}
+			var p adminapi.EventPage
+			err := r.call(ctx, http.MethodGet, adminapi.EventsPath+"?"+v.Encode(), &p)
+			return p, err
+		}
+		page, requests, err = fillPage(fetch, after, limit, listRequests, cmd.ErrOrStderr())
+		return err
+	}); err != nil {
+		return err
+	}
+	switch {
+	case page.Next == "":
+	case len(page.Events) < limit:
+		fmt.Fprintf(cmd.ErrOrStderr(), "more events may match: %d requests read the ledger this far without filling --limit %d (a filter few events pass); go on with --after %s\n",
+			requests, limit, page.Next)
+	default:
+		fmt.Fprintf(cmd.ErrOrStderr(), "more events: the next page is --after %s\n", page.Next)
+	}
+	return g.print(cmd.OutOrStdout(), page, func(t *table) {
+		t.header("RECEIVED", "SUBSCRIPTION", "EVENT", "TYPE", "SINKS")
+		for _, e := range page.Events {
+			t.row(e.ReceivedAt.Format(time.RFC3339), e.Subscription, e.EventID, dash(e.EventType), sinksColumn(e))
+		}
+	})
+}
+
+// fetchPage asks the receiver for one page of at most limit events after the cursor after.
+type fetchPage func(after string, limit int) (adminapi.EventPage, error)
+
+// fillPage reads pages from the cursor after until they hold limit events or the walk ends, in
+// at most maxRequests requests, and says on progress how far it got every listProgressEvery
+// requests. The page it returns holds the events read and the cursor after the last entry the
+// receiver read ("" at the end); requests is how many it made.
+func fillPage(fetch fetchPage, after string, limit, maxRequests int, progress io.Writer) (page adminapi.EventPage, requests int, err error) {
+	page.Events = []adminapi.Event{}
+	for requests < maxRequests {
+		got, err := fetch(after, limit-len(page.Events))
+		requests++
+		if err != nil {
+			return page, requests, err
+		}
+		page.Events, page.Next, after = append(page.Events, got.Events...), got.Next, got.Next
+		if page.Next == "" || len(page.Events) >= limit {
+			break
+		}
+		if requests%listProgressEvery == 0 && requests < maxRequests {
+			fmt.Fprintf(progress, "reading on through the ledger: %d requests, %d of %d events so far\n", requests, len(page.Events), limit)
+		}
+	}
+	return page, requests, nil
 }
 
 // sinksColumn is "name:state" per sink, with the attempts when more than one.

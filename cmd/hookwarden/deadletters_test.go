@@ -64,23 +64,34 @@ func (s *sink) requests() []string {
 	return append([]string(nil), s.keys...)
 }
 
-// TestDeadLetters: a real receiver (handler, SQLite ledger, delivery pool) dead-letters an event
-// its sink refused; its admin API, on a metrics server that authenticates and authorizes as the
-// receiver's does (TokenReview, SubjectAccessReview against envtest, the ClusterRoles of
-// config/rbac), lists it to a viewer, refuses the viewer a replay, and replays it for an admin:
-// the sink then gets it once, with the Idempotency-Key of the refused attempt. A purged one is
-// never delivered and its redelivery by the provider is still a duplicate.
+// TestDeadLetters: a real receiver (handler, ledger on SQLite or on Redis, delivery pool)
+// dead-letters an event its sink refused; its admin API, on a metrics server that authenticates
+// and authorizes as the receiver's does (TokenReview, SubjectAccessReview against envtest, the
+// ClusterRoles of config/rbac), lists it to a viewer, refuses the viewer a replay, and replays it
+// for an admin: the sink then gets it once, with the Idempotency-Key of the refused attempt. A
+// purged one is never delivered, its redelivery by the provider is still a duplicate, and the
+// ledger shows it purged.
 func TestDeadLetters(t *testing.T) {
 	testtier.RequiresServers(t, "a control plane (envtest) and the fakes")
+	for _, kind := range []string{"sqlite", "redis"} {
+		t.Run(kind, func(t *testing.T) { testDeadLetters(t, kind) })
+	}
+}
+
+func testDeadLetters(t *testing.T, kind string) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tn := newTenant(t, g, "deadletters")
+	tn := newTenant(t, g, "deadletters-"+kind)
 
 	snk := &sink{failing: true}
 	sinkSrv := httptest.NewServer(snk)
 	defer sinkSrv.Close()
-	st, err := store.OpenSQLite(storetest.SQLitePath(t))
+	dsn := "sqlite://" + storetest.SQLitePath(t)
+	if kind == "redis" {
+		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
+	}
+	st, err := store.Open(ctx, dsn)
 	g.Expect(err).NotTo(HaveOccurred())
 	rig := newReceiverRig(ctx, t, g, st, receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe",
 		Secrets: [][]byte{[]byte("whsec_deadletters")}, Sinks: receiver.OneHTTPSink(sinkSrv.URL), MaxAttempts: 1})
@@ -102,7 +113,7 @@ func TestDeadLetters(t *testing.T) {
 	code, stdout, stderr := dl(viewer, "list")
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)
 	g.Expect(stdout).To(MatchRegexp(`(?m)^ID\s+SUBSCRIPTION\s+EVENT\s+TYPE\s+ATTEMPTS\s+RECEIVED\s+LAST-ERROR$`))
-	g.Expect(stdout).To(ContainSubstring("deadletters/orders  evt_dead_1  invoice.paid  1"))
+	g.Expect(stdout).To(ContainSubstring(tn.ns + "/orders  evt_dead_1  invoice.paid  1"))
 	id := strings.Fields(strings.Split(stdout, "\n")[1])[0]
 	code, stdout, _ = dl(viewer, "show", id)
 	g.Expect(code).To(Equal(cli.ExitOK))
@@ -145,14 +156,23 @@ func TestDeadLetters(t *testing.T) {
 	jobs, err := st.DeadLetters(ctx, 10)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(jobs).To(BeEmpty())
+	code, _, stderr = dl(adminTok, "purge", purgeID)
+	g.Expect(code).To(Equal(cli.ExitUsage), stderr) // no longer a dead letter: 404
 	snk.set(false)
 	requestsBefore := len(snk.requests())
 	g.Expect(post("evt_dead_2")).To(BeNumerically("<", 300))
 	g.Expect(st.Depth(ctx)).To(BeZero())
 	g.Expect(snk.requests()).To(HaveLen(requestsBefore))
 	g.Expect(snk.delivered()).To(HaveLen(1))
+	eventsViewer := tokenFor(t, g, tn.ns, "dl-events-viewer", "events-viewer")
+	code, stdout, stderr = rig.command(t, "events", eventsViewer, "show", tn.ns+"/orders", "evt_dead_2")
+	g.Expect(code).To(Equal(cli.ExitOK), stderr)
+	g.Expect(stdout).To(ContainSubstring("state: completed"))
+	g.Expect(stdout).To(ContainSubstring("lastError: purged from the dead letters"))
 
-	reachThroughTheAPIServer(t, g, tn.ns, rig.addr, viewer)
+	if kind == "sqlite" { // finding the receiver does not depend on its store
+		reachThroughTheAPIServer(t, g, tn.ns, rig.addr, viewer)
+	}
 }
 
 // reachThroughTheAPIServer: without --receiver, deadletters finds the receiver's Service by its

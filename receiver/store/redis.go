@@ -86,6 +86,7 @@ type Redis struct {
 var (
 	_ Store       = (*Redis)(nil)
 	_ EachClaimer = (*Redis)(nil)
+	_ Purger      = (*Redis)(nil)
 )
 
 const (
@@ -666,21 +667,31 @@ func (r *Redis) DeadLetters(ctx context.Context, limit int) ([]Job, error) {
 	return jobs, nil
 }
 
-// Replay implements Store. It returns ErrNotDead when the job is not dead-lettered.
-func (r *Redis) Replay(ctx context.Context, jobID int64, now time.Time) error {
+// subOfJob is the subscription whose index the job id jobID carries; ok is false when no
+// subscription has that index (then no job has that id).
+func (r *Redis) subOfJob(ctx context.Context, jobID int64) (sub string, ok bool, err error) {
 	idx := jobID >> seqBits
 	r.mu.Lock()
-	sub, ok := r.names[idx]
+	sub, ok = r.names[idx]
 	r.mu.Unlock()
-	if !ok {
-		s, err := r.c.HGet(ctx, r.globalKey("idx"), strconv.FormatInt(idx, 10)).Result()
-		if errors.Is(err, redis.Nil) {
-			return fmt.Errorf("store: replay job %d: %w", jobID, ErrNotDead)
-		}
-		if err != nil {
-			return fmt.Errorf("store: replay job %d: %w", jobID, err)
-		}
-		sub = s
+	if ok {
+		return sub, true, nil
+	}
+	sub, err = r.c.HGet(ctx, r.globalKey("idx"), strconv.FormatInt(idx, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	return sub, err == nil, err
+}
+
+// Replay implements Store. It returns ErrNotDead when the job is not dead-lettered.
+func (r *Redis) Replay(ctx context.Context, jobID int64, now time.Time) error {
+	sub, ok, err := r.subOfJob(ctx, jobID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: replay job %d: %w", jobID, err)
+	case !ok:
+		return fmt.Errorf("store: replay job %d: %w", jobID, ErrNotDead)
 	}
 	seq := strconv.FormatInt(jobID&seqMask, 10)
 	n, err := redisReplay.Run(ctx, r.c, []string{r.subKey(sub, "j:"+seq), r.subKey(sub, "due"), r.subKey(sub, "dead")},
@@ -694,6 +705,30 @@ func (r *Redis) Replay(ctx context.Context, jobID int64, now time.Time) error {
 		return fmt.Errorf("store: replay job %d: its event was claimed again since it died", jobID)
 	}
 	r.touch(ctx, sub, now)
+	return nil
+}
+
+// Purge implements Purger as the SQL stores do, in one script: the dead job is completed,
+// never delivered (its last error says purged), and leaves the dead letters; its event keeps
+// answering redeliveries as duplicates until its keys expire or Sweep removes it, as a
+// delivered event's. It returns ErrNotDead when the job is not dead-lettered.
+func (r *Redis) Purge(ctx context.Context, jobID int64, now time.Time) error {
+	sub, ok, err := r.subOfJob(ctx, jobID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: purge job %d: %w", jobID, err)
+	case !ok:
+		return fmt.Errorf("store: purge job %d: %w", jobID, ErrNotDead)
+	}
+	seq := strconv.FormatInt(jobID&seqMask, 10)
+	n, err := redisPurge.Run(ctx, r.c, []string{r.subKey(sub, "j:"+seq), r.subKey(sub, "done"), r.subKey(sub, "dead")},
+		seq, us(now), r.subKey(sub, "e:"), r.subKey(sub, "j:"), purgedError).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: purge job %d: %w", jobID, err)
+	case n == 0:
+		return fmt.Errorf("store: purge job %d: %w", jobID, ErrNotDead)
+	}
 	return nil
 }
 

@@ -156,6 +156,7 @@ return {out, first[2] or ''}
 // list, and the job then at its head becomes due; a job that ends leaves its sink's live set.
 // Returns 1, 2 when it made a job due, or 0 when the lease was lost.
 var redisReport = redis.NewScript(`#!lua
+` + redisExpireDelivered + `
 local f = redis.call('HMGET', KEYS[1], 'st', 'att', 'lease')
 if f[1] ~= 'running' or f[2] ~= ARGV[3] or f[3] ~= ARGV[4] then return 0 end
 local op, seq, now = ARGV[1], ARGV[2], ARGV[6]
@@ -190,29 +191,7 @@ if op == 'complete' then
   redis.call('ZREM', KEYS[2], seq)
   redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[1], 'run'), seq)
   local head, left = ended()
-  if left > 0 then return 1 + promoted end
-  local hk = ARGV[9] .. head
-  local g = redis.call('HMGET', hk, 'recv', 'win', 'e', 'n')
-  local last, jobs = tonumber(g[1]), {}
-  for k = 0, tonumber(g[4] or '1') - 1 do
-    local jk = ARGV[9] .. string.format('%d', tonumber(head) + k)
-    local h = redis.call('HMGET', jk, 'st', 'run')
-    if h[1] == 'dead' then return 1 + promoted end
-    if h[2] then
-      last = math.max(last, tonumber(h[2]))
-      jobs[#jobs + 1] = jk
-    end
-  end
-  local ttl = math.floor((last + tonumber(g[2]) - tonumber(now)) / 1000)
-  local dk = ARGV[5] .. g[3]
-  if redis.call('GET', dk) == head then jobs[#jobs + 1] = dk end
-  for _, k in ipairs(jobs) do
-    if ttl <= 0 then
-      redis.call('DEL', k)
-    else
-      redis.call('PEXPIRE', k, string.format('%d', ttl))
-    end
-  end
+  if left <= 0 then expireDelivered(head, ARGV[9], ARGV[5], now) end
 elseif op == 'retry' or op == 'release' then
   redis.call('HSET', KEYS[1], 'st', 'retryable', 'run', ARGV[7], 'err', ARGV[8], 'lease', '0', 'upd', now)
   if op == 'release' then redis.call('HINCRBY', KEYS[1], 'att', -1) end
@@ -224,6 +203,59 @@ elseif op == 'dead' then
   ended()
 end
 return 1 + promoted
+`)
+
+// redisExpireDelivered is the Lua function redisReport and redisPurge share:
+// expireDelivered(head, job key prefix, dedupe key prefix, now) gives the keys of the event whose
+// head is head, all of whose jobs have ended, the TTL of its dedupe window ('win'), counted from
+// the later of its receipt and its jobs' last run as the SQL sweeper counts (deleted when that is
+// already past). An event with a dead job keeps no TTL: Sweep removes it, so that an eviction
+// policy for keys with a TTL can never drop a dead letter.
+const redisExpireDelivered = `
+local function expireDelivered(head, prefix, dkprefix, now)
+  local g = redis.call('HMGET', prefix .. head, 'recv', 'win', 'e', 'n')
+  local last, jobs = tonumber(g[1]), {}
+  for k = 0, tonumber(g[4] or '1') - 1 do
+    local jk = prefix .. string.format('%d', tonumber(head) + k)
+    local h = redis.call('HMGET', jk, 'st', 'run')
+    if h[1] == 'dead' then return end
+    if h[2] then
+      last = math.max(last, tonumber(h[2]))
+      jobs[#jobs + 1] = jk
+    end
+  end
+  local ttl = math.floor((last + tonumber(g[2]) - tonumber(now)) / 1000)
+  local dk = dkprefix .. g[3]
+  if redis.call('GET', dk) == head then jobs[#jobs + 1] = dk end
+  for _, k in ipairs(jobs) do
+    if ttl <= 0 then
+      redis.call('DEL', k)
+    else
+      redis.call('PEXPIRE', k, string.format('%d', ttl))
+    end
+  end
+end
+`
+
+// redisPurge discards a dead letter as the SQL stores' Purge does: the job is completed, never
+// delivered (its last error says purged, 'upd' is when), and moves from the dead set to the
+// completed set (by its last run, as a completed job is, for Sweep). A dead job has already
+// left its ordering key's list and its sink's live set, and been counted off its event's head;
+// if it was the event's last dead job and every other has ended, the event's keys get the TTL
+// a completed event gets (expireDelivered). KEYS: the job, the completed set, the dead set.
+// ARGV: seq, now, dedupe key prefix, job key prefix, the last error to write. Returns 1, or 0
+// when the job is not dead.
+var redisPurge = redis.NewScript(`#!lua
+` + redisExpireDelivered + `
+if redis.call('HGET', KEYS[1], 'st') ~= 'dead' then return 0 end
+redis.call('HSET', KEYS[1], 'st', 'completed', 'err', ARGV[5], 'lease', '0', 'upd', ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[1], 'run'), ARGV[1])
+local head = redis.call('HGET', KEYS[1], 'head') or ARGV[1]
+if tonumber(redis.call('HGET', ARGV[4] .. head, 'left') or '0') <= 0 then
+  expireDelivered(head, ARGV[4], ARGV[3], ARGV[2])
+end
+return 1
 `)
 
 // redisReplay moves a dead job back to pending with a fresh attempt budget, counted as a replay

@@ -171,6 +171,58 @@ func TestRedisDeadLettersHaveNoTTL(t *testing.T) {
 	}
 }
 
+// A purged dead letter's event is forgotten as a delivered one is: once its last dead job is
+// purged, its keys take the TTL of its dedupe window (before, its dead job kept them all).
+func TestRedisPurgedEventExpiresAsDelivered(t *testing.T) {
+	s, ctx := openTestRedis(t, WithRetention(time.Millisecond))
+	now := time.Now()
+	ev := event("ns/a", "evt_purged", now)
+	ev.Sinks, ev.DedupeWindow = []string{"web", "queue"}, time.Hour
+	mustClaim(t, s, ev)
+	keys := []string{s.subKey("ns/a", "e:evt_purged"), s.subKey("ns/a", "j:1"), s.subKey("ns/a", "j:2")}
+	ttls := func() []time.Duration {
+		var out []time.Duration
+		for _, k := range keys {
+			ttl, err := s.c.PTTL(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ttl)
+		}
+		return out
+	}
+	jobs := mustLease(t, s, 10, now, time.Minute)
+	if len(jobs) != 2 {
+		t.Fatalf("leased %d jobs, want 2", len(jobs))
+	}
+	var web Job
+	for _, j := range jobs {
+		if j.Sink == "web" {
+			web = j
+			continue
+		}
+		if err := s.Complete(ctx, j, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Dead(ctx, web, "400"); err != nil {
+		t.Fatal(err)
+	}
+	for i, ttl := range ttls() {
+		if ttl != -1 {
+			t.Errorf("%s has TTL %v while the event has a dead letter, want none", keys[i], ttl)
+		}
+	}
+	if err := s.Purge(ctx, web.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	for i, ttl := range ttls() {
+		if ttl <= 0 || ttl > ev.DedupeWindow {
+			t.Errorf("%s has TTL %v once purged, want one in (0, %v]: the route's dedupe window", keys[i], ttl, ev.DedupeWindow)
+		}
+	}
+}
+
 func TestRedisClaimFailsOnlyItsSubscription(t *testing.T) {
 	s, ctx := openTestRedis(t)
 	// ns/broken's sequence key holds a hash: its claim script refuses before writing.

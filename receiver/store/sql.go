@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// ErrNotDead is returned by Replay when the job does not exist or is not dead-lettered.
+// ErrNotDead is returned by Replay and Purge when the job does not exist or is not
+// dead-lettered.
 var ErrNotDead = errors.New("job is not dead-lettered")
 
 // SQL is the Store on SQLite or PostgreSQL. Times are stored as unix microseconds so that both
@@ -46,7 +47,10 @@ type stmtKey struct {
 	q  string
 }
 
-var _ Store = (*SQL)(nil)
+var (
+	_ Store  = (*SQL)(nil)
+	_ Purger = (*SQL)(nil)
+)
 
 // Writers is the number of write transactions worth running at once: 1 on SQLite (one writer
 // at a time), 2 on PostgreSQL (one commit in flight while the next batch forms; more only pays
@@ -1023,7 +1027,7 @@ func (s *SQL) Replay(ctx context.Context, jobID int64, now time.Time) error {
 // purged), so its event keeps answering redeliveries as duplicates until it is swept. It
 // returns ErrNotDead when the job is not dead-lettered.
 func (s *SQL) Purge(ctx context.Context, jobID int64, now time.Time) error {
-	return s.fromDead(ctx, "purge", jobID, `UPDATE hw_sink_jobs SET state = 'completed', last_error = 'purged from the dead letters', lease_until = 0, updated_at = $3
+	return s.fromDead(ctx, "purge", jobID, `UPDATE hw_sink_jobs SET state = 'completed', last_error = '`+purgedError+`', lease_until = 0, updated_at = $3
 	WHERE event = $1 AND slot = $2 AND state = 'dead'`, now)
 }
 

@@ -704,14 +704,15 @@ func injectClaimFailure(t *testing.T, e *env, sub, eventID string) (undo func())
 	}
 }
 
-// TestDeadLetterPurge: a purged dead letter is never delivered and leaves the dead letters, and
-// its event still answers a redelivery as a duplicate; only dead jobs can be purged. Every store
-// that implements Purger runs it.
+// TestDeadLetterPurge: a purged dead letter is never delivered and leaves the dead letters, its
+// event still answers a redelivery as a duplicate, and the ledger shows its job completed with
+// the purge as its last error, until Sweep removes the event as a delivered one; only dead jobs
+// can be purged, and an unknown id is not dead. Every store runs it.
 func TestDeadLetterPurge(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		p, ok := e.s.(Purger)
 		if !ok {
-			return // Redis: the admin API answers 501
+			t.Fatalf("%T does not implement Purger", e.s)
 		}
 		ctx := testCtx(t)
 		bad, good := event("ns/a", "evt_bad", t0), event("ns/a", "evt_good", t0.Add(time.Second))
@@ -722,6 +723,9 @@ func TestDeadLetterPurge(t *testing.T) {
 		}
 		if err := p.Purge(ctx, jobs[1].ID, t0.Add(time.Hour)); !errors.Is(err, ErrNotDead) {
 			t.Errorf("Purge of a leased job = %v, want ErrNotDead", err)
+		}
+		if err := p.Purge(ctx, 999999, t0.Add(time.Hour)); !errors.Is(err, ErrNotDead) {
+			t.Errorf("Purge of an unknown id = %v, want ErrNotDead", err)
 		}
 		if err := e.s.Complete(ctx, jobs[1], t0.Add(2*time.Second)); err != nil {
 			t.Fatalf("Complete: %v", err)
@@ -741,6 +745,22 @@ func TestDeadLetterPurge(t *testing.T) {
 		}
 		if err := e.s.Replay(ctx, jobs[0].ID, t0.Add(3*time.Hour)); !errors.Is(err, ErrNotDead) {
 			t.Errorf("Replay after Purge = %v, want ErrNotDead", err)
+		}
+		if err := p.Purge(ctx, jobs[0].ID, t0.Add(3*time.Hour)); !errors.Is(err, ErrNotDead) {
+			t.Errorf("Purge of a purged job = %v, want ErrNotDead", err)
+		}
+		le, found, err := ledgerOf(t, e).EventOf(ctx, "ns/a", "evt_bad")
+		if err != nil || !found {
+			t.Fatalf("EventOf(evt_bad) = %v, %v; want the purged event", found, err)
+		}
+		want := []SinkRecord{{JobID: jobs[0].ID, Sink: DefaultSink, State: StateCompleted, Attempts: 1,
+			LastError: "purged from the dead letters", DeliveredAt: t0.Add(time.Hour)}}
+		if diff := cmp.Diff(want, le.Sinks); diff != "" {
+			t.Errorf("the purged event's jobs in the ledger, -want +got:\n%s", diff)
+		}
+		// Swept like a delivered event once the cutoff passes its last run.
+		if n, err := e.s.Sweep(ctx, t0.Add(2*time.Hour)); err != nil || n != 2 {
+			t.Errorf("Sweep after Purge = %d, %v; want both events removed", n, err)
 		}
 	})
 }

@@ -206,10 +206,15 @@ func PromiseOf(st Store) Promise {
 }
 
 // Purger is a Store that can discard a dead letter: it is never delivered, and its event stays
-// in the ledger for dedupe until swept like a completed one. The SQL stores implement it.
+// in the ledger for dedupe until swept like a completed one. The job reads as completed, with
+// purgedError as its last error. It returns ErrNotDead when the job is not dead-lettered (or
+// does not exist). Every store of this package implements it.
 type Purger interface {
 	Purge(ctx context.Context, jobID int64, now time.Time) error
 }
+
+// purgedError is the last error of a purged dead letter, which the ledger shows.
+const purgedError = "purged from the dead letters"
 
 // ErrLeaseLost is returned when a worker reports on a job whose lease it no longer holds
 // (it expired and another worker took the job).
