@@ -167,7 +167,8 @@ func testDeadLetters(t *testing.T, kind string) {
 	eventsViewer := tokenFor(t, g, tn.ns, "dl-events-viewer", "events-viewer")
 	code, stdout, stderr = rig.command(t, "events", eventsViewer, "show", tn.ns+"/orders", "evt_dead_2")
 	g.Expect(code).To(Equal(cli.ExitOK), stderr)
-	g.Expect(stdout).To(ContainSubstring("state: completed"))
+	g.Expect(stdout).To(ContainSubstring("state: purged"))
+	g.Expect(stdout).NotTo(ContainSubstring("deliveredAt"))
 	g.Expect(stdout).To(ContainSubstring("lastError: purged from the dead letters"))
 
 	if kind == "sqlite" { // finding the receiver does not depend on its store

@@ -74,7 +74,8 @@ type SinkRecord struct {
 	State     string
 	Attempts  int
 	LastError string
-	// DeliveredAt is when the job completed (zero unless State is completed).
+	// DeliveredAt is when the job completed (zero unless State is completed; a purged job was
+	// never delivered).
 	DeliveredAt time.Time
 	// Replays counts the replays by hand (events replay, deadletters replay).
 	Replays int
@@ -125,4 +126,19 @@ func checkQuery(q EventQuery) (cursor, error) {
 		return cursor{received: q.Since.UnixMicro() - 1, id: 1<<63 - 1}, nil
 	}
 	return parseCursor(q.After)
+}
+
+// settle sets r's State and DeliveredAt as a reader sees them from the store's state and the
+// job's last update: a purged dead letter shows as purged, not delivered; a job waiting behind
+// its ordering key as pending.
+func (r *SinkRecord) settle(state string, updated time.Time) {
+	r.State = state
+	switch {
+	case state == StateCompleted && r.LastError == purgedError:
+		r.State = StatePurged
+	case state == StateCompleted:
+		r.DeliveredAt = updated
+	case state == stateBlocked:
+		r.State = StatePending
+	}
 }

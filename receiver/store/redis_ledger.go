@@ -202,15 +202,10 @@ func ledgerEventOf(sub registered, raw any) (LedgerEvent, int64, error) {
 			return LedgerEvent{}, 0, fmt.Errorf("ledger event: unexpected job %v", raw)
 		}
 		rec := SinkRecord{
-			JobID: sub.index<<seqBits | num(j[0]), Sink: str(j[1]), State: str(j[2]), Attempts: int(num(j[3])),
+			JobID: sub.index<<seqBits | num(j[0]), Sink: str(j[1]), Attempts: int(num(j[3])),
 			LastError: str(j[4]), Replays: int(num(j[6])),
 		}
-		switch rec.State {
-		case StateCompleted:
-			rec.DeliveredAt = fromMicros(num(j[5]))
-		case stateBlocked:
-			rec.State = StatePending // waiting behind its ordering key: pending to a reader
-		}
+		rec.settle(str(j[2]), fromMicros(num(j[5])))
 		e.Sinks = append(e.Sinks, rec)
 	}
 	return e, sub.index<<seqBits | head, nil

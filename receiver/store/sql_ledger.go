@@ -139,16 +139,12 @@ func (s *SQL) sinkRecords(ctx context.Context, ids []int64, events []LedgerEvent
 	return eachRow(rows, func(rows *sql.Rows) error {
 		var r SinkRecord
 		var event, slot, updated int64
-		if err := rows.Scan(&event, &slot, &r.Sink, &r.State, &r.Attempts, &r.LastError, &updated, &r.Replays); err != nil {
+		var state string
+		if err := rows.Scan(&event, &slot, &r.Sink, &state, &r.Attempts, &r.LastError, &updated, &r.Replays); err != nil {
 			return err
 		}
 		r.JobID = jobID(event, int(slot))
-		if r.State == StateCompleted {
-			r.DeliveredAt = fromMicros(updated)
-		}
-		if r.State == stateBlocked {
-			r.State = StatePending // waiting behind its ordering key: pending to a reader
-		}
+		r.settle(state, fromMicros(updated))
 		e := &events[at[event]]
 		e.Sinks = append(e.Sinks, r)
 		return nil

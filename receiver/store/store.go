@@ -125,6 +125,9 @@ const (
 	StateRetryable = "retryable"
 	StateCompleted = "completed"
 	StateDead      = "dead"
+	// StatePurged is how the ledger shows a dead letter that was purged (Purger): completed in
+	// the store, never delivered.
+	StatePurged = "purged"
 )
 
 // Job is one delivery of one event to one of the subscription's sinks.
