@@ -1,10 +1,12 @@
 // Package brokertest gives tests the brokers on this machine's loopback: RabbitMQ (the
 // running rabbitmq-server, or one started from Debian's package) and a TCP proxy a test can
-// cut to close every client connection without touching the broker or other clients.
+// cut to close every client connection without touching the broker or other clients (or that
+// terminates TLS in front of a broker that has none).
 package brokertest
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -80,6 +82,8 @@ func listening(addr string) bool {
 type Proxy struct {
 	target string
 	addr   string
+	// tls, when set, terminates TLS: clients connect over TLS, the target gets the plain stream.
+	tls *tls.Config
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -90,11 +94,24 @@ type Proxy struct {
 // NewProxy starts a proxy to target on a free loopback port; it stops when the test ends.
 func NewProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
+	return newProxy(tb, target, nil)
+}
+
+// NewTLSProxy starts a proxy to target that clients reach over TLS with cfg (as a broker behind
+// a TLS-terminating load balancer): a client that does not verify the proxy's certificate, or
+// whose certificate cfg refuses, never reaches target.
+func NewTLSProxy(tb testing.TB, target string, cfg *tls.Config) *Proxy {
+	tb.Helper()
+	return newProxy(tb, target, cfg)
+}
+
+func newProxy(tb testing.TB, target string, cfg *tls.Config) *Proxy {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, addr: ln.Addr().String(), tls: cfg, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
 	tb.Cleanup(p.Stop)
 	return p
@@ -104,6 +121,9 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 func (p *Proxy) Addr() string { return p.addr }
 
 func (p *Proxy) serve(ln net.Listener) {
+	if p.tls != nil {
+		ln = tls.NewListener(ln, p.tls)
+	}
 	p.mu.Lock()
 	p.ln = ln
 	p.mu.Unlock()

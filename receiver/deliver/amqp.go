@@ -3,6 +3,7 @@ package deliver
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -84,7 +85,8 @@ func NewAMQP(rawURL, exchange, routingKey string, tls TLSMaterial) (*AMQP, error
 	return &AMQP{url: rawURL, exchange: exchange, routingKey: routingKey, cfg: cfg, where: where}, nil
 }
 
-// session is the current session, connecting or opening a channel first when there is none.
+// session is the current session, connecting or opening a channel first when there is none;
+// its error is a *Error.
 func (s *AMQP) session() (*amqpSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,7 +103,7 @@ func (s *AMQP) session() (*amqpSession, error) {
 		s.sess = nil
 		c, err := amqp.DialConfig(s.url, s.cfg)
 		if err != nil {
-			return nil, err
+			return nil, s.dialError(err)
 		}
 		conn = c
 	}
@@ -112,13 +114,38 @@ func (s *AMQP) session() (*amqpSession, error) {
 	if err != nil {
 		_ = conn.Close()
 		s.sess = nil
-		return nil, err
+		return nil, &Error{Retryable: true, Err: fmt.Errorf("connecting to RabbitMQ at %s: %w", s.where, err)}
 	}
 	s.sess = &amqpSession{conn: conn, ch: ch,
 		closed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 		returns:  ch.NotifyReturn(make(chan amqp.Return, 1024)),
 		returned: map[string]amqp.Return{}}
 	return s.sess, nil
+}
+
+// dialError classifies a failed connection: a refusal the user must fix is Misconfigured, its
+// events waiting uncounted; anything else (the broker unreachable) is retried. RabbitMQ refuses
+// at connection open the credentials (403 ACCESS_REFUSED) or the vhost (530 NOT_ALLOWED: it does
+// not exist, the user may not access it, or the user's or vhost's connection limit is reached;
+// 402 INVALID_PATH); or TLS failed.
+func (s *AMQP) dialError(err error) *Error {
+	refusal := tlsRefusal("RabbitMQ", err)
+	var refused *amqp.Error
+	if errors.As(err, &refused) {
+		switch {
+		case refused.Code == amqp.AccessRefused:
+			refusal = fmt.Errorf("RabbitMQ refused the credentials (the user and password of the sink's URL): %w", err)
+		case refused.Code == amqp.NotAllowed || refused.Code == amqp.InvalidPath:
+			refusal = fmt.Errorf("RabbitMQ refused the vhost of the sink's URL: does it exist, and may the user open it? %w", err)
+		case refused.Code == amqp.FrameError && strings.HasPrefix(refused.Reason, "remote error: tls: "):
+			// The server's TLS alert (see tlsRefusal), which amqp091 keeps only as text.
+			refusal = handshakeRefused("RabbitMQ", err)
+		}
+	}
+	if refusal == nil {
+		return &Error{Retryable: true, Err: fmt.Errorf("connecting to RabbitMQ at %s: %w", s.where, err)}
+	}
+	return &Error{Retryable: true, Misconfigured: true, Err: fmt.Errorf("connecting to RabbitMQ at %s: %w", s.where, refusal)}
 }
 
 // closeReason is why the broker closed the session's channel (nil: it did not, or not yet).
@@ -162,7 +189,7 @@ func (ss *amqpSession) returnedMessage(id string) (amqp.Return, bool) {
 func (s *AMQP) Publish(ctx context.Context, ev store.Event) (Published, error) {
 	ss, err := s.session()
 	if err != nil {
-		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("connecting to RabbitMQ at %s: %w", s.where, err)}
+		return Published{}, err
 	}
 	key := IdempotencyKey(ev)
 	msg := amqp.Publishing{

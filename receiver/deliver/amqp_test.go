@@ -2,7 +2,7 @@ package deliver
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/hookwarden/hookwarden/internal/brokertest"
-	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/internal/testpki"
 )
 
 // rabbit is a management connection to the test's RabbitMQ, declaring names unique to the test
@@ -183,20 +183,73 @@ func TestAMQPSink(t *testing.T) {
 	}
 }
 
-// Issue 30: a wrong password is an error a user can read (RabbitMQ's own words), retryable,
-// and without the password.
-func TestAMQPSinkWrongPassword(t *testing.T) {
-	brokertest.RabbitMQ(t)
-	p := newAMQP(t, "amqp://guest:not-the-password@"+brokertest.RabbitMQAddr+"/", "amq.direct", "orders")
-	_, err := p.Publish(context.Background(), store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: "evt_1", Payload: []byte("{}")})
-	var de *Error
-	if !errors.As(err, &de) || !de.Retryable || de.Misconfigured {
-		t.Fatalf("Publish = %v, want a retryable *Error", err)
+// Issue 30: RabbitMQ refusing the sink at connection open makes it misconfigured, its events
+// waiting uncounted, with RabbitMQ's reason and the broker's address, never the password: a wrong
+// password (403 ACCESS_REFUSED) or a vhost that does not exist (530 NOT_ALLOWED). Once the URL has
+// the right password, the events that waited are published, each once.
+func TestAMQPSinkRefused(t *testing.T) {
+	rb := newRabbit(t)
+	publishRefused(t, newAMQP(t, "amqp://guest:not-the-password@"+brokertest.RabbitMQAddr+"/", "amq.direct", "orders"), "a wrong password", "not-the-password",
+		"connecting to RabbitMQ at amqp://"+brokertest.RabbitMQAddr+"/: RabbitMQ refused the credentials (the user and password of the sink's URL)",
+		"username or password not allowed")
+	nowhere := brokertest.Name("hw-test-no-vhost")
+	publishRefused(t, newAMQP(t, "amqp://guest:guest@"+brokertest.RabbitMQAddr+"/"+nowhere, "amq.direct", "orders"), "a vhost that does not exist", "",
+		"RabbitMQ refused the vhost of the sink's URL: does it exist, and may the user open it?", "NOT_ALLOWED - vhost "+nowhere+" not found")
+
+	ex := rb.exchange(t, "hooks", "orders")
+	refusedThenFixed(t,
+		newAMQP(t, "amqp://guest:not-the-password@"+brokertest.RabbitMQAddr+"/", ex, "orders"),
+		newAMQP(t, rb.url, ex, "orders"),
+		"RabbitMQ refused the credentials", func() []string { return messageIDs(rb.drain(t, "orders")) })
+}
+
+// messageIDs is the cloudEvents_id of each message.
+func messageIDs(ds []amqp.Delivery) []string {
+	var ids []string
+	for _, d := range ds {
+		id, _ := d.Headers["cloudEvents_id"].(string)
+		ids = append(ids, id)
 	}
-	msg := err.Error()
-	if !strings.Contains(msg, "username or password not allowed") || !strings.Contains(msg, "at amqp://"+brokertest.RabbitMQAddr+"/:") || strings.Contains(msg, "not-the-password") {
-		t.Errorf("error %q: want RabbitMQ's reason and the broker's address, without the password", msg)
+	return ids
+}
+
+// Issue 30: amqps:// to RabbitMQ behind a TLS terminator that requires a client certificate:
+// the right CA bundle and certificate publish; a CA bundle the server's certificate does not
+// chain to, no client certificate, or TLS to RabbitMQ's plain port make the sink misconfigured,
+// saying what to fix.
+func TestAMQPSinkTLS(t *testing.T) {
+	rb := newRabbit(t)
+	ex := rb.exchange(t, "hooks", "orders")
+	pki := testpki.New(t)
+	cert, err := tls.X509KeyPair(pki.ServerCert, pki.ServerKey)
+	if err != nil {
+		t.Fatal(err)
 	}
+	proxy := brokertest.NewTLSProxy(t, brokertest.RabbitMQAddr,
+		&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientCAs: pki.Pool, ClientAuth: tls.RequireAndVerifyClientCert})
+	newAMQPS := func(addr string, m TLSMaterial) *AMQP {
+		p, err := NewAMQP("amqps://guest:guest@"+addr+"/", ex, "orders", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	good := TLSMaterial{CAPEM: pki.CA, CertPEM: pki.ClientCert, KeyPEM: pki.ClientKey}
+	if de, err := publishOnce(t, newAMQPS(proxy.Addr(), good), "evt_mtls"); err != nil {
+		t.Fatalf("publishing over mutual TLS: %v (%+v)", err, de)
+	}
+	if got := messageIDs(rb.drain(t, "orders")); !slices.Equal(got, []string{"evt_mtls"}) {
+		t.Fatalf("the queue held %v, want the event published over mutual TLS", got)
+	}
+	otherCA := good
+	otherCA.CAPEM = testpki.New(t).CA
+	publishRefused(t, newAMQPS(proxy.Addr(), otherCA), "another CA", "",
+		"RabbitMQ's certificate does not verify against the sink's CA bundle (tls.caBundle)", "certificate signed by unknown authority")
+	publishRefused(t, newAMQPS(proxy.Addr(), TLSMaterial{CAPEM: pki.CA}), "no client certificate", "",
+		"the TLS handshake with RabbitMQ failed: does it require a client certificate (tls.clientCertificate)", "certificate required")
+	publishRefused(t, newAMQPS(brokertest.RabbitMQAddr, good), "TLS to the plain port", "",
+		"RabbitMQ does not answer in TLS: does its port take TLS connections?")
 }
 
 // Issue 30: the connection to RabbitMQ closed again and again while events are published (a

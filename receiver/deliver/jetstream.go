@@ -3,10 +3,8 @@ package deliver
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -181,29 +179,23 @@ func (s *JetStream) Publish(ctx context.Context, ev store.Event) (Published, err
 }
 
 // connectError classifies a failed connection: a refusal the user must fix (the server
-// refused the credentials, or TLS verification failed either way) is Misconfigured, its events
-// waiting uncounted; anything else (the server unreachable) is retried.
+// refused the credentials, or TLS failed: see tlsRefusal) is Misconfigured, its events waiting
+// uncounted; anything else (the server unreachable) is retried.
 func connectError(err error) *Error {
-	var (
-		verify *tls.CertificateVerificationError
-		remote *net.OpError
-	)
+	refusal := tlsRefusal("the NATS server", err)
 	switch {
 	case errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
 		errors.Is(err, nats.ErrAccountAuthExpired):
-		return &Error{Retryable: true, Misconfigured: true,
-			Err: fmt.Errorf("NATS refused the sink's credentials (token, username and password, or user.creds): %w", err)}
-	case errors.As(err, &verify):
-		return &Error{Retryable: true, Misconfigured: true,
-			Err: fmt.Errorf("the NATS server's certificate does not verify against the sink's CA bundle (tls.caBundle): %w", err)}
-	case errors.Is(err, nats.ErrTLS) || errors.As(err, &remote) && remote.Op == "remote error":
-		// The handshake failed, or the server closed the connection right after it or sent a
-		// TLS alert (crypto/tls's "remote error"; with TLS 1.3 it comes at the first read
-		// after the handshake): typically it did not take the client's certificate.
-		return &Error{Retryable: true, Misconfigured: true,
-			Err: fmt.Errorf("the TLS handshake with the NATS server failed: does it require a client certificate (tls.clientCertificate), or refuse this one? %w", err)}
+		refusal = fmt.Errorf("NATS refused the sink's credentials (token, username and password, or user.creds): %w", err)
+	case refusal == nil && errors.Is(err, nats.ErrTLS):
+		// The handshake failed without a reason crypto/tls names (the server closed the
+		// connection during it).
+		refusal = handshakeRefused("the NATS server", err)
 	}
-	return &Error{Retryable: true, Err: fmt.Errorf("connecting to NATS: %w", err)}
+	if refusal == nil {
+		return &Error{Retryable: true, Err: fmt.Errorf("connecting to NATS: %w", err)}
+	}
+	return &Error{Retryable: true, Misconfigured: true, Err: refusal}
 }
 
 // Close implements Publisher.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -54,8 +55,8 @@ type Kafka struct {
 	// failure): the client retries those inside a produce until the context ends, and the
 	// context's error alone would not say why.
 	conn *connHook
-	// auth names the SASL mechanism and user in errors ("": no SASL).
-	auth string
+	// saslMechanism and saslUser name the credentials in errors ("": no SASL).
+	saslMechanism, saslUser string
 }
 
 // connHook records the outcome of the client's latest connection to a broker.
@@ -118,15 +119,12 @@ func NewKafka(brokers []string, topic string, key KafkaKey, c KafkaConfig) (*Kaf
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
-	var auth string
-	if c.SASLMechanism != "" {
-		auth = fmt.Sprintf("SASL %s as %q", c.SASLMechanism, c.Username)
-	}
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("the Kafka client: %w", err)
 	}
-	return &Kafka{topic: topic, key: key, where: strings.Join(brokers, ","), client: client, conn: hook, auth: auth}, nil
+	return &Kafka{topic: topic, key: key, where: strings.Join(brokers, ","), client: client, conn: hook,
+		saslMechanism: c.SASLMechanism, saslUser: c.Username}, nil
 }
 
 func saslMechanism(c KafkaConfig) (sasl.Mechanism, error) {
@@ -218,17 +216,42 @@ func (s *Kafka) Publish(ctx context.Context, ev store.Event) (Published, error) 
 		return Published{}, &Error{Retryable: true, Misconfigured: true,
 			Err: fmt.Errorf("Kafka at %s has no topic %q: create it (%w)", s.where, s.topic, err)}
 	default:
-		if cerr := s.conn.lastErr(); cerr != nil && ctx.Err() != nil {
-			hint := ""
-			if s.auth != "" {
-				// A broker that refuses the credentials may answer SASL_AUTHENTICATION_FAILED
-				// or just close the connection (EOF).
-				hint = "; check the " + s.auth + " credentials"
+		// The client retries failed connections inside the produce until the context ends
+		// (this record's, or that of the first record of its batch: the batch fails with
+		// it); why they failed is only in the connection hook.
+		ended := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+		if cerr := s.conn.lastErr(); cerr != nil && ended {
+			if refusal := s.refusal(cerr); refusal != nil {
+				// The user must fix the sink's credentials or TLS settings; the events wait.
+				return Published{}, &Error{Retryable: true, Misconfigured: true,
+					Err: fmt.Errorf("producing to Kafka topic %q at %s: %w", s.topic, s.where, refusal)}
 			}
-			err = fmt.Errorf("%w (the last connection to a broker failed: %v%s)", err, cerr, hint)
+			err = fmt.Errorf("%w (the last connection to a broker failed: %v)", err, cerr)
 		}
 		return Published{}, &Error{Retryable: true, Err: fmt.Errorf("producing to Kafka topic %q at %s: %w", s.topic, s.where, err)}
 	}
+}
+
+// refusal says what the user must fix when a connection to a broker failed with cerr in a way
+// no retry can mend, nil otherwise: the broker refused the SASL credentials or mechanism, or
+// closed the connection during SASL, or TLS failed.
+//
+// A connection closed before the broker's first answer (franz-go's ErrFirstReadEOF, whose text
+// guesses at TLS expected and missing) is not one: a load balancer without a broker behind it
+// closes connections the same way, and that passes.
+func (s *Kafka) refusal(cerr error) error {
+	var firstEOF *kgo.ErrFirstReadEOF
+	switch {
+	case errors.Is(cerr, kerr.SaslAuthenticationFailed):
+		return fmt.Errorf("Kafka refused the credentials of SASL %s as %q: fix the username or password in the route Secret (%w)", s.saslMechanism, s.saslUser, cerr)
+	case errors.Is(cerr, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("Kafka does not enable SASL %s: choose a mechanism it enables (sasl.mechanism) (%w)", s.saslMechanism, cerr)
+	case s.saslMechanism != "" && errors.Is(cerr, io.EOF) && !errors.As(cerr, &firstEOF):
+		// The broker answered, then closed the connection during SASL: a broker may do so on
+		// credentials it refuses rather than answer SASL_AUTHENTICATION_FAILED (kfake does).
+		return fmt.Errorf("Kafka closed the connection during SASL authentication: check the credentials of SASL %s as %q (%w)", s.saslMechanism, s.saslUser, cerr)
+	}
+	return tlsRefusal("the Kafka broker", cerr)
 }
 
 // Close implements Publisher.

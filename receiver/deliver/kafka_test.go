@@ -2,7 +2,7 @@ package deliver
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"slices"
@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/hookwarden/hookwarden/internal/testpki"
 	"github.com/hookwarden/hookwarden/receiver/store"
 )
 
@@ -56,10 +59,11 @@ func kerrOf(code int16) error {
 	return fmt.Errorf("kafka error code %d", code)
 }
 
-// records reads topic from the start until it has read want records (or 10 s passed).
-func records(t *testing.T, addrs []string, topic string, want int) []*kgo.Record {
+// records reads topic from the start until it has read want records (or 10 s passed), with the
+// client options opts besides.
+func records(t *testing.T, addrs []string, topic string, want int, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,34 +172,96 @@ func TestKafkaSink(t *testing.T) {
 	}
 }
 
-// Issue 30: SASL (SCRAM-SHA-256 here, PLAIN and SCRAM-SHA-512 alike): the right password
-// produces; a wrong one is an error a user can read, retryable. kfake closes the connection on
-// a wrong password where Kafka answers SASL_AUTHENTICATION_FAILED, so the error names the
-// failed connection and the credentials to check.
+// startKafkaAnsweringSASL runs a kfake cluster with SASL PLAIN for user and pass that answers a
+// wrong password as Kafka does, SASL_AUTHENTICATION_FAILED with Kafka's message, where kfake
+// itself closes the connection.
+func startKafkaAnsweringSASL(t *testing.T, user, pass string, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	kc := startKafka(t, append([]kfake.Opt{kfake.EnableSASL(), kfake.Superuser("PLAIN", user, pass)}, opts...)...)
+	kc.ControlKey(kmsg.SASLAuthenticate.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		auth := req.(*kmsg.SASLAuthenticateRequest)
+		if string(auth.SASLAuthBytes) == "\x00"+user+"\x00"+pass {
+			return nil, nil, false // kfake authenticates it
+		}
+		kc.KeepControl()
+		resp := auth.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Authentication failed: Invalid username or password")
+		return resp, nil, true
+	})
+	return kc
+}
+
+// Issue 30: SASL (PLAIN and SCRAM here; SCRAM-SHA-512 alike): the right password produces; a
+// wrong one makes the sink misconfigured, its events waiting uncounted until the route Secret
+// has the right one, whether the broker answers SASL_AUTHENTICATION_FAILED (Kafka; kfake made to
+// answer so) or closes the connection (kfake itself); the error says which credentials to fix,
+// never the password.
 func TestKafkaSinkSASL(t *testing.T) {
 	kc := startKafka(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "hooks", "s3cret"), kfake.SeedTopics(1, "events"))
 	addrs := kc.ListenAddrs()
-	ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: "evt_1", Payload: []byte("{}"), ReceivedAt: time.Now()}
-
 	good := newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "SCRAM-SHA-256", Username: "hooks", Password: "s3cret"})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := good.Publish(ctx, ev); err != nil {
-		t.Fatalf("producing with the right password: %v", err)
+	if de, err := publishOnce(t, good, "evt_scram"); err != nil {
+		t.Fatalf("producing with the right password: %v (%+v)", err, de)
 	}
-	bad := newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "SCRAM-SHA-256", Username: "hooks", Password: "wrong-pw"})
-	short, cancelShort := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancelShort()
-	_, err := bad.Publish(short, ev)
-	var de *Error
-	if !errors.As(err, &de) || !de.Retryable {
-		t.Fatalf("producing with a wrong password = %v, want a retryable *Error", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, `the last connection to a broker failed: EOF; check the SASL SCRAM-SHA-256 as "hooks" credentials`) || strings.Contains(msg, "wrong-pw") {
-		t.Errorf("error %q: want Kafka's reason, without the password", msg)
-	}
+	publishRefused(t, newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "SCRAM-SHA-256", Username: "hooks", Password: "wrong-pw"}),
+		"a wrong password, the connection closed", "wrong-pw",
+		`Kafka closed the connection during SASL authentication: check the credentials of SASL SCRAM-SHA-256 as "hooks"`)
 	if _, err := NewKafka(addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "GSSAPI"}); err == nil {
 		t.Error("an unknown SASL mechanism was accepted")
+	}
+
+	answering := startKafkaAnsweringSASL(t, "hooks", "s3cret", kfake.SeedTopics(1, "events"))
+	addrs = answering.ListenAddrs()
+	bad := newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "PLAIN", Username: "hooks", Password: "wrong-pw"})
+	publishRefused(t, bad, "a wrong password, answered", "wrong-pw",
+		`Kafka refused the credentials of SASL PLAIN as "hooks": fix the username or password in the route Secret`,
+		"SASL_AUTHENTICATION_FAILED", "Invalid username or password")
+	refusedThenFixed(t, bad,
+		newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{SASLMechanism: "PLAIN", Username: "hooks", Password: "s3cret"}),
+		"SASL_AUTHENTICATION_FAILED", func() []string { return recordIDs(t, answering, "events", plain.Auth{User: "hooks", Pass: "s3cret"}) })
+}
+
+// recordIDs is the ce_id of every record of topic (one partition) on kc, read with SASL PLAIN
+// as auth.
+func recordIDs(t *testing.T, kc *kfake.Cluster, topic string, auth plain.Auth) []string {
+	t.Helper()
+	var ids []string
+	n := int(kc.PartitionInfo(topic, 0).HighWatermark)
+	for _, rec := range records(t, kc.ListenAddrs(), topic, n, kgo.SASL(auth.AsMechanism())) {
+		ids = append(ids, header(rec, "ce_id"))
+	}
+	return ids
+}
+
+// Issue 30: TLS to a broker that requires a client certificate: the right CA bundle and
+// certificate produce; a CA bundle the broker's certificate does not chain to, or no client
+// certificate, make the sink misconfigured, saying what to fix; no TLS at all is retried.
+func TestKafkaSinkTLS(t *testing.T) {
+	pki := testpki.New(t)
+	cert, err := tls.X509KeyPair(pki.ServerCert, pki.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := startKafka(t, kfake.TLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, ClientCAs: pki.Pool, ClientAuth: tls.RequireAndVerifyClientCert}),
+		kfake.SeedTopics(1, "events"))
+	addrs := kc.ListenAddrs()
+	good := TLSMaterial{CAPEM: pki.CA, CertPEM: pki.ClientCert, KeyPEM: pki.ClientKey}
+	if de, err := publishOnce(t, newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{TLS: true, TLSMaterial: good}), "evt_mtls"); err != nil {
+		t.Fatalf("producing over mutual TLS: %v (%+v)", err, de)
+	}
+	otherCA := good
+	otherCA.CAPEM = testpki.New(t).CA
+	publishRefused(t, newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{TLS: true, TLSMaterial: otherCA}), "another CA", "",
+		"the Kafka broker's certificate does not verify against the sink's CA bundle (tls.caBundle)", "certificate signed by unknown authority")
+	publishRefused(t, newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{TLS: true, TLSMaterial: TLSMaterial{CAPEM: pki.CA}}), "no client certificate", "",
+		"the TLS handshake with the Kafka broker failed: does it require a client certificate (tls.clientCertificate)", "certificate required")
+
+	// Without TLS the broker closes the connection before it answers, as a load balancer
+	// without a broker behind it does: that passes, so it is retried, with franz-go's guess.
+	de, err := publishWithin(t, newKafka(t, addrs, "events", KafkaKey{}, KafkaConfig{}), "evt_plain", 3*time.Second)
+	if de == nil || de.Misconfigured || !de.Retryable || !strings.Contains(err.Error(), "is TLS missing?") {
+		t.Errorf("producing without TLS = %v, want a retryable *Error with franz-go's guess", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -357,6 +358,79 @@ func TestJobOfARemovedSinkIsDeadLettered(t *testing.T) {
 	letters, err := r.st.DeadLetters(context.Background(), 10)
 	if err != nil || len(letters) != 1 || letters[0].Sink != "removed" || !strings.Contains(letters[0].LastError, `no sink named "removed" any more`) {
 		t.Errorf("dead letters = %+v, %v; want removed's job, saying why", letters, err)
+	}
+}
+
+// publishOnce publishes event id through p (10 s at most) and returns the error, a *Error when
+// not nil.
+func publishOnce(t *testing.T, p Publisher, id string) (*Error, error) {
+	t.Helper()
+	return publishWithin(t, p, id, 10*time.Second)
+}
+
+// publishWithin is publishOnce with a deadline of limit: a Kafka connection the broker refuses
+// is retried inside the produce until the deadline.
+func publishWithin(t *testing.T, p Publisher, id string, limit time.Duration) (*Error, error) {
+	t.Helper()
+	ev := store.Event{Subscription: "shop/orders", SubscriptionUID: "uid", EventID: id, EventType: "invoice.paid", Payload: []byte("{}")}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	_, err := p.Publish(ctx, ev)
+	if err == nil {
+		return nil, nil
+	}
+	var de *Error
+	if !errors.As(err, &de) {
+		t.Fatalf("publishing %s: %v is not a *Error", id, err)
+	}
+	return de, err
+}
+
+// publishRefused publishes one event through p (3 s at most: a refused Kafka connection is
+// retried inside the produce until then) and fails t unless the error is a misconfigured sink,
+// retried, whose message contains each of want and not the password.
+func publishRefused(t *testing.T, p Publisher, why, password string, want ...string) {
+	t.Helper()
+	de, err := publishWithin(t, p, "evt_refused", 3*time.Second)
+	if de == nil || !de.Misconfigured || !de.Retryable {
+		t.Errorf("%s: Publish = %v, want a misconfigured sink (its events wait)", why, err)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: error %q does not say %q", why, err, w)
+		}
+	}
+	if password != "" && strings.Contains(err.Error(), password) {
+		t.Errorf("%s: error %q shows the password", why, err)
+	}
+}
+
+// refusedThenFixed runs a pool whose sink bus publishes with bad, which its broker refuses:
+// each event is offered more often than its budget (maxAttempts 1) would allow and given back
+// uncounted, with a message containing want, never dead-lettered; then bus gets good (the route
+// Secret fixed) and every event arrives once, as arrived (the event ids at the broker) shows.
+func refusedThenFixed(t *testing.T, bad, good Publisher, want string, arrived func() []string) {
+	t.Helper()
+	// Four workers for the sink (half of them): a Kafka attempt that is refused lasts until
+	// the sender's timeout, so the three events are offered side by side.
+	r := newSinkRig(t, Options{Workers: 8})
+	r.set("bus", func(s *Sink) { *s = Sink{Name: "bus", Publisher: bad, MaxAttempts: 1} })
+	ids := r.claim(t, []string{"bus"}, "invoice.paid", "invoice.paid", "invoice.paid")
+	r.run(t)
+	pollFor(t, time.Minute, 10*time.Millisecond, "the refused events were offered twice their budget and given back, saying why", func() bool {
+		if letters, _ := r.st.DeadLetters(context.Background(), 10); len(letters) != 0 {
+			t.Fatalf("%s dead-lettered while the broker refused the sink (%s), want it waiting", letters[0].Event.EventID, letters[0].LastError)
+		}
+		return sinkCounter(t, r.reg, "bus", ResultReturned) >= float64(2*len(ids)) && r.logs.contains("sink misconfigured") && r.logs.contains(want)
+	})
+	if n := max(sinkCounter(t, r.reg, "bus", ResultRetry), 0) + max(sinkCounter(t, r.reg, "bus", ResultDead), 0); n != 0 {
+		t.Errorf("%v attempts counted while the broker refused the sink, want none", n)
+	}
+	r.set("bus", func(s *Sink) { s.Publisher = good })
+	pollFor(t, time.Minute, 10*time.Millisecond, "with the fixed sink every event is published", func() bool { return r.depth(t) == 0 })
+	if got := sorted(arrived()); !slices.Equal(got, ids) {
+		t.Errorf("the broker holds %v, want each of %v once", got, ids)
 	}
 }
 
