@@ -357,15 +357,22 @@ func sweep(ctx context.Context, st store.Store, routes *receiver.Routes, o optio
 	}
 }
 
+// depthPollEvery is how often the queue depth and each sink's backlog are read from the store;
+// a poll that takes long (a SQLite ledger with a backlog of a million events) is spaced so that
+// polling takes at most 1/depthPollShare of the time.
+const (
+	depthPollEvery = 5 * time.Second
+	depthPollShare = 20
+)
+
 func pollDepth(ctx context.Context, st store.Store, m *receiver.Metrics) error {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
 	for {
-		_ = m.PollStore(ctx, st, time.Now()) // a failed poll keeps the last figures until the next
+		start := time.Now()
+		_ = m.PollStore(ctx, st, start) // a failed poll keeps the last figures until the next
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(max(depthPollEvery, depthPollShare*time.Since(start))):
 		}
 	}
 }
