@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -259,6 +260,12 @@ func (s *SQL) migrate(ctx context.Context) error {
 )` + keyed,
 		`CREATE INDEX IF NOT EXISTS hw_replays_received ON hw_replays (received_at)`,
 	}
+	return s.migrateTx(ctx, jobs, stmts)
+}
+
+// migrateTx runs migrate's statements (jobs creates hw_sink_jobs, stmts everything else) in one
+// transaction, serialised among receivers on PostgreSQL, and none when the schema is current.
+func (s *SQL) migrateTx(ctx context.Context, jobs string, stmts []string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -282,6 +289,11 @@ func (s *SQL) migrate(ctx context.Context) error {
 		if err := migrateSingleJob(ctx, tx, jobs); err != nil {
 			return fmt.Errorf("migrate: one job per event to one job per sink: %w", err)
 		}
+	} else if current, err := schemaCurrent(ctx, tx, s.dialect, append(stmts, ledgerIndexes...)); err != nil || current {
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return tx.Commit()
 	}
 	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
@@ -327,18 +339,52 @@ var ledgerIndexes = []string{
 	`CREATE INDEX IF NOT EXISTS hw_events_kept ON hw_events (subscription, received_at) WHERE purged_at = 0`,
 }
 
+// laterColumns are the columns later versions added (addColumns).
+var laterColumns = []struct{ table, column, def string }{
+	{"hw_events", "trace_context", "TEXT NOT NULL DEFAULT ''"},
+	{"hw_events", "purged_at", "BIGINT NOT NULL DEFAULT 0"},
+	{"hw_sink_jobs", "replays", "INTEGER NOT NULL DEFAULT 0"},
+	{"hw_sink_jobs", "fresh_key", "INTEGER NOT NULL DEFAULT 0"},
+}
+
+// createdName is the table or index a CREATE ... IF NOT EXISTS statement creates.
+var createdName = regexp.MustCompile(`^CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)`)
+
+// schemaCurrent reports whether every table and index that creates makes, and every column of
+// laterColumns, exists, from the catalog alone. A current schema then gets no DDL: CREATE INDEX
+// IF NOT EXISTS takes a share lock on its table before it finds the index there, so a receiver
+// starting beside others that serve would wait for their claims and, taking the tables' locks
+// one after the other, deadlock with them (PostgreSQL aborts one: the starting replica exited).
+func schemaCurrent(ctx context.Context, tx *sql.Tx, d dialect, creates []string) (bool, error) {
+	q := `SELECT count(*) FROM sqlite_master WHERE name = $1`
+	if d == dialectPostgres {
+		q = `SELECT count(*) FROM (SELECT to_regclass($1) AS c) r WHERE c IS NOT NULL`
+	}
+	for _, stmt := range creates {
+		m := createdName.FindStringSubmatch(stmt)
+		if m == nil {
+			return false, fmt.Errorf("no name in %.40q", stmt)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, q, m[1]).Scan(&n); err != nil || n == 0 {
+			return false, err
+		}
+	}
+	for _, c := range laterColumns {
+		if has, err := hasColumn(ctx, tx, d, c.table, c.column); err != nil || !has {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // addColumns adds the columns of later versions to a database written before them:
 // hw_events.trace_context (Event.Trace; old rows get ”: their attempts start traces of their
 // own) and purged_at (Ledger.Forget), hw_sink_jobs.replays and fresh_key (Ledger.Requeue). On
 // SQLite they land after the payload, where a new database has them before. Then it creates
 // ledgerIndexes, which index them.
 func addColumns(ctx context.Context, tx *sql.Tx, d dialect) error {
-	for _, c := range []struct{ table, column, def string }{
-		{"hw_events", "trace_context", "TEXT NOT NULL DEFAULT ''"},
-		{"hw_events", "purged_at", "BIGINT NOT NULL DEFAULT 0"},
-		{"hw_sink_jobs", "replays", "INTEGER NOT NULL DEFAULT 0"},
-		{"hw_sink_jobs", "fresh_key", "INTEGER NOT NULL DEFAULT 0"},
-	} {
+	for _, c := range laterColumns {
 		has, err := hasColumn(ctx, tx, d, c.table, c.column)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -802,4 +803,36 @@ func TestSQLiteConcurrentClaimsPreparingStatementsDoNotDeadlock(t *testing.T) {
 			t.Fatalf("ClaimBatch: %v (a deadlock ends when the test's context does)", err)
 		}
 	}
+}
+
+// A replica that starts while the others serve takes no lock on the store's tables when the
+// schema is current: its migration is catalog reads only. Before, its CREATE INDEX IF NOT
+// EXISTS statements took a share lock on each table in turn and deadlocked with the claims of
+// the running replicas (receiver chaos: "migrate: ERROR: deadlock detected", the replica
+// exited). Here a transaction holds the lock a claim holds; the second open must not wait.
+func TestOpenTakesNoTableLockOnACurrentSchema(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	first, err := OpenPostgres(testCtx(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Close() })
+	claim, err := first.db.BeginTx(testCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = claim.Rollback() }()
+	for _, table := range []string{"hw_events", "hw_sink_jobs", "hw_replays"} {
+		if _, err := claim.ExecContext(testCtx(t), `LOCK TABLE `+table+` IN ROW EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Blocked, the open would wait for the lock until this context ends.
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	second, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatalf("opening the store while a claim holds its tables: %v", err)
+	}
+	_ = second.Close()
 }
