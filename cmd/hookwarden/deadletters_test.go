@@ -28,8 +28,6 @@ import (
 	"github.com/hookwarden/hookwarden/cli"
 	"github.com/hookwarden/hookwarden/internal/testtier"
 	"github.com/hookwarden/hookwarden/receiver"
-	"github.com/hookwarden/hookwarden/receiver/store"
-	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // sink records each delivery's Idempotency-Key; it fails while failing is set.
@@ -87,12 +85,7 @@ func testDeadLetters(t *testing.T, kind string) {
 	snk := &sink{failing: true}
 	sinkSrv := httptest.NewServer(snk)
 	defer sinkSrv.Close()
-	dsn := "sqlite://" + storetest.SQLitePath(t)
-	if kind == "redis" {
-		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
-	}
-	st, err := store.Open(ctx, dsn)
-	g.Expect(err).NotTo(HaveOccurred())
+	st := openStore(ctx, t, g, kind)
 	rig := newReceiverRig(ctx, t, g, st, receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe",
 		Secrets: [][]byte{[]byte("whsec_deadletters")}, Sinks: receiver.OneHTTPSink(sinkSrv.URL), MaxAttempts: 1})
 	viewer, adminTok := tokenFor(t, g, tn.ns, "dl-viewer", "deadletters-viewer"), tokenFor(t, g, tn.ns, "dl-admin", "deadletters-admin")

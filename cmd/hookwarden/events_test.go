@@ -20,7 +20,6 @@ import (
 	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/receiver/deliver"
 	"github.com/hookwarden/hookwarden/receiver/store"
-	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // replaySink records each delivery as "ce-id key replay" (replay: ce-hookwardenreplay).
@@ -63,12 +62,7 @@ func testEvents(t *testing.T, kind string) {
 	snk := &replaySink{}
 	sinkSrv := httptest.NewServer(snk)
 	defer sinkSrv.Close()
-	dsn := "sqlite://" + storetest.SQLitePath(t)
-	if kind == "redis" {
-		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
-	}
-	st, err := store.Open(ctx, dsn)
-	g.Expect(err).NotTo(HaveOccurred())
+	st := openStore(ctx, t, g, kind)
 	ledger, ok := st.(store.Ledger)
 	g.Expect(ok).To(BeTrue(), "%s keeps no browsable ledger", kind)
 	const secret = "whsec_ledger"
@@ -189,12 +183,7 @@ func testEventsListReadsOnPastShortPages(t *testing.T, kind string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tn := newTenant(t, g, "sparse-"+kind)
-	dsn := "sqlite://" + storetest.SQLitePath(t)
-	if kind == "redis" {
-		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
-	}
-	st, err := store.Open(ctx, dsn)
-	g.Expect(err).NotTo(HaveOccurred())
+	st := openStore(ctx, t, g, kind)
 	rig := newReceiverRig(ctx, t, g, st, receiver.Route{Namespace: tn.ns, Name: "orders", UID: "uid-orders", Provider: "stripe",
 		Secrets: [][]byte{[]byte("whsec_sparse")}, Sinks: receiver.OneHTTPSink("http://127.0.0.1:1"), MaxAttempts: 3})
 	viewer := tokenFor(t, g, tn.ns, "sparse-viewer", "events-viewer")

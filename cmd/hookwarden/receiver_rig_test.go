@@ -19,6 +19,7 @@ import (
 	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/receiver/deliver"
 	"github.com/hookwarden/hookwarden/receiver/store"
+	"github.com/hookwarden/hookwarden/receiver/store/storetest"
 )
 
 // receiverRig is a real receiver for the admin commands' tests: the handler on one Stripe route
@@ -33,6 +34,18 @@ type receiverRig struct {
 }
 
 // newReceiverRig serves route from st until ctx ends; it closes st when the test ends.
+// openStore opens a store of kind ("sqlite": a file of the test's, "redis": a durable Redis
+// of its own).
+func openStore(ctx context.Context, t *testing.T, g *WithT, kind string) store.Store {
+	dsn := "sqlite://" + storetest.SQLitePath(t)
+	if kind == "redis" {
+		dsn = storetest.StartRedis(t, storetest.DurableRedis()...).URL()
+	}
+	st, err := store.Open(ctx, dsn)
+	g.Expect(err).NotTo(HaveOccurred())
+	return st
+}
+
 func newReceiverRig(ctx context.Context, t *testing.T, g *WithT, st store.Store, route receiver.Route) *receiverRig {
 	batcher := store.NewBatcher(st, store.BatcherOptions{})
 	t.Cleanup(func() { batcher.Close(); st.Close() })
