@@ -851,6 +851,22 @@ func (g gitlabLike) Redeliver(ctx context.Context, reg providers.Registration, m
 	return nil
 }
 
+// The look once per resync that finds nothing missed reads no list of its own: only a run
+// that is about to send does.
+func TestRecoveryQuietLookListsNothingAfresh(t *testing.T) {
+	f := newFakeRecoverer(decidetest.PollCaps)
+	h := newRecHarnessWith(t, f, struct {
+		providers.Client
+		providers.Recoverer
+	}{f.FakeClient, gitlabLike{f}})
+	f.Regs = []providers.Registration{h.reg}
+	h.r.recoverMissed(context.Background(), h.sub, recoveryTarget{acct: h.acct, kept: h.reg, secret: recSecret})
+	if len(f.listed) != 1 || f.Calls["List"] != 0 || len(f.redelivered) != 0 {
+		t.Errorf("looked %d times, listed the account %d times, redelivered %v; want one look and nothing else",
+			len(f.listed), f.Calls["List"], f.redelivered)
+	}
+}
+
 // A run that resends on a provider that cannot list what it never sent starts from a list of
 // its own: the reconcile planned from a shared list read before GitLab disabled the hook, the
 // disable has ended (disabled_until in the past), and the run's first resend would erase that
@@ -875,6 +891,9 @@ func TestRecoveryRunListsAfreshOnAProviderThatCannotListEverything(t *testing.T)
 
 	if !slices.Equal(f.redelivered, []string{"push-1"}) {
 		t.Fatalf("redelivered %v, want push-1", f.redelivered)
+	}
+	if f.Calls["List"] != 1 {
+		t.Errorf("the account listed %d times, want once (the run's own list)", f.Calls["List"])
 	}
 	gaps := h.sub.Status.Recovery.Gaps
 	if len(gaps) != 1 || gaps[0].Reason != hookv1.GapProviderDisabled || !gaps[0].End.Time.Equal(until) {
