@@ -293,9 +293,10 @@ const maxLeaseAhead = 8
 // about slot per job, the last of ahead jobs starts after ahead/Workers slots, so ahead is
 // Workers times the slots that fit into the shorter of the two, between 1 and maxLeaseAhead.
 // Run passes as slot the age of the longest-running delivery when that is longer than the
-// average, so a sink that stops answering shrinks the budget before its deliveries end. Until a delivery has been timed it
-// is Workers. Should the sink slow down more than the average follows, a job that waited
-// until its lease could end mid-delivery is given back unsent (Run), never sent twice.
+// average, so a sink that stops answering shrinks the budget before its deliveries end. Until
+// a delivery has been timed it is Workers. Should the sink slow down more than the average
+// follows, a job that waited until its lease could end mid-delivery is given back unsent (Run),
+// never sent twice.
 func (p *Pool) ahead(slot time.Duration, measured bool) int {
 	k := int64(1)
 	switch {
